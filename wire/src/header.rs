@@ -1,0 +1,86 @@
+use bytes::BufMut;
+use nom::{IResult, number::complete::le_i32};
+
+use crate::Error;
+
+/// Size of [`MsgHeader`] on the wire.
+pub const HEADER_LEN: usize = 16;
+
+/// `maxMessageSizeBytes`: the largest message (header included) accepted or sent.
+pub const MAX_MESSAGE_SIZE: usize = 48_000_000;
+
+/// The opcodes Ebb speaks. An unknown code is an error, never a catch-all variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum OpCode {
+    /// `OP_REPLY`: the answer to a legacy `OP_QUERY`.
+    Reply = 1,
+    /// `OP_QUERY`: legacy; only `<db>.$cmd` commands (the handshake) are served.
+    Query = 2004,
+    /// `OP_COMPRESSED`: wraps another message.
+    Compressed = 2012,
+    /// `OP_MSG`: every modern command and reply.
+    Msg = 2013,
+}
+
+impl OpCode {
+    /// Maps a wire value to an opcode.
+    pub fn from_i32(code: i32) -> Result<Self, Error> {
+        match code {
+            1 => Ok(OpCode::Reply),
+            2004 => Ok(OpCode::Query),
+            2012 => Ok(OpCode::Compressed),
+            2013 => Ok(OpCode::Msg),
+            other => Err(Error::UnknownOpCode(other)),
+        }
+    }
+
+    /// The wire value.
+    pub fn as_i32(self) -> i32 {
+        self as i32
+    }
+}
+
+/// The standard message header: `messageLength`, `requestID`, `responseTo`, `opCode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgHeader {
+    /// `messageLength`: total size of the message, header included.
+    pub message_length: i32,
+    /// `requestID`: the sender's identifier for this message.
+    pub request_id: i32,
+    /// `responseTo`: the `requestID` this message answers.
+    pub response_to: i32,
+    /// `opCode`, kept raw so that an unknown code can still be reported with its request id.
+    pub op_code: i32,
+}
+
+impl MsgHeader {
+    /// Parses the 16 header bytes.
+    pub(crate) fn parse(input: &[u8]) -> IResult<&[u8], MsgHeader> {
+        let (input, message_length) = le_i32(input)?;
+        let (input, request_id) = le_i32(input)?;
+        let (input, response_to) = le_i32(input)?;
+        let (input, op_code) = le_i32(input)?;
+        Ok((input, MsgHeader { message_length, request_id, response_to, op_code }))
+    }
+
+    /// Checks `messageLength` against `[HEADER_LEN, max]` and returns it as a `usize`.
+    pub fn checked_length(&self, max: usize) -> Result<usize, Error> {
+        let len = usize::try_from(self.message_length)
+            .map_err(|_| Error::MessageTooSmall(self.message_length))?;
+        if len < HEADER_LEN {
+            return Err(Error::MessageTooSmall(self.message_length));
+        }
+        if len > max {
+            return Err(Error::MessageTooLarge { len: i64::from(self.message_length), max });
+        }
+        Ok(len)
+    }
+
+    pub(crate) fn write(&self, out: &mut impl BufMut) {
+        out.put_i32_le(self.message_length);
+        out.put_i32_le(self.request_id);
+        out.put_i32_le(self.response_to);
+        out.put_i32_le(self.op_code);
+    }
+}
