@@ -1,1 +1,32 @@
+//! Ebb: a document database server that speaks the MongoDB wire protocol.
+//!
+//! Data flow, one way only:
+//!
+//! ```text
+//! server::listener  accept loop, connection limit, shutdown
+//!   └─ server::connection  one task per connection: frame → decode → dispatch → encode → write
+//!        └─ dispatch  command document + sequences → handler; errors → {ok: 0, …} replies
+//!             └─ commands::*  one module per family (handshake, admin)
+//!                  └─ state  counters and configuration shared by all connections
+//! ```
+//!
+//! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
 
+pub mod commands;
+pub mod config;
+pub mod dispatch;
+pub mod error;
+pub mod server;
+pub mod state;
+
+pub use config::Config;
+pub use error::{CommandError, ErrorCode};
+pub use server::run;
+pub use state::ServerState;
+
+/// The MongoDB release whose behaviour Ebb reproduces (reported by `buildInfo`).
+pub const MONGODB_VERSION: &str = "7.0.0";
+/// `maxWireVersion` for [`MONGODB_VERSION`].
+pub const MAX_WIRE_VERSION: i32 = 21;
+/// Ebb's own version.
+pub const EBB_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -84,3 +84,66 @@ impl MsgHeader {
         out.put_i32_le(self.op_code);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::TestResult;
+
+    #[test]
+    fn parses_the_four_fields() -> TestResult {
+        const DATA: [u8; 17] = [
+            0x33, 0x00, 0x00, 0x00, // messageLength 51
+            0x78, 0x56, 0x34, 0x12, // requestID
+            0xff, 0xff, 0xff, 0xff, // responseTo -1
+            0xdd, 0x07, 0x00, 0x00, // opCode 2013
+            0xaa, // first body byte, left unread
+        ];
+        let (rest, header) = MsgHeader::parse(&DATA)?;
+        assert_eq!(rest, [0xaa]);
+        assert_eq!(
+            header,
+            MsgHeader { message_length: 51, request_id: 0x1234_5678, response_to: -1, op_code: 2013 }
+        );
+        let mut out = Vec::new();
+        header.write(&mut out);
+        assert_eq!(out, DATA[..16]);
+        Ok(())
+    }
+
+    #[test]
+    fn short_header_is_an_error() {
+        assert!(MsgHeader::parse(&[0; 15]).is_err());
+    }
+
+    #[test]
+    fn checked_length_bounds() {
+        let header = |message_length| MsgHeader { message_length, request_id: 0, response_to: 0, op_code: 2013 };
+        assert_eq!(header(16).checked_length(100), Ok(16));
+        assert_eq!(header(100).checked_length(100), Ok(100));
+        assert_eq!(header(15).checked_length(100), Err(Error::MessageTooSmall(15)));
+        assert_eq!(header(0).checked_length(100), Err(Error::MessageTooSmall(0)));
+        assert_eq!(header(-1).checked_length(100), Err(Error::MessageTooSmall(-1)));
+        assert_eq!(header(i32::MIN).checked_length(100), Err(Error::MessageTooSmall(i32::MIN)));
+        assert_eq!(
+            header(101).checked_length(100),
+            Err(Error::MessageTooLarge { len: 101, max: 100 })
+        );
+        assert_eq!(
+            header(i32::MAX).checked_length(MAX_MESSAGE_SIZE),
+            Err(Error::MessageTooLarge { len: i64::from(i32::MAX), max: MAX_MESSAGE_SIZE })
+        );
+    }
+
+    #[test]
+    fn opcodes() {
+        for op in [OpCode::Reply, OpCode::Query, OpCode::Compressed, OpCode::Msg] {
+            assert_eq!(OpCode::from_i32(op.as_i32()), Ok(op));
+        }
+        // OP_UPDATE, OP_INSERT, OP_GET_MORE, OP_DELETE, OP_KILL_CURSORS, OP_COMMAND,
+        // OP_COMMANDREPLY and nonsense.
+        for code in [0, -1, 2001, 2002, 2005, 2006, 2007, 2010, 2011, 9999, i32::MIN] {
+            assert_eq!(OpCode::from_i32(code), Err(Error::UnknownOpCode(code)));
+        }
+    }
+}

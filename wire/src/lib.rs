@@ -1,12 +1,12 @@
-//! `ebb-wire`: the MongoDB wire protocol as a pure, synchronous codec.
+//! `ebb-wire`: the `MongoDB` wire protocol as a pure, synchronous codec.
 //!
 //! No sockets and no server types live here. The connection owns its buffers and calls:
 //!
 //! 1. [`Frame::split`] to cut one length-checked frame off a `BytesMut` (or `Ok(None)` while the
 //!    frame is incomplete). The header's `messageLength` is checked against the limit *before*
 //!    any memory is reserved for the body.
-//! 2. [`Message::decode`] to parse the frame's body with `nom`: OP_MSG, OP_QUERY, OP_REPLY, or
-//!    OP_COMPRESSED wrapping one of them.
+//! 2. [`Message::decode`] to parse the frame's body with `nom`: `OP_MSG`, `OP_QUERY`, `OP_REPLY`, or
+//!    `OP_COMPRESSED` wrapping one of them.
 //! 3. [`Message::encode`] to write a reply, optionally compressed.
 //!
 //! Errors say whether they are connection-fatal ([`Error::is_connection_fatal`]); the others are
@@ -19,12 +19,16 @@ mod op_compressed;
 mod op_msg;
 mod op_query;
 mod op_reply;
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+mod testutil;
 
 pub use codec::{Body, Frame, Message};
 pub use error::Error;
 pub use header::{HEADER_LEN, MAX_MESSAGE_SIZE, MsgHeader, OpCode};
 pub use op_compressed::Compressor;
-pub use op_msg::{DocumentSequence, MessageFlags, OpMsg};
+pub use op_msg::{DocumentSequence, MessageFlags, OpMsg, validate};
 pub use op_query::OpQuery;
 pub use op_reply::OpReply;
 

@@ -1,11 +1,11 @@
-//! OP_COMPRESSED (opcode 2012), per the wire compression specification: compressor ids
+//! `OP_COMPRESSED` (opcode 2012), per the wire compression specification: compressor ids
 //! 0 noop, 1 snappy, 2 zlib, 3 zstd.
 
 use std::io::{Read, Write};
 
 use crate::Error;
 
-/// A compressor both sides know by name (`hello.compression`) and by id (OP_COMPRESSED).
+/// A compressor both sides know by name (`hello.compression`) and by id (`OP_COMPRESSED`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Compressor {
     /// id 0: the message is carried as is.
@@ -22,7 +22,7 @@ impl Compressor {
     /// The compressors Ebb negotiates, in its order of preference.
     pub const NEGOTIABLE: [Compressor; 3] = [Compressor::Zstd, Compressor::Snappy, Compressor::Zlib];
 
-    /// The OP_COMPRESSED `compressorId`.
+    /// The `OP_COMPRESSED` `compressorId`.
     pub fn id(self) -> u8 {
         match self {
             Compressor::Noop => 0,

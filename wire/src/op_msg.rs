@@ -1,4 +1,4 @@
-//! OP_MSG (opcode 2013), per the `OP_MSG` specification.
+//! `OP_MSG` (opcode 2013), per the `OP_MSG` specification.
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bytes::BufMut;
@@ -10,7 +10,7 @@ use nom::{
 use crate::error::{NomErr, malformed};
 use crate::{Error, MAX_MESSAGE_SIZE};
 
-/// OP_MSG `flagBits`.
+/// `OP_MSG` `flagBits`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MessageFlags(pub u32);
 
@@ -52,7 +52,7 @@ pub struct DocumentSequence {
     pub documents: Vec<RawDocumentBuf>,
 }
 
-/// A decoded OP_MSG.
+/// A decoded `OP_MSG`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpMsg {
     /// `flagBits`.
@@ -64,12 +64,12 @@ pub struct OpMsg {
 }
 
 impl OpMsg {
-    /// An OP_MSG with only a body and no flags.
+    /// An `OP_MSG` with only a body and no flags.
     pub fn new(body: RawDocumentBuf) -> Self {
         OpMsg { flags: MessageFlags::default(), body, sequences: Vec::new() }
     }
 
-    /// Parses an OP_MSG from `message`, the whole message including its 16-byte header
+    /// Parses an `OP_MSG` from `message`, the whole message including its 16-byte header
     /// (the checksum covers the header). `body_offset` is where the flag bits start.
     pub(crate) fn parse(message: &[u8], body_offset: usize) -> Result<OpMsg, Error> {
         let input = message.get(body_offset..).ok_or(Error::Malformed("OP_MSG too short"))?;
@@ -182,7 +182,7 @@ fn parse_sequence(input: &[u8]) -> Result<(&[u8], DocumentSequence), Error> {
     Ok((rest, DocumentSequence { identifier, documents }))
 }
 
-/// Deepest nesting accepted in a received document (MongoDB's default `maxBSONDepth` is 200;
+/// Deepest nesting accepted in a received document (`mongod`'s default `maxBSONDepth` is 200;
 /// a little headroom is left for command wrappers around user documents).
 const MAX_DEPTH: usize = 256;
 

@@ -1,4 +1,4 @@
-//! Legacy OP_QUERY (opcode 2004). Drivers still send their first `hello`/`isMaster` this way;
+//! Legacy `OP_QUERY` (opcode 2004). Drivers still send their first `hello`/`isMaster` this way;
 //! only queries against `<db>.$cmd` are meaningful to Ebb.
 
 use bson::RawDocumentBuf;
@@ -12,7 +12,7 @@ use crate::error::{NomErr, malformed};
 use crate::op_msg::parse_document;
 use crate::Error;
 
-/// A decoded OP_QUERY.
+/// A decoded `OP_QUERY`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpQuery {
     /// `flags`.

@@ -1,4 +1,4 @@
-//! Legacy OP_REPLY (opcode 1): the answer to an OP_QUERY.
+//! Legacy `OP_REPLY` (opcode 1): the answer to an `OP_QUERY`.
 
 use bson::RawDocumentBuf;
 use bytes::BufMut;
@@ -8,7 +8,7 @@ use crate::error::{NomErr, malformed};
 use crate::op_msg::parse_document;
 use crate::Error;
 
-/// A decoded or to-be-encoded OP_REPLY.
+/// A decoded or to-be-encoded `OP_REPLY`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OpReply {
     /// `responseFlags` (bit 1 `QueryFailure`, bit 3 `AwaitCapable`).

@@ -1,0 +1,457 @@
+//! Administrative and diagnostic commands: what tools and shells ask a server about itself.
+
+use std::sync::atomic::Ordering;
+
+use bson::raw::{CStr, cstr};
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+use ebb_wire::MAX_BSON_OBJECT_SIZE;
+
+use super::COMMANDS;
+use super::args::{truthy, wrong_type};
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::state::{Metrics, ServerState};
+
+fn key(name: &str) -> CommandResult<&CStr> {
+    <&CStr>::try_from(name).map_err(|e| CommandError::bad_value(e.to_string()))
+}
+
+pub(super) fn build_info() -> RawDocumentBuf {
+    let mut version_array = RawArrayBuf::new();
+    for part in crate::MONGODB_VERSION
+        .split('.')
+        .chain(std::iter::once("0"))
+    {
+        version_array.push(part.parse::<i32>().unwrap_or(0));
+    }
+    rawdoc! {
+        "version": crate::MONGODB_VERSION,
+        "gitVersion": format!("ebb-{}", crate::EBB_VERSION),
+        "modules": RawArrayBuf::new(),
+        "allocator": "system",
+        "javascriptEngine": "none",
+        "sysInfo": "deprecated",
+        "versionArray": version_array,
+        "openssl": { "running": "disabled", "compiled": "disabled" },
+        "buildEnvironment": {
+            "distmod": "ebb",
+            "distarch": std::env::consts::ARCH,
+            "target_arch": std::env::consts::ARCH,
+            "target_os": std::env::consts::OS,
+        },
+        "bits": 64,
+        "debug": cfg!(debug_assertions),
+        "maxBsonObjectSize": MAX_BSON_OBJECT_SIZE as i32,
+        "storageEngines": RawArrayBuf::new(),
+        "ebbVersion": crate::EBB_VERSION,
+        "ok": 1.0,
+    }
+}
+
+/// A server parameter: name, value, and whether it could be set at runtime / startup.
+struct Parameter {
+    name: &'static str,
+    value: fn() -> RawBson,
+    runtime: bool,
+    startup: bool,
+}
+
+/// The parameters `getParameter` reports, sorted by name. Only parameters whose value is true of
+/// Ebb are listed.
+static PARAMETERS: &[Parameter] = &[
+    Parameter {
+        name: "authenticationMechanisms",
+        value: || RawBson::Array(RawArrayBuf::new()),
+        runtime: false,
+        startup: true,
+    },
+    Parameter {
+        name: "cursorTimeoutMillis",
+        value: || RawBson::Int64(600_000),
+        runtime: false,
+        startup: false,
+    },
+    Parameter {
+        name: "featureCompatibilityVersion",
+        value: || RawBson::Document(rawdoc! { "version": "7.0" }),
+        runtime: false,
+        startup: false,
+    },
+    Parameter {
+        name: "logLevel",
+        value: || RawBson::Int32(0),
+        runtime: false,
+        startup: false,
+    },
+    Parameter {
+        name: "maxBSONDepth",
+        value: || RawBson::Int32(200),
+        runtime: false,
+        startup: false,
+    },
+    Parameter {
+        name: "quiet",
+        value: || RawBson::Boolean(false),
+        runtime: false,
+        startup: false,
+    },
+    Parameter {
+        name: "requireApiVersion",
+        value: || RawBson::Boolean(false),
+        runtime: false,
+        startup: false,
+    },
+];
+
+pub(super) fn get_parameter(req: &Request<'_>) -> CommandResult {
+    let mut all = false;
+    let mut show_details = false;
+    match req.body.get("getParameter").ok().flatten() {
+        Some(RawBsonRef::String("*")) => all = true,
+        Some(RawBsonRef::Document(opts)) => {
+            for elem in opts {
+                let (k, v) =
+                    elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                match k.as_str() {
+                    "showDetails" => show_details = truthy("getParameter.showDetails", v)?,
+                    "allParameters" => all = truthy("getParameter.allParameters", v)?,
+                    other => {
+                        return Err(CommandError::new(
+                            ErrorCode::IDLUnknownField,
+                            format!("BSON field 'getParameter.{other}' is an unknown field."),
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    let mut reply = RawDocumentBuf::new();
+    for p in PARAMETERS {
+        if !all && req.body.get(p.name).ok().flatten().is_none() {
+            continue;
+        }
+        let value = (p.value)();
+        if show_details {
+            let mut d = RawDocumentBuf::new();
+            d.append(cstr!("value"), value);
+            d.append(cstr!("settableAtRuntime"), p.runtime);
+            d.append(cstr!("settableAtStartup"), p.startup);
+            reply.append(key(p.name)?, d);
+        } else {
+            reply.append(key(p.name)?, value);
+        }
+    }
+    if reply.is_empty() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "no option found to get",
+        ));
+    }
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}
+
+pub(super) fn get_cmd_line_opts(state: &ServerState) -> RawDocumentBuf {
+    let mut argv = RawArrayBuf::new();
+    for arg in &state.config.argv {
+        argv.push(arg.as_str());
+    }
+    let config = &state.config;
+    rawdoc! {
+        "argv": argv,
+        "parsed": {
+            "net": {
+                "bindIp": config.bind.as_str(),
+                "port": i32::from(state.local_addr.port()),
+                "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
+            },
+            "storage": { "dbPath": config.data_dir.display().to_string() },
+        },
+        "ok": 1.0,
+    }
+}
+
+/// First value of a `key: value` line in a `/proc`-style file.
+fn proc_field(path: &str, field: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == field).then(|| v.trim().to_owned())
+    })
+}
+
+fn os_release(field: &str) -> String {
+    std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix(&format!("{field}="))
+                    .map(|v| v.trim_matches('"').to_owned())
+            })
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+pub(super) fn host_info() -> RawDocumentBuf {
+    let mem_kb = proc_field("/proc/meminfo", "MemTotal")
+        .and_then(|v| v.trim_end_matches("kB").trim().parse::<i64>().ok())
+        .unwrap_or(0);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    rawdoc! {
+        "system": {
+            "currentTime": bson::DateTime::now(),
+            "hostname": hostname(),
+            "cpuAddrSize": 64,
+            "memSizeMB": mem_kb / 1024,
+            "memLimitMB": mem_kb / 1024,
+            "numCores": i32::try_from(cores).unwrap_or(i32::MAX),
+            "cpuArch": std::env::consts::ARCH,
+            "numaEnabled": false,
+        },
+        "os": {
+            "type": if cfg!(target_os = "linux") { "Linux" } else { std::env::consts::OS },
+            "name": os_release("PRETTY_NAME"),
+            "version": kernel.trim(),
+        },
+        "extra": {
+            "cpuFrequencyMHz": proc_field("/proc/cpuinfo", "cpu MHz").unwrap_or_default(),
+            "cpuString": proc_field("/proc/cpuinfo", "model name").unwrap_or_default(),
+        },
+        "ok": 1.0,
+    }
+}
+
+pub(super) fn connection_status(req: &Request<'_>) -> CommandResult {
+    let show_privileges = match req.body.get("showPrivileges").ok().flatten() {
+        Some(v) => truthy("showPrivileges", v)?,
+        None => false,
+    };
+    let mut auth = rawdoc! {
+        "authenticatedUsers": RawArrayBuf::new(),
+        "authenticatedUserRoles": RawArrayBuf::new(),
+    };
+    if show_privileges {
+        auth.append(cstr!("authenticatedUserPrivileges"), RawArrayBuf::new());
+    }
+    Ok(rawdoc! { "authInfo": auth, "ok": 1.0 })
+}
+
+/// A mongod-style structured log line (the form `getLog` returns and shells parse).
+fn log_line(state: &ServerState, id: i32, msg: &str, tag: &str) -> String {
+    let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+    format!(
+        r#"{{"t":{{"$date":"{}"}},"s":"W","c":"CONTROL","id":{id},"ctx":"initandlisten","msg":"{}","tags":["{tag}"]}}"#,
+        state.started_at.try_to_rfc3339_string().unwrap_or_default(),
+        escape(msg),
+    )
+}
+
+pub(super) fn get_log(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let value = req.body.get("getLog").ok().flatten();
+    match value {
+        Some(RawBsonRef::String("*")) => {
+            let mut names = RawArrayBuf::new();
+            names.push("startupWarnings");
+            Ok(rawdoc! { "names": names, "ok": 1.0 })
+        }
+        Some(RawBsonRef::String("startupWarnings")) => {
+            let mut log = RawArrayBuf::new();
+            for (i, w) in state.startup_warnings.iter().enumerate() {
+                log.push(log_line(
+                    state,
+                    22_120 + i32::try_from(i).unwrap_or(0),
+                    w,
+                    "startupWarnings",
+                ));
+            }
+            Ok(rawdoc! {
+                "totalLinesWritten": i32::try_from(state.startup_warnings.len()).unwrap_or(i32::MAX),
+                "log": log,
+                "ok": 1.0,
+            })
+        }
+        Some(RawBsonRef::String(other)) => Err(CommandError::new(
+            ErrorCode::OperationFailed,
+            format!("No log named '{other}'"),
+        )),
+        Some(other) => Err(CommandError::type_mismatch(format!(
+            "Argument to getLog must be of type String; found {} of type {}",
+            super::args::display(other),
+            super::type_name(other.element_type()),
+        ))),
+        None => Err(CommandError::bad_value("getLog requires an argument")),
+    }
+}
+
+pub(super) fn list_commands() -> RawDocumentBuf {
+    let mut sorted: Vec<_> = COMMANDS.iter().collect();
+    sorted.sort_by_key(|c| c.name);
+    let mut commands = RawDocumentBuf::new();
+    for c in sorted {
+        let Ok(name) = <&CStr>::try_from(c.name) else {
+            continue;
+        };
+        commands.append(
+            name,
+            rawdoc! {
+                "help": c.help,
+                "requiresAuth": false,
+                "secondaryOk": true,
+                "adminOnly": c.admin_only,
+                "apiVersions": RawArrayBuf::new(),
+                "deprecatedApiVersions": RawArrayBuf::new(),
+            },
+        );
+    }
+    rawdoc! { "commands": commands, "ok": 1.0 }
+}
+
+/// Resident and virtual memory in MiB, from `/proc/self/statm`.
+fn memory_mb() -> (i32, i32) {
+    const PAGE: u64 = 4096;
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let mut fields = statm
+        .split_whitespace()
+        .map(|f| f.parse::<u64>().unwrap_or(0));
+    let virt = fields.next().unwrap_or(0) * PAGE / (1024 * 1024);
+    let resident = fields.next().unwrap_or(0) * PAGE / (1024 * 1024);
+    (
+        i32::try_from(resident).unwrap_or(i32::MAX),
+        i32::try_from(virt).unwrap_or(i32::MAX),
+    )
+}
+
+pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
+    let m = &state.metrics;
+    let uptime = state.started.elapsed();
+    let current = m.connections_current.load(Ordering::Relaxed);
+    let available = i64::try_from(state.config.max_connections).unwrap_or(i64::MAX) - current;
+    let (resident, virt) = memory_mb();
+    rawdoc! {
+        "host": format!("{}:{}", hostname(), state.local_addr.port()),
+        "version": crate::MONGODB_VERSION,
+        "process": "ebb",
+        "pid": i64::from(std::process::id()),
+        "uptime": uptime.as_secs_f64().floor(),
+        "uptimeMillis": i64::try_from(uptime.as_millis()).unwrap_or(i64::MAX),
+        "uptimeEstimate": i64::try_from(uptime.as_secs()).unwrap_or(i64::MAX),
+        "localTime": bson::DateTime::now(),
+        "connections": {
+            "current": i32::try_from(current).unwrap_or(i32::MAX),
+            "available": i32::try_from(available).unwrap_or(i32::MAX),
+            "totalCreated": Metrics::read(&m.connections_total),
+            "rejected": Metrics::read(&m.connections_rejected),
+            "active": i32::try_from(m.connections_active.load(Ordering::Relaxed)).unwrap_or(0),
+        },
+        "network": {
+            "bytesIn": Metrics::read(&m.bytes_in),
+            "bytesOut": Metrics::read(&m.bytes_out),
+            "physicalBytesIn": Metrics::read(&m.bytes_in),
+            "physicalBytesOut": Metrics::read(&m.bytes_out),
+            "numRequests": Metrics::read(&m.requests),
+        },
+        "opcounters": {
+            "insert": Metrics::read(&m.op_insert),
+            "query": Metrics::read(&m.op_query),
+            "update": Metrics::read(&m.op_update),
+            "delete": Metrics::read(&m.op_delete),
+            "getmore": Metrics::read(&m.op_getmore),
+            "command": Metrics::read(&m.op_command),
+        },
+        "mem": { "bits": 64, "resident": resident, "virtual": virt, "supported": true },
+        "ok": 1.0,
+    }
+}
+
+pub(super) fn end_sessions(req: &Request<'_>) -> CommandResult {
+    // Ebb keeps no server-side session state yet, so there is nothing to end; the argument is
+    // still checked as mongod checks it.
+    match req.body.get("endSessions").ok().flatten() {
+        Some(RawBsonRef::Array(ids)) => {
+            for id in ids {
+                match id {
+                    Ok(RawBsonRef::Document(_)) => {}
+                    Ok(other) => return Err(wrong_type("endSessions.0", other, " 'object'")),
+                    Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+                }
+            }
+            Ok(rawdoc! { "ok": 1.0 })
+        }
+        Some(other) => Err(wrong_type("endSessions", other, " 'array'")),
+        None => Err(CommandError::bad_value(
+            "endSessions requires an array argument",
+        )),
+    }
+}
+
+pub(super) fn kill_cursors(req: &Request<'_>) -> CommandResult {
+    match req.body.get("killCursors").ok().flatten() {
+        Some(RawBsonRef::String(_)) => {}
+        Some(other) => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidNamespace,
+                format!(
+                    "collection name has invalid type {}",
+                    super::type_name(other.element_type())
+                ),
+            ));
+        }
+        None => {
+            return Err(CommandError::bad_value(
+                "killCursors requires a collection name",
+            ));
+        }
+    }
+    let cursors = match req.body.get("cursors").ok().flatten() {
+        Some(RawBsonRef::Array(a)) => a,
+        Some(other) => return Err(wrong_type("killCursors.cursors", other, " 'array'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40414),
+                "BSON field 'killCursors.cursors' is missing but a required field",
+            ));
+        }
+    };
+    // No cursor outlives its batch yet (cursors arrive with storage), so every id is unknown.
+    let mut not_found = RawArrayBuf::new();
+    for id in cursors {
+        match id {
+            Ok(RawBsonRef::Int64(id)) => not_found.push(id),
+            Ok(other) => return Err(wrong_type("killCursors.cursors.0", other, " 'long'")),
+            Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+        }
+    }
+    Ok(rawdoc! {
+        "cursorsKilled": RawArrayBuf::new(),
+        "cursorsNotFound": not_found,
+        "cursorsAlive": RawArrayBuf::new(),
+        "cursorsUnknown": RawArrayBuf::new(),
+        "ok": 1.0,
+    })
+}
+
+pub(super) fn list_databases(req: &Request<'_>) -> CommandResult {
+    let name_only = match req.body.get("nameOnly").ok().flatten() {
+        Some(v) => truthy("listDatabases.nameOnly", v)?,
+        None => false,
+    };
+    // No storage yet: there are no databases to list.
+    if name_only {
+        Ok(rawdoc! { "databases": RawArrayBuf::new(), "ok": 1.0 })
+    } else {
+        Ok(
+            rawdoc! { "databases": RawArrayBuf::new(), "totalSize": 0_i64, "totalSizeMb": 0_i64, "ok": 1.0 },
+        )
+    }
+}

@@ -1,0 +1,59 @@
+//! Server configuration, from the command line or built by tests.
+
+use std::path::PathBuf;
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// One JSON object a line, as mongod writes its log.
+    Json,
+}
+
+/// Everything the server is started with.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "ebb",
+    version,
+    about = "A MongoDB-compatible document database with Cosmos DB's TTL model"
+)]
+pub struct Config {
+    /// Address to listen on (mongod's `--bind_ip`).
+    #[arg(long, alias = "bind_ip", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Port to listen on; 0 picks a free one.
+    #[arg(long, default_value_t = 27017)]
+    pub port: u16,
+    /// Where the durable store lives.
+    #[arg(long, alias = "dbpath", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Most connections open at once; more are accepted and closed at once, as mongod does
+    /// past `maxIncomingConnections`.
+    #[arg(long, alias = "maxConns", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Seconds to let in-flight requests finish on SIGINT/SIGTERM before closing anyway.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_timeout_secs: u64,
+    /// The arguments the process was started with (`getCmdLineOpts.argv`).
+    #[arg(skip)]
+    pub argv: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 27017,
+            data_dir: PathBuf::from("./data"),
+            max_connections: 10_000,
+            log_format: LogFormat::Text,
+            shutdown_timeout_secs: 10,
+            argv: vec!["ebb".into()],
+        }
+    }
+}

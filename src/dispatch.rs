@@ -1,0 +1,265 @@
+//! From a decoded frame to a reply: turns OP_MSG and OP_QUERY into one command request, runs
+//! it, and encodes the reply (or error) on the request's `responseTo`.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bson::{RawDocument, RawDocumentBuf};
+use bytes::BytesMut;
+use ebb_wire::{
+    Body, Compressor, DocumentSequence, Frame, MAX_MESSAGE_SIZE, Message, MessageFlags, OpCode,
+    OpMsg, OpQuery, OpReply,
+};
+use tracing::{debug, info, warn};
+
+use crate::commands;
+use crate::error::{CommandError, ErrorCode};
+use crate::state::{Metrics, ServerState};
+
+/// What a connection knows about itself.
+#[derive(Debug)]
+pub struct ConnCtx {
+    /// `hello.connectionId`.
+    pub id: i64,
+    /// The client's address (`whatsmyuri`).
+    pub peer: SocketAddr,
+    /// Compressors negotiated by the first `hello`.
+    pub compressors: Vec<Compressor>,
+    /// The `client` metadata document of the first `hello`.
+    pub client_metadata: Option<RawDocumentBuf>,
+    /// Whether a `hello`/`isMaster` has been answered on this connection.
+    pub handshake_done: bool,
+}
+
+impl ConnCtx {
+    /// A fresh connection.
+    pub fn new(id: i64, peer: SocketAddr) -> Self {
+        ConnCtx {
+            id,
+            peer,
+            compressors: Vec::new(),
+            client_metadata: None,
+            handshake_done: false,
+        }
+    }
+}
+
+/// One command as handlers see it, whichever opcode carried it.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The command name: the body's first key.
+    pub name: &'a str,
+    /// The database it runs against (`$db`, or the OP_QUERY namespace's database).
+    pub db: &'a str,
+    /// The command document.
+    pub body: &'a RawDocument,
+    /// OP_MSG kind-1 sections, which stand for array fields of the body.
+    pub sequences: &'a [DocumentSequence],
+}
+
+/// Handles one frame, appending any reply to `out`. An `Err` is connection-fatal: the caller
+/// writes what is in `out` (nothing, today) and closes.
+pub async fn handle(
+    frame: &Frame,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+    out: &mut BytesMut,
+) -> Result<(), ebb_wire::Error> {
+    let request_id = frame.header.request_id;
+    let message = match Message::decode(frame, MAX_MESSAGE_SIZE) {
+        Ok(m) => m,
+        Err(e) if e.is_connection_fatal() => return Err(e),
+        Err(e) => {
+            // mongod answers these parse errors and reads on.
+            info!(error = %e, "invalid message answered with an error");
+            let reply = CommandError::from(e).to_document();
+            let body = if frame.header.op_code == OpCode::Query.as_i32() {
+                Body::Reply(OpReply::single(reply))
+            } else {
+                Body::Msg(OpMsg::new(reply))
+            };
+            return encode(
+                Message {
+                    request_id: 0,
+                    response_to: request_id,
+                    body,
+                    compressor: None,
+                },
+                None,
+                out,
+            );
+        }
+    };
+    let compressor = message.compressor.filter(|c| *c != Compressor::Noop);
+    match message.body {
+        Body::Msg(msg) => {
+            let more_to_come = msg.flags.contains(MessageFlags::MORE_TO_COME);
+            let reply = run_op_msg(&msg, ctx, state).await;
+            if more_to_come {
+                // The client will not read a reply; errors are dropped, as the spec says.
+                return Ok(());
+            }
+            let flags = if msg.flags.contains(MessageFlags::CHECKSUM_PRESENT) {
+                MessageFlags::CHECKSUM_PRESENT
+            } else {
+                MessageFlags::default()
+            };
+            let body = Body::Msg(OpMsg {
+                flags,
+                body: reply,
+                sequences: Vec::new(),
+            });
+            encode(
+                Message {
+                    request_id: 0,
+                    response_to: request_id,
+                    body,
+                    compressor: None,
+                },
+                compressor,
+                out,
+            )
+        }
+        Body::Query(query) => {
+            let reply = run_op_query(&query, ctx, state).await;
+            let body = Body::Reply(reply);
+            encode(
+                Message {
+                    request_id: 0,
+                    response_to: request_id,
+                    body,
+                    compressor: None,
+                },
+                compressor,
+                out,
+            )
+        }
+        Body::Reply(_) => {
+            warn!("client sent an OP_REPLY");
+            Err(ebb_wire::Error::UnknownOpCode(OpCode::Reply.as_i32()))
+        }
+    }
+}
+
+fn encode(
+    message: Message,
+    compressor: Option<Compressor>,
+    out: &mut BytesMut,
+) -> Result<(), ebb_wire::Error> {
+    message.encode(compressor, out)
+}
+
+/// Runs an OP_MSG command and returns the reply document, `{ok: 0, …}` on error.
+async fn run_op_msg(msg: &OpMsg, ctx: &mut ConnCtx, state: &ServerState) -> RawDocumentBuf {
+    let body = msg.body.as_ref();
+    let result = match body.get_str("$db") {
+        Ok(db) => match command_name(body) {
+            Some(name) => {
+                let req = Request {
+                    name,
+                    db,
+                    body,
+                    sequences: &msg.sequences,
+                };
+                run_command(&req, ctx, state).await
+            }
+            None => Err(CommandError::command_not_found("")),
+        },
+        Err(_) if body.get("$db").ok().flatten().is_some() => Err(CommandError::type_mismatch(
+            "BSON field '$db' is the wrong type, expected type 'string'",
+        )),
+        Err(_) => Err(CommandError::new(
+            ErrorCode::Location(40571),
+            "OP_MSG requests require a $db argument",
+        )),
+    };
+    result.unwrap_or_else(|e| e.to_document())
+}
+
+/// OP_QUERY is served only for the handshake, as MongoDB 6.0 and later do: `hello`/`isMaster`
+/// against `<db>.$cmd`. Anything else gets mongod's errors.
+async fn run_op_query(query: &OpQuery, ctx: &mut ConnCtx, state: &ServerState) -> OpReply {
+    let failure = |code: ErrorCode, msg: String| OpReply {
+        response_flags: OpReply::QUERY_FAILURE | OpReply::AWAIT_CAPABLE,
+        cursor_id: 0,
+        starting_from: 0,
+        documents: vec![bson::rawdoc! { "$err": msg, "code": code.code(), "ok": 0.0 }],
+    };
+    let Some(db) = query.full_collection_name.strip_suffix(".$cmd") else {
+        Metrics::bump(&state.metrics.op_query);
+        return failure(
+            ErrorCode::Location(5_739_101),
+            "OP_QUERY is no longer supported. The client driver may require an upgrade. For more \
+             details see https://dochub.mongodb.org/core/legacy-opcode-removal"
+                .to_owned(),
+        );
+    };
+    // Drivers may wrap the command as {$query: {...}, $readPreference: ...}.
+    let wrapped = query
+        .query
+        .get_document("$query")
+        .or_else(|_| query.query.get_document("query"));
+    let body = match (command_name(&query.query), wrapped) {
+        (Some("$query" | "query"), Ok(inner)) => inner,
+        _ => query.query.as_ref(),
+    };
+    let reply = match command_name(body) {
+        Some(name @ ("hello" | "isMaster" | "ismaster")) => {
+            let req = Request {
+                name,
+                db,
+                body,
+                sequences: &[],
+            };
+            run_command(&req, ctx, state)
+                .await
+                .unwrap_or_else(|e| e.to_document())
+        }
+        other => CommandError::new(
+            ErrorCode::UnsupportedOpQueryCommand,
+            format!(
+                "Unsupported OP_QUERY command: {}. The client driver may require an upgrade. For \
+                 more details see https://dochub.mongodb.org/core/legacy-opcode-removal",
+                other.unwrap_or("")
+            ),
+        )
+        .to_document(),
+    };
+    OpReply::single(reply)
+}
+
+async fn run_command(
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<RawDocumentBuf, CommandError> {
+    Metrics::bump(&state.metrics.op_command);
+    tracing::trace!(
+        command = req.name,
+        body = %bson::Document::try_from(req.body).map(|d| d.to_string()).unwrap_or_default(),
+        "running"
+    );
+    let started = Instant::now();
+    let result = commands::run(req, ctx, state).await;
+    let micros = started.elapsed().as_micros();
+    match &result {
+        Ok(_) => debug!(command = req.name, db = req.db, micros, "command"),
+        Err(e) => debug!(
+            command = req.name,
+            db = req.db,
+            micros,
+            code = e.code.code(),
+            error = %e.errmsg,
+            "command failed"
+        ),
+    }
+    result
+}
+
+/// The first key of a command document.
+fn command_name(body: &RawDocument) -> Option<&str> {
+    body.iter_elements()
+        .next()
+        .and_then(Result::ok)
+        .map(|e| e.key().as_str())
+}

@@ -1,0 +1,189 @@
+//! The error a client sees: `{ ok: 0, errmsg, code, codeName }`.
+//!
+//! `ErrorCode` comes from one table, so a code and its `codeName` cannot drift apart. Names and
+//! numbers are MongoDB's (`src/mongo/base/error_codes.yml`); a code MongoDB raises only as a
+//! source-location assertion is `Location(n)` with codeName `Location<n>`, as mongod reports it.
+
+use std::borrow::Cow;
+
+use bson::{RawDocumentBuf, rawdoc};
+
+macro_rules! error_codes {
+    ($($name:ident = $code:literal,)*) => {
+        /// A MongoDB error code; each variant is named exactly as its `codeName`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $(
+                #[doc = concat!("code ", stringify!($code))]
+                $name,
+            )*
+            /// An assertion code with no name of its own (`Location<n>`).
+            Location(i32),
+        }
+
+        impl ErrorCode {
+            /// The numeric `code`.
+            pub fn code(self) -> i32 {
+                match self {
+                    $(ErrorCode::$name => $code,)*
+                    ErrorCode::Location(n) => n,
+                }
+            }
+
+            /// The `codeName`.
+            pub fn name(self) -> Cow<'static, str> {
+                match self {
+                    $(ErrorCode::$name => Cow::Borrowed(stringify!($name)),)*
+                    ErrorCode::Location(n) => Cow::Owned(format!("Location{n}")),
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InternalError = 1,
+    BadValue = 2,
+    NoSuchKey = 4,
+    FailedToParse = 9,
+    Unauthorized = 13,
+    TypeMismatch = 14,
+    Overflow = 15,
+    InvalidLength = 16,
+    ProtocolError = 17,
+    IllegalOperation = 20,
+    InvalidBSON = 22,
+    NamespaceNotFound = 26,
+    IndexNotFound = 27,
+    PathNotViable = 28,
+    InvalidPath = 30,
+    ConflictingUpdateOperators = 40,
+    CursorNotFound = 43,
+    NamespaceExists = 48,
+    MaxTimeMSExpired = 50,
+    DollarPrefixedFieldName = 52,
+    InvalidIdField = 53,
+    EmptyFieldName = 56,
+    CommandNotFound = 59,
+    ImmutableField = 66,
+    CannotCreateIndex = 67,
+    IndexAlreadyExists = 68,
+    InvalidOptions = 72,
+    InvalidNamespace = 73,
+    IndexOptionsConflict = 85,
+    IndexKeySpecsConflict = 86,
+    ShutdownInProgress = 91,
+    OperationFailed = 96,
+    IllegalOpMsgFlag = 223,
+    NotImplemented = 238,
+    UnsupportedOpQueryCommand = 352,
+    BSONObjectTooLarge = 10334,
+    DuplicateKey = 11000,
+    IDLUnknownField = 40415,
+    IDLFailedToParse = 40414,
+}
+
+/// An error answered to the client on the request's `responseTo`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{errmsg} ({code:?})")]
+pub struct CommandError {
+    /// The code and codeName.
+    pub code: ErrorCode,
+    /// The human-readable message.
+    pub errmsg: String,
+}
+
+impl CommandError {
+    /// An error with this code and message.
+    pub fn new(code: ErrorCode, errmsg: impl Into<String>) -> Self {
+        CommandError {
+            code,
+            errmsg: errmsg.into(),
+        }
+    }
+
+    /// `BadValue` (2).
+    pub fn bad_value(errmsg: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadValue, errmsg)
+    }
+
+    /// `TypeMismatch` (14).
+    pub fn type_mismatch(errmsg: impl Into<String>) -> Self {
+        Self::new(ErrorCode::TypeMismatch, errmsg)
+    }
+
+    /// `InternalError` (1), for failures that are the server's, not the client's.
+    pub fn internal(errmsg: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InternalError, errmsg)
+    }
+
+    /// `CommandNotFound` (59) with mongod's message.
+    pub fn command_not_found(name: &str) -> Self {
+        Self::new(
+            ErrorCode::CommandNotFound,
+            format!("no such command: '{name}'"),
+        )
+    }
+
+    /// The reply document: `{ ok: 0.0, errmsg, code, codeName }`.
+    pub fn to_document(&self) -> RawDocumentBuf {
+        rawdoc! {
+            "ok": 0.0,
+            "errmsg": self.errmsg.as_str(),
+            "code": self.code.code(),
+            "codeName": self.code.name().as_ref(),
+        }
+    }
+}
+
+/// The result of a command handler.
+pub type CommandResult<T = RawDocumentBuf> = Result<T, CommandError>;
+
+impl From<ebb_wire::Error> for CommandError {
+    /// The parse errors mongod answers (rather than closing the connection), with its codes.
+    fn from(e: ebb_wire::Error) -> Self {
+        let code = match &e {
+            ebb_wire::Error::MultipleBodies => ErrorCode::Location(40430),
+            ebb_wire::Error::DuplicateSequence(_) => ErrorCode::Location(40431),
+            ebb_wire::Error::MissingBody => ErrorCode::Location(40587),
+            ebb_wire::Error::InvalidBson(_) => ErrorCode::InvalidBSON,
+            ebb_wire::Error::IllegalOpMsgFlag(_) => ErrorCode::IllegalOpMsgFlag,
+            ebb_wire::Error::MessageTooSmall(_)
+            | ebb_wire::Error::MessageTooLarge { .. }
+            | ebb_wire::Error::UnknownOpCode(_)
+            | ebb_wire::Error::UnknownPayloadType(_)
+            | ebb_wire::Error::ChecksumMismatch { .. }
+            | ebb_wire::Error::Malformed(_)
+            | ebb_wire::Error::UnknownCompressor(_)
+            | ebb_wire::Error::Decompression(_)
+            | ebb_wire::Error::Compression(_) => ErrorCode::ProtocolError,
+            _ => ErrorCode::ProtocolError,
+        };
+        CommandError::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_and_name_come_from_one_table() {
+        assert_eq!(ErrorCode::CommandNotFound.code(), 59);
+        assert_eq!(ErrorCode::CommandNotFound.name(), "CommandNotFound");
+        assert_eq!(ErrorCode::DuplicateKey.code(), 11000);
+        assert_eq!(ErrorCode::Location(40430).name(), "Location40430");
+    }
+
+    #[test]
+    fn reply_shape() {
+        let doc = CommandError::command_not_found("frobnicate").to_document();
+        assert_eq!(doc.get_f64("ok").unwrap(), 0.0);
+        assert_eq!(doc.get_i32("code").unwrap(), 59);
+        assert_eq!(doc.get_str("codeName").unwrap(), "CommandNotFound");
+        assert_eq!(
+            doc.get_str("errmsg").unwrap(),
+            "no such command: 'frobnicate'"
+        );
+    }
+}

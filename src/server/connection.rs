@@ -1,0 +1,124 @@
+//! One task per connection: read a frame, dispatch it, write the reply, in order.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+use ebb_wire::{Frame, MAX_MESSAGE_SIZE};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::ServerState;
+use crate::dispatch::{self, ConnCtx};
+
+/// Why a connection ended other than by the client closing it cleanly.
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("connection closed in the middle of a message ({0} bytes buffered)")]
+    Truncated(usize),
+    #[error("{0}")]
+    Wire(#[from] ebb_wire::Error),
+}
+
+/// Serves one connection until the client leaves, a connection-fatal error, or shutdown.
+pub(super) async fn serve(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: ServerState,
+    cancel: CancellationToken,
+    _permit: OwnedSemaphorePermit,
+) {
+    let id = state.next_connection_id();
+    let metrics = &state.metrics;
+    metrics.connections_total.fetch_add(1, Ordering::Relaxed);
+    let open = metrics.connections_current.fetch_add(1, Ordering::Relaxed) + 1;
+    let span = info_span!("conn", id);
+    async {
+        info!(remote = %peer, connections_now_open = open, "connection accepted");
+        let mut ctx = ConnCtx::new(id, peer);
+        match run(stream, &mut ctx, &state, &cancel).await {
+            Ok(()) => info!(remote = %peer, "connection ended"),
+            Err(ConnError::Io(e)) => info!(remote = %peer, error = %e, "connection ended"),
+            Err(e) => info!(remote = %peer, error = %e, "closing connection after bad input"),
+        }
+    }
+    .instrument(span)
+    .await;
+    metrics.connections_current.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn run(
+    mut stream: TcpStream,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+    cancel: &CancellationToken,
+) -> Result<(), ConnError> {
+    let mut input = BytesMut::with_capacity(16 * 1024);
+    let mut output = BytesMut::with_capacity(16 * 1024);
+    loop {
+        // Shutdown is only observed between requests, so a request in flight always finishes.
+        let frame = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Ok(()),
+            frame = read_frame(&mut stream, &mut input) => frame?,
+        };
+        let Some(frame) = frame else { return Ok(()) };
+        state
+            .metrics
+            .bytes_in
+            .fetch_add(frame.bytes.len() as u64, Ordering::Relaxed);
+        state.metrics.requests.fetch_add(1, Ordering::Relaxed);
+        state
+            .metrics
+            .connections_active
+            .fetch_add(1, Ordering::Relaxed);
+        let outcome = dispatch::handle(&frame, ctx, state, &mut output).await;
+        state
+            .metrics
+            .connections_active
+            .fetch_sub(1, Ordering::Relaxed);
+        if !output.is_empty() {
+            stream.write_all(&output).await?;
+            state
+                .metrics
+                .bytes_out
+                .fetch_add(output.len() as u64, Ordering::Relaxed);
+            output.clear();
+        }
+        if let Err(e) = outcome {
+            return Err(e.into());
+        }
+        // Keep an idle connection's buffers small after a large message went through.
+        if input.capacity() > 1024 * 1024 && input.is_empty() {
+            input = BytesMut::with_capacity(16 * 1024);
+        }
+        if output.capacity() > 1024 * 1024 {
+            output = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+}
+
+/// Reads until one whole frame is buffered. `Ok(None)` is a clean end of stream between
+/// messages. Cancel-safe: bytes already read stay in `input`.
+async fn read_frame(
+    stream: &mut TcpStream,
+    input: &mut BytesMut,
+) -> Result<Option<Frame>, ConnError> {
+    loop {
+        if let Some(frame) = Frame::split(input, MAX_MESSAGE_SIZE)? {
+            return Ok(Some(frame));
+        }
+        if stream.read_buf(input).await? == 0 {
+            if input.is_empty() {
+                return Ok(None);
+            }
+            debug!(buffered = input.len(), "peer closed mid-message");
+            return Err(ConnError::Truncated(input.len()));
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! State shared by every connection: configuration, counters, and the startup instant.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Instant;
+
+use bson::oid::ObjectId;
+
+use crate::Config;
+
+/// Cheap to clone; every connection task holds one.
+#[derive(Clone, Debug)]
+pub struct ServerState(Arc<Inner>);
+
+/// What [`ServerState`] shares.
+#[derive(Debug)]
+pub struct Inner {
+    /// The configuration the server was started with.
+    pub config: Config,
+    /// When the server started.
+    pub started: Instant,
+    /// Wall-clock start, for `serverStatus.localTime` arithmetic and logs.
+    pub started_at: bson::DateTime,
+    /// Identifies this process (`topologyVersion.processId`, `serverStatus`).
+    pub process_id: ObjectId,
+    /// Connection and traffic counters.
+    pub metrics: Metrics,
+    /// The address actually bound (with the real port when 0 was asked for).
+    pub local_addr: std::net::SocketAddr,
+    /// Lines shown by `getLog: "startupWarnings"`.
+    pub startup_warnings: Vec<String>,
+}
+
+/// Counters reported by `serverStatus`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    /// Connections open now.
+    pub connections_current: AtomicI64,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Connections refused because of the limit.
+    pub connections_rejected: AtomicU64,
+    /// Connections handling a request right now.
+    pub connections_active: AtomicI64,
+    /// Last connection id handed out.
+    pub last_connection_id: AtomicI64,
+    /// `network.bytesIn`.
+    pub bytes_in: AtomicU64,
+    /// `network.bytesOut`.
+    pub bytes_out: AtomicU64,
+    /// `network.numRequests`.
+    pub requests: AtomicU64,
+    /// `opcounters.insert`.
+    pub op_insert: AtomicU64,
+    /// `opcounters.query`.
+    pub op_query: AtomicU64,
+    /// `opcounters.update`.
+    pub op_update: AtomicU64,
+    /// `opcounters.delete`.
+    pub op_delete: AtomicU64,
+    /// `opcounters.getmore`.
+    pub op_getmore: AtomicU64,
+    /// `opcounters.command`.
+    pub op_command: AtomicU64,
+}
+
+impl Metrics {
+    /// Adds one to a counter.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads a counter as the `int64` that `serverStatus` reports.
+    pub fn read(counter: &AtomicU64) -> i64 {
+        i64::try_from(counter.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    }
+}
+
+impl ServerState {
+    /// State for a server bound to `local_addr`.
+    pub fn new(config: Config, local_addr: std::net::SocketAddr) -> Self {
+        let mut startup_warnings = vec![
+            "Access control is not enabled for the database. Read and write access to data and \
+             configuration is unrestricted"
+                .to_owned(),
+        ];
+        if !local_addr.ip().is_loopback() {
+            startup_warnings.push(format!(
+                "This server is bound to {}. Remote systems will be able to connect to this \
+                 server without authentication.",
+                local_addr.ip()
+            ));
+        }
+        ServerState(Arc::new(Inner {
+            config,
+            started: Instant::now(),
+            started_at: bson::DateTime::now(),
+            process_id: ObjectId::new(),
+            metrics: Metrics::default(),
+            local_addr,
+            startup_warnings,
+        }))
+    }
+
+    /// Hands out the next connection id (`hello.connectionId`), starting at 1.
+    pub fn next_connection_id(&self) -> i64 {
+        self.0
+            .metrics
+            .last_connection_id
+            .fetch_add(1, Ordering::Relaxed)
+            + 1
+    }
+}
+
+impl std::ops::Deref for ServerState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
