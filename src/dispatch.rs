@@ -2,6 +2,7 @@
 //! it, and encodes the reply (or error) on the request's `responseTo`.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bson::{RawDocument, RawDocumentBuf};
@@ -78,75 +79,69 @@ pub async fn handle(
             } else {
                 Body::Msg(OpMsg::new(reply))
             };
-            return encode(
-                Message {
-                    request_id: 0,
-                    response_to: request_id,
-                    body,
-                    compressor: None,
-                },
-                None,
-                out,
-            );
+            return reply_to(request_id, body).encode(None, out);
         }
     };
+    if let Some(c) = message.compressor {
+        let counters = &state.metrics.compression[usize::from(c.id())];
+        counters.decompressor_in.fetch_add(frame.bytes.len() as u64, Ordering::Relaxed);
+        counters.decompressor_out.fetch_add(original_len(&frame.bytes), Ordering::Relaxed);
+    }
+    // A reply goes back under the request's compressor.
     let compressor = message.compressor.filter(|c| *c != Compressor::Noop);
-    match message.body {
+    let Some(body) = run(message.body, ctx, state).await? else {
+        return Ok(());
+    };
+    let start = out.len();
+    reply_to(request_id, body).encode(compressor, out)?;
+    if let (Some(c), Some(sent)) = (compressor, out.get(start..)) {
+        let counters = &state.metrics.compression[usize::from(c.id())];
+        counters.compressor_in.fetch_add(original_len(sent), Ordering::Relaxed);
+        counters.compressor_out.fetch_add(sent.len() as u64, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+fn reply_to(request_id: i32, body: Body) -> Message {
+    Message { request_id: 0, response_to: request_id, body, compressor: None }
+}
+
+/// The size an OP_COMPRESSED message had before compression (header included), read from its
+/// `uncompressedSize` field.
+fn original_len(message: &[u8]) -> u64 {
+    message
+        .get(20..24)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map_or(0, |b| u64::try_from(i32::from_le_bytes(b)).unwrap_or(0) + 16)
+}
+
+/// Runs a request; `None` when no reply is to be sent (`moreToCome`).
+async fn run(
+    body: Body,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<Option<Body>, ebb_wire::Error> {
+    match body {
         Body::Msg(msg) => {
-            let more_to_come = msg.flags.contains(MessageFlags::MORE_TO_COME);
             let reply = run_op_msg(&msg, ctx, state).await;
-            if more_to_come {
-                // The client will not read a reply; errors are dropped, as the spec says.
-                return Ok(());
+            if msg.flags.contains(MessageFlags::MORE_TO_COME) {
+                // The client reads no reply; errors are dropped, as the OP_MSG spec says.
+                return Ok(None);
             }
+            // A checksummed request gets a checksummed reply.
             let flags = if msg.flags.contains(MessageFlags::CHECKSUM_PRESENT) {
                 MessageFlags::CHECKSUM_PRESENT
             } else {
                 MessageFlags::default()
             };
-            let body = Body::Msg(OpMsg {
-                flags,
-                body: reply,
-                sequences: Vec::new(),
-            });
-            encode(
-                Message {
-                    request_id: 0,
-                    response_to: request_id,
-                    body,
-                    compressor: None,
-                },
-                compressor,
-                out,
-            )
+            Ok(Some(Body::Msg(OpMsg { flags, body: reply, sequences: Vec::new() })))
         }
-        Body::Query(query) => {
-            let reply = run_op_query(&query, ctx, state).await;
-            let body = Body::Reply(reply);
-            encode(
-                Message {
-                    request_id: 0,
-                    response_to: request_id,
-                    body,
-                    compressor: None,
-                },
-                compressor,
-                out,
-            )
-        }
+        Body::Query(query) => Ok(Some(Body::Reply(run_op_query(&query, ctx, state).await))),
         Body::Reply(_) => {
             warn!("client sent an OP_REPLY");
             Err(ebb_wire::Error::UnknownOpCode(OpCode::Reply.as_i32()))
         }
     }
-}
-
-fn encode(
-    message: Message,
-    compressor: Option<Compressor>,
-    out: &mut BytesMut,
-) -> Result<(), ebb_wire::Error> {
-    message.encode(compressor, out)
 }
 
 /// Runs an OP_MSG command and returns the reply document, `{ok: 0, …}` on error.

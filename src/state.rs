@@ -62,6 +62,21 @@ pub struct Metrics {
     pub op_getmore: AtomicU64,
     /// `opcounters.command`.
     pub op_command: AtomicU64,
+    /// `network.compression`, by compressor id (0 noop … 3 zstd).
+    pub compression: [CompressionCounters; 4],
+}
+
+/// One compressor's `network.compression.<name>` counters.
+#[derive(Debug, Default)]
+pub struct CompressionCounters {
+    /// `compressor.bytesIn`: uncompressed bytes given to the compressor.
+    pub compressor_in: AtomicU64,
+    /// `compressor.bytesOut`: compressed bytes it produced.
+    pub compressor_out: AtomicU64,
+    /// `decompressor.bytesIn`: compressed bytes received.
+    pub decompressor_in: AtomicU64,
+    /// `decompressor.bytesOut`: bytes they expanded to.
+    pub decompressor_out: AtomicU64,
 }
 
 impl Metrics {

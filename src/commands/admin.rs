@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 
 use bson::raw::{CStr, cstr};
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
-use ebb_wire::MAX_BSON_OBJECT_SIZE;
+use ebb_wire::{Compressor, MAX_BSON_OBJECT_SIZE};
 
 use super::COMMANDS;
 use super::args::{truthy, wrong_type};
@@ -360,6 +360,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             "physicalBytesIn": Metrics::read(&m.bytes_in),
             "physicalBytesOut": Metrics::read(&m.bytes_out),
             "numRequests": Metrics::read(&m.requests),
+            "compression": compression(m),
         },
         "opcounters": {
             "insert": Metrics::read(&m.op_insert),
@@ -372,6 +373,28 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         "mem": { "bits": 64, "resident": resident, "virtual": virt, "supported": true },
         "ok": 1.0,
     }
+}
+
+fn compression(m: &Metrics) -> RawDocumentBuf {
+    let mut doc = RawDocumentBuf::new();
+    for c in [Compressor::Snappy, Compressor::Zstd, Compressor::Zlib] {
+        let n = &m.compression[usize::from(c.id())];
+        let Ok(name) = <&CStr>::try_from(c.name()) else { continue };
+        doc.append(
+            name,
+            rawdoc! {
+                "compressor": {
+                    "bytesIn": Metrics::read(&n.compressor_in),
+                    "bytesOut": Metrics::read(&n.compressor_out),
+                },
+                "decompressor": {
+                    "bytesIn": Metrics::read(&n.decompressor_in),
+                    "bytesOut": Metrics::read(&n.decompressor_out),
+                },
+            },
+        );
+    }
+    doc
 }
 
 pub(super) fn end_sessions(req: &Request<'_>) -> CommandResult {
