@@ -84,8 +84,12 @@ pub async fn handle(
     };
     if let Some(c) = message.compressor {
         let counters = &state.metrics.compression[usize::from(c.id())];
-        counters.decompressor_in.fetch_add(frame.bytes.len() as u64, Ordering::Relaxed);
-        counters.decompressor_out.fetch_add(original_len(&frame.bytes), Ordering::Relaxed);
+        counters
+            .decompressor_in
+            .fetch_add(frame.bytes.len() as u64, Ordering::Relaxed);
+        counters
+            .decompressor_out
+            .fetch_add(original_len(&frame.bytes), Ordering::Relaxed);
     }
     // A reply goes back under the request's compressor.
     let compressor = message.compressor.filter(|c| *c != Compressor::Noop);
@@ -96,14 +100,23 @@ pub async fn handle(
     reply_to(request_id, body).encode(compressor, out)?;
     if let (Some(c), Some(sent)) = (compressor, out.get(start..)) {
         let counters = &state.metrics.compression[usize::from(c.id())];
-        counters.compressor_in.fetch_add(original_len(sent), Ordering::Relaxed);
-        counters.compressor_out.fetch_add(sent.len() as u64, Ordering::Relaxed);
+        counters
+            .compressor_in
+            .fetch_add(original_len(sent), Ordering::Relaxed);
+        counters
+            .compressor_out
+            .fetch_add(sent.len() as u64, Ordering::Relaxed);
     }
     Ok(())
 }
 
 fn reply_to(request_id: i32, body: Body) -> Message {
-    Message { request_id: 0, response_to: request_id, body, compressor: None }
+    Message {
+        request_id: 0,
+        response_to: request_id,
+        body,
+        compressor: None,
+    }
 }
 
 /// The size an OP_COMPRESSED message had before compression (header included), read from its
@@ -112,7 +125,9 @@ fn original_len(message: &[u8]) -> u64 {
     message
         .get(20..24)
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map_or(0, |b| u64::try_from(i32::from_le_bytes(b)).unwrap_or(0) + 16)
+        .map_or(0, |b| {
+            u64::try_from(i32::from_le_bytes(b)).unwrap_or(0) + 16
+        })
 }
 
 /// Runs a request; `None` when no reply is to be sent (`moreToCome`).
@@ -134,7 +149,11 @@ async fn run(
             } else {
                 MessageFlags::default()
             };
-            Ok(Some(Body::Msg(OpMsg { flags, body: reply, sequences: Vec::new() })))
+            Ok(Some(Body::Msg(OpMsg {
+                flags,
+                body: reply,
+                sequences: Vec::new(),
+            })))
         }
         Body::Query(query) => Ok(Some(Body::Reply(run_op_query(&query, ctx, state).await))),
         Body::Reply(_) => {

@@ -157,7 +157,6 @@ impl From<ebb_wire::Error> for CommandError {
             | ebb_wire::Error::UnknownCompressor(_)
             | ebb_wire::Error::Decompression(_)
             | ebb_wire::Error::Compression(_) => ErrorCode::ProtocolError,
-            _ => ErrorCode::ProtocolError,
         };
         CommandError::new(code, e.to_string())
     }

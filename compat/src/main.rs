@@ -38,25 +38,40 @@ fn main() -> Result<()> {
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases");
     let mut cases = discover(&root)?;
-    cases.retain(|c| filter.is_empty() || filter.iter().any(|f| c.path.to_string_lossy().contains(f.as_str())));
+    cases.retain(|c| {
+        filter.is_empty()
+            || filter
+                .iter()
+                .any(|f| c.path.to_string_lossy().contains(f.as_str()))
+    });
     if cases.is_empty() {
         bail!("no compat cases matched under {}", root.display());
     }
 
     let mongosh = std::env::var("EBB_MONGOSH").ok();
     let python = std::env::var("EBB_PYTHON").ok();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
 
     let (mut passed, mut failed, mut missing) = (0, 0, 0);
     for case in &cases {
-        let name = case.path.strip_prefix(&root).unwrap_or(&case.path).display().to_string();
+        let name = case
+            .path
+            .strip_prefix(&root)
+            .unwrap_or(&case.path)
+            .display()
+            .to_string();
         let client = match case.kind {
             Kind::MongoshScript | Kind::MongoshEval => mongosh.as_deref(),
             Kind::Python => python.as_deref(),
         };
         let Some(client) = client else {
             missing += 1;
-            println!("MISSING {name}: client not configured (set EBB_MONGOSH / EBB_PYTHON, or run scripts/test)");
+            println!(
+                "MISSING {name}: client not configured (set EBB_MONGOSH / EBB_PYTHON, or run scripts/test)"
+            );
             continue;
         };
         let started = Instant::now();
@@ -84,11 +99,16 @@ fn main() -> Result<()> {
 fn discover(root: &Path) -> Result<Vec<Case>> {
     let mut cases = Vec::new();
     for (dir, kinds) in [
-        ("mongosh", &[("js", Kind::MongoshScript), ("eval", Kind::MongoshEval)][..]),
+        (
+            "mongosh",
+            &[("js", Kind::MongoshScript), ("eval", Kind::MongoshEval)][..],
+        ),
         ("pymongo", &[("py", Kind::Python)][..]),
     ] {
         let dir = root.join(dir);
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for entry in entries {
             let path = entry?.path();
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -105,22 +125,35 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
 fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
     let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
     let port = listener.local_addr()?.port();
-    let config = ebb::Config { port, argv: vec!["ebb-compat".into()], ..ebb::Config::default() };
+    let config = ebb::Config {
+        port,
+        argv: vec!["ebb-compat".into()],
+        ..ebb::Config::default()
+    };
     let stop = tokio_util::sync::CancellationToken::new();
     let server = runtime.spawn(ebb::run(listener, config, stop.clone().cancelled_owned()));
-    let uri = format!("mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000");
+    let uri =
+        format!("mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000");
 
     let text = std::fs::read_to_string(&case.path)
         .with_context(|| format!("reading {}", case.path.display()))?;
     let mut cmd = match case.kind {
         Kind::MongoshScript => {
             let mut c = Command::new(client);
-            c.arg(&uri).arg("--quiet").arg("--norc").arg("--file").arg(&case.path);
+            c.arg(&uri)
+                .arg("--quiet")
+                .arg("--norc")
+                .arg("--file")
+                .arg(&case.path);
             c
         }
         Kind::MongoshEval => {
             let mut c = Command::new(client);
-            c.arg(&uri).arg("--quiet").arg("--norc").arg("--eval").arg(&text);
+            c.arg(&uri)
+                .arg("--quiet")
+                .arg("--norc")
+                .arg("--eval")
+                .arg(&text);
             c
         }
         Kind::Python => {
@@ -188,10 +221,20 @@ fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(bool, String
     );
     match status {
         Some(s) => Ok((s.success(), output)),
-        None => bail!("timed out after {} s:\n{}", timeout.as_secs(), indent(&output)),
+        None => bail!(
+            "timed out after {} s:\n{}",
+            timeout.as_secs(),
+            indent(&output)
+        ),
     }
 }
 
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("    {l}\n")).collect()
+    let mut out = String::new();
+    for line in text.lines() {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }

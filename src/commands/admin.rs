@@ -41,7 +41,7 @@ pub(super) fn build_info() -> RawDocumentBuf {
         },
         "bits": 64,
         "debug": cfg!(debug_assertions),
-        "maxBsonObjectSize": MAX_BSON_OBJECT_SIZE as i32,
+        "maxBsonObjectSize": super::limit_i32(MAX_BSON_OBJECT_SIZE),
         "storageEngines": RawArrayBuf::new(),
         "ebbVersion": crate::EBB_VERSION,
         "ok": 1.0,
@@ -379,7 +379,9 @@ fn compression(m: &Metrics) -> RawDocumentBuf {
     let mut doc = RawDocumentBuf::new();
     for c in [Compressor::Snappy, Compressor::Zstd, Compressor::Zlib] {
         let n = &m.compression[usize::from(c.id())];
-        let Ok(name) = <&CStr>::try_from(c.name()) else { continue };
+        let Ok(name) = <&CStr>::try_from(c.name()) else {
+            continue;
+        };
         doc.append(
             name,
             rawdoc! {

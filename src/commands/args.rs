@@ -47,7 +47,7 @@ pub fn truthy(field: &str, value: RawBsonRef<'_>) -> CommandResult<bool> {
         RawBsonRef::Int32(i) => Ok(i != 0),
         RawBsonRef::Int64(i) => Ok(i != 0),
         RawBsonRef::Double(d) => Ok(d != 0.0),
-        RawBsonRef::Decimal128(d) => Ok(d.to_string().parse::<f64>().map_or(true, |f| f != 0.0)),
+        RawBsonRef::Decimal128(d) => Ok(d.to_string().parse::<f64>().is_ok_and(|f| f != 0.0)),
         other => Err(wrong_type(
             field,
             other,

@@ -62,8 +62,8 @@ pub(super) fn hello(
     }
 
     // Compression is negotiated once, by the connection's first hello.
-    if !ctx.handshake_done {
-        if let Some(list) = compression {
+    if let (false, Some(list)) = (ctx.handshake_done, compression) {
+        {
             for name in list {
                 if let Ok(RawBsonRef::String(name)) = name {
                     match Compressor::from_name(name) {
@@ -87,11 +87,11 @@ pub(super) fn hello(
     }
     reply.append(
         bson::raw::cstr!("maxBsonObjectSize"),
-        MAX_BSON_OBJECT_SIZE as i32,
+        crate::commands::limit_i32(MAX_BSON_OBJECT_SIZE),
     );
     reply.append(
         bson::raw::cstr!("maxMessageSizeBytes"),
-        MAX_MESSAGE_SIZE as i32,
+        crate::commands::limit_i32(MAX_MESSAGE_SIZE),
     );
     reply.append(bson::raw::cstr!("maxWriteBatchSize"), MAX_WRITE_BATCH_SIZE);
     reply.append(bson::raw::cstr!("localTime"), bson::DateTime::now());

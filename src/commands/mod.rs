@@ -145,7 +145,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     spec("whatsmyuri", Cmd::WhatsMyUri, false, "{whatsmyuri:1}"),
 ];
 
+/// A size limit as the `int32` that replies carry.
+pub(crate) fn limit_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
 /// Runs `req`.
+#[expect(clippy::unused_async, reason = "storage-backed handlers will await group commits")]
 pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> CommandResult {
     let Some(spec) = COMMANDS.iter().find(|c| c.name == req.name) else {
         return Err(CommandError::command_not_found(req.name));

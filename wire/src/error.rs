@@ -2,7 +2,6 @@ use thiserror::Error as ThisError;
 
 /// Everything that can go wrong while framing or parsing a wire message.
 #[derive(Debug, ThisError, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Error {
     /// `messageLength` is below the 16-byte header.
     #[error("message length {0} is smaller than the 16-byte header")]
@@ -25,7 +24,9 @@ pub enum Error {
     #[error("Unknown section kind {0}")]
     UnknownPayloadType(u8),
     /// The CRC-32C in the message does not match its bytes.
-    #[error("OP_MSG checksum does not match contents: expected {expected:#010x}, got {actual:#010x}")]
+    #[error(
+        "OP_MSG checksum does not match contents: expected {expected:#010x}, got {actual:#010x}"
+    )]
     ChecksumMismatch {
         /// the checksum the message carries
         expected: u32,
@@ -101,11 +102,23 @@ mod tests {
     fn connection_fatal_classification() {
         let table = [
             (Error::MessageTooSmall(3), true),
-            (Error::MessageTooLarge { len: 1 << 30, max: MAX }, true),
+            (
+                Error::MessageTooLarge {
+                    len: 1 << 30,
+                    max: MAX,
+                },
+                true,
+            ),
             (Error::UnknownOpCode(2001), true),
             (Error::IllegalOpMsgFlag(4), true),
             (Error::UnknownPayloadType(2), true),
-            (Error::ChecksumMismatch { expected: 1, actual: 2 }, true),
+            (
+                Error::ChecksumMismatch {
+                    expected: 1,
+                    actual: 2,
+                },
+                true,
+            ),
             (Error::Malformed("section"), true),
             (Error::UnknownCompressor(9), true),
             (Error::Decompression("garbage".into()), true),
@@ -129,7 +142,11 @@ mod tests {
             "Unrecognized flags in OP_MSG: 0x4"
         );
         assert_eq!(
-            Error::MessageTooLarge { len: 48_000_001, max: MAX }.to_string(),
+            Error::MessageTooLarge {
+                len: 48_000_001,
+                max: MAX
+            }
+            .to_string(),
             "message length 48000001 is larger than the maximum of 48000000 bytes"
         );
     }
