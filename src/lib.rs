@@ -16,6 +16,7 @@ pub mod commands;
 pub mod config;
 pub mod dispatch;
 pub mod error;
+pub mod query;
 pub mod server;
 pub mod state;
 
