@@ -19,6 +19,7 @@ pub mod error;
 pub mod query;
 pub mod server;
 pub mod state;
+pub mod storage;
 
 pub use config::Config;
 pub use error::{CommandError, ErrorCode};

@@ -1,0 +1,173 @@
+//! Group commit: many writers, one `fdatasync` at a time covering all of them.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::error;
+
+use super::{Batch, Storage, StorageError, StorageResult};
+
+/// How long a relaxed (`j: false`) write may stay unsynced: MongoDB's journal interval.
+pub const RELAXED_SYNC_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Wraps a [`Storage`]: commits are counted, a syncer thread makes them durable in groups, and
+/// writers wait for the durable mark to pass their commit.
+pub struct GroupCommit {
+    storage: Arc<dyn Storage>,
+    shared: Arc<Shared>,
+    durable: watch::Receiver<u64>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+struct Shared {
+    /// Number of commits applied so far; a commit's ticket is the value after it.
+    committed: AtomicU64,
+    /// Wakes the syncer when there is something to sync.
+    pending: Mutex<bool>,
+    wake: Condvar,
+    stop: AtomicBool,
+    failed: Mutex<Option<StorageError>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("durable", &*self.durable.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GroupCommit {
+    /// Starts the syncer thread for `storage`.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        let shared = Arc::new(Shared {
+            committed: AtomicU64::new(0),
+            pending: Mutex::new(false),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+            failed: Mutex::new(None),
+        });
+        let (tx, rx) = watch::channel(0);
+        let thread = {
+            let storage = Arc::clone(&storage);
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("ebb-sync".into())
+                .spawn(move || syncer(&*storage, &shared, &tx))
+                .ok()
+        };
+        GroupCommit {
+            storage,
+            shared,
+            durable: rx,
+            thread: Mutex::new(thread),
+        }
+    }
+
+    /// The engine, for reads.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Applies `batch` (blocking) and returns its ticket for [`GroupCommit::durable`].
+    pub fn commit(&self, batch: Batch) -> StorageResult<u64> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        self.storage.commit(batch)?;
+        let ticket = self.shared.committed.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(ticket)
+    }
+
+    /// Waits until the commit with `ticket` is durable. Relaxed writers skip this; the syncer
+    /// still covers them within [`RELAXED_SYNC_INTERVAL`].
+    pub async fn durable(&self, ticket: u64) -> StorageResult<()> {
+        if !self.storage.is_durable() {
+            return Ok(());
+        }
+        {
+            let mut pending = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *pending = true;
+            self.shared.wake.notify_one();
+        }
+        let mut rx = self.durable.clone();
+        let reached = rx.wait_for(|&d| d >= ticket).await;
+        match (reached, self.failure()) {
+            (_, Some(e)) => Err(e),
+            (Ok(_), None) => Ok(()),
+            (Err(_), None) => Err(StorageError::Engine("the sync thread stopped".into())),
+        }
+    }
+
+    fn failure(&self) -> Option<StorageError> {
+        self.shared
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Syncs what is left and stops the syncer.
+    pub fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.wake.notify_one();
+        let handle = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) {
+    let mut synced = 0;
+    loop {
+        {
+            let pending = shared
+                .pending
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Sleep until a writer waits, or the relaxed interval passes with unsynced commits.
+            let (mut pending, _) = shared
+                .wake
+                .wait_timeout_while(pending, RELAXED_SYNC_INTERVAL, |p| {
+                    !*p && !shared.stop.load(Ordering::SeqCst)
+                })
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *pending = false;
+        }
+        let target = shared.committed.load(Ordering::SeqCst);
+        if target > synced {
+            if let Err(e) = storage.sync() {
+                error!(error = %e, "journal sync failed: refusing further writes");
+                *shared
+                    .failed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+                // Wake every waiter so that each sees the failure.
+                durable.send_replace(u64::MAX);
+                return;
+            }
+            synced = target;
+            durable.send_replace(synced);
+        }
+        if shared.stop.load(Ordering::SeqCst) && shared.committed.load(Ordering::SeqCst) == synced {
+            return;
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Storage: an ordered key-value store with atomic multi-keyspace batches and snapshots.
+//!
+//! Layout, atomicity and durability are described in `docs/storage.md`. Two engines implement
+//! [`Storage`]: [`DiskStorage`] on fjall (the default) and [`MemoryStorage`] (tests and
+//! `--in-memory`). [`GroupCommit`] turns their `sync` into group commit.
+
+mod commit;
+mod disk;
+mod memory;
+
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+pub use commit::GroupCommit;
+pub use disk::DiskStorage;
+pub use memory::MemoryStorage;
+
+/// The keyspaces (column families) of the store; each is an ordered map of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Keyspace {
+    /// Collection records, dropped-collection markers, the id counter.
+    Catalog,
+    /// Documents by collection id and `_id`.
+    Docs,
+    /// Expiry order (TTL).
+    Expiry,
+    /// Secondary index entries.
+    Index,
+}
+
+impl Keyspace {
+    /// Every keyspace.
+    pub const ALL: [Keyspace; 4] = [
+        Keyspace::Catalog,
+        Keyspace::Docs,
+        Keyspace::Expiry,
+        Keyspace::Index,
+    ];
+
+    /// The on-disk name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Keyspace::Catalog => "catalog",
+            Keyspace::Docs => "docs",
+            Keyspace::Expiry => "expiry",
+            Keyspace::Index => "index",
+        }
+    }
+
+    fn slot(self) -> usize {
+        match self {
+            Keyspace::Catalog => 0,
+            Keyspace::Docs => 1,
+            Keyspace::Expiry => 2,
+            Keyspace::Index => 3,
+        }
+    }
+}
+
+/// One change in a [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Set `key` to `value`.
+    Put(Keyspace, Bytes, Bytes),
+    /// Remove `key`.
+    Delete(Keyspace, Bytes),
+}
+
+/// Changes applied atomically by [`Storage::commit`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// The changes, applied in order.
+    pub ops: Vec<Op>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Adds a put.
+    pub fn put(&mut self, ks: Keyspace, key: impl Into<Bytes>, value: impl Into<Bytes>) {
+        self.ops.push(Op::Put(ks, key.into(), value.into()));
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, ks: Keyspace, key: impl Into<Bytes>) {
+        self.ops.push(Op::Delete(ks, key.into()));
+    }
+
+    /// Whether there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Number of changes.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+}
+
+/// A storage failure. After an IO error the disk engine refuses all further writes.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The engine reported an IO or corruption error.
+    #[error("storage engine error: {0}")]
+    Engine(String),
+    /// An earlier failure made the store refuse writes.
+    #[error("storage is read-only after an earlier write failure")]
+    Poisoned,
+    /// Stored bytes did not decode.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+}
+
+/// The result of storage calls.
+pub type StorageResult<T> = Result<T, StorageError>;
+
+/// A key-value pair read from storage.
+pub type Entry = (Bytes, Bytes);
+
+/// An ordered scan.
+pub type Scan<'a> = Box<dyn Iterator<Item = StorageResult<Entry>> + Send + 'a>;
+
+/// A consistent, repeatable read view of every keyspace.
+pub trait Snapshot: Send + Sync {
+    /// The value at `key`, if any.
+    fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>>;
+
+    /// Entries with keys in `(lower, upper)`, in key order (or reversed).
+    fn range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_>;
+}
+
+/// An ordered key-value engine.
+pub trait Storage: Send + Sync + 'static {
+    /// A read view of everything committed so far.
+    fn snapshot(&self) -> Box<dyn Snapshot>;
+
+    /// Applies `batch` atomically; visible to later snapshots at once, durable after the next
+    /// [`Storage::sync`].
+    fn commit(&self, batch: Batch) -> StorageResult<()>;
+
+    /// Makes every commit so far durable.
+    fn sync(&self) -> StorageResult<()>;
+
+    /// Whether commits survive a restart at all (false for the memory engine).
+    fn is_durable(&self) -> bool;
+
+    /// Bytes used on disk (or in memory), for `dbStats`/`listDatabases`.
+    fn approximate_size(&self) -> u64;
+}
+
+/// The smallest key greater than every key starting with `prefix`, or `None` if there is none
+/// (all `0xFF`).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;
