@@ -29,6 +29,9 @@ pub struct Config {
     /// Where the durable store lives.
     #[arg(long, alias = "dbpath", default_value = "./data")]
     pub data_dir: PathBuf,
+    /// Keep everything in memory instead (nothing survives a restart).
+    #[arg(long)]
+    pub in_memory: bool,
     /// Most connections open at once; more are accepted and closed at once, as mongod does
     /// past `maxIncomingConnections`.
     #[arg(long, alias = "maxConns", default_value_t = 10_000)]
@@ -44,12 +47,15 @@ pub struct Config {
     pub argv: Vec<String>,
 }
 
+/// Defaults for embedding and tests: like the command line's, except that storage is in memory
+/// (set `in_memory: false` and `data_dir` for a durable store).
 impl Default for Config {
     fn default() -> Self {
         Config {
             bind: "127.0.0.1".into(),
             port: 27017,
             data_dir: PathBuf::from("./data"),
+            in_memory: true,
             max_connections: 10_000,
             log_format: LogFormat::Text,
             shutdown_timeout_secs: 10,

@@ -12,6 +12,7 @@
 //!
 //! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
 
+pub mod catalog;
 pub mod commands;
 pub mod config;
 pub mod dispatch;

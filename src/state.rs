@@ -7,6 +7,7 @@ use std::time::Instant;
 use bson::oid::ObjectId;
 
 use crate::Config;
+use crate::catalog::Catalog;
 
 /// Cheap to clone; every connection task holds one.
 #[derive(Clone, Debug)]
@@ -29,6 +30,10 @@ pub struct Inner {
     pub local_addr: std::net::SocketAddr,
     /// Lines shown by `getLog: "startupWarnings"`.
     pub startup_warnings: Vec<String>,
+    /// Databases and collections, and through it the store.
+    pub catalog: Arc<Catalog>,
+    /// Wakes the task that removes dropped collections' data.
+    pub purge_wake: Arc<tokio::sync::Notify>,
 }
 
 /// Counters reported by `serverStatus`.
@@ -93,7 +98,7 @@ impl Metrics {
 
 impl ServerState {
     /// State for a server bound to `local_addr`.
-    pub fn new(config: Config, local_addr: std::net::SocketAddr) -> Self {
+    pub fn new(config: Config, local_addr: std::net::SocketAddr, catalog: Arc<Catalog>) -> Self {
         let mut startup_warnings = vec![
             "Access control is not enabled for the database. Read and write access to data and \
              configuration is unrestricted"
@@ -114,6 +119,8 @@ impl ServerState {
             metrics: Metrics::default(),
             local_addr,
             startup_warnings,
+            catalog,
+            purge_wake: Arc::new(tokio::sync::Notify::new()),
         }))
     }
 

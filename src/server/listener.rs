@@ -11,6 +11,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use super::connection;
+use crate::catalog::{self, Catalog};
+use crate::storage::{DiskStorage, GroupCommit, MemoryStorage, Storage};
 use crate::{Config, ServerState};
 
 /// Serves `listener` until `shutdown` completes, then stops accepting, lets every connection
@@ -23,9 +25,15 @@ pub async fn run(
     let local_addr = listener.local_addr()?;
     let timeout = Duration::from_secs(config.shutdown_timeout_secs);
     let limit = Arc::new(Semaphore::new(config.max_connections));
-    let state = ServerState::new(config, local_addr);
+    let store = open_store(&config).await?;
+    let catalog = Arc::new(
+        Catalog::open(Arc::clone(&store)).map_err(|e| std::io::Error::other(e.to_string()))?,
+    );
+    let state = ServerState::new(config, local_addr, Arc::clone(&catalog));
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let background = TaskTracker::new();
+    background.spawn(catalog::purge_task(catalog, Arc::clone(&state.purge_wake), cancel.clone()));
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
     tokio::select! {
@@ -41,8 +49,29 @@ pub async fn run(
             "shutdown timeout reached with requests still running; closing them"
         );
     }
+    background.close();
+    background.wait().await;
+    // Everything acknowledged is already durable; this syncs relaxed (j: false) writes too.
+    tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     info!("shutdown complete");
     Ok(())
+}
+
+/// Opens the configured engine (recovering an on-disk store) behind group commit.
+async fn open_store(config: &Config) -> std::io::Result<Arc<GroupCommit>> {
+    let storage: Arc<dyn Storage> = if config.in_memory {
+        info!("storage: in memory (nothing survives a restart)");
+        Arc::new(MemoryStorage::new())
+    } else {
+        let dir = config.data_dir.clone();
+        info!(data_dir = %dir.display(), "storage: opening");
+        let disk = tokio::task::spawn_blocking(move || DiskStorage::open(&dir))
+            .await
+            .map_err(std::io::Error::other)?
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        Arc::new(disk)
+    };
+    Ok(Arc::new(GroupCommit::new(storage)))
 }
 
 /// Accepts forever. Accept errors (out of file descriptors, say) back off and retry rather than

@@ -7,6 +7,7 @@
 mod commit;
 mod disk;
 mod memory;
+pub mod record;
 
 use std::ops::Bound;
 

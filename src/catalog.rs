@@ -1,0 +1,408 @@
+//! The catalog: databases, collections and their options, persisted in the `catalog` keyspace
+//! and held in memory. See `docs/storage.md` for the key layout.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use bson::{RawDocument, RawDocumentBuf, rawdoc};
+use tracing::{info, warn};
+
+use crate::error::{CommandError, ErrorCode};
+use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageError, prefix_end, record};
+
+const RECORD_PREFIX: u8 = 0x01;
+const DROPPED_PREFIX: u8 = 0x02;
+const NEXT_ID_KEY: [u8; 1] = [0x03];
+/// Keys removed per batch when a dropped collection's data is cleaned up.
+const PURGE_BATCH: usize = 1000;
+/// Longest `db.collection` name MongoDB accepts.
+const MAX_NAMESPACE_LEN: usize = 255;
+/// Longest database name MongoDB accepts.
+const MAX_DB_NAME_LEN: usize = 63;
+
+/// A collection and what writers of it share.
+#[derive(Debug)]
+pub struct Collection {
+    /// Never reused; prefixes every key of the collection's data.
+    pub id: u64,
+    /// Database name.
+    pub db: String,
+    /// Collection name.
+    pub name: String,
+    /// The options it was created with (`listCollections.options`).
+    pub options: RawDocumentBuf,
+    /// Serialises writers of this collection from their checks to their commit.
+    write_lock: Mutex<()>,
+    /// Set, under the write lock, when the collection is dropped or renamed away.
+    retired: AtomicBool,
+}
+
+impl Collection {
+    /// Takes the write lock. `None` if the collection was dropped or renamed meanwhile: the
+    /// caller looks it up again.
+    pub fn lock(&self) -> Option<MutexGuard<'_, ()>> {
+        let guard = self.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (!self.retired.load(Ordering::SeqCst)).then_some(guard)
+    }
+
+    /// `db.name`.
+    pub fn namespace(&self) -> String {
+        format!("{}.{}", self.db, self.name)
+    }
+}
+
+type Names = BTreeMap<(String, String), Arc<Collection>>;
+
+/// Every collection, by database and name.
+pub struct Catalog {
+    store: Arc<GroupCommit>,
+    names: RwLock<Names>,
+    /// Serialises catalog changes (create, drop, rename).
+    ddl: Mutex<()>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").finish_non_exhaustive()
+    }
+}
+
+fn record_key(db: &str, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + db.len() + name.len());
+    key.push(RECORD_PREFIX);
+    key.extend_from_slice(db.as_bytes());
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+fn dropped_key(id: u64) -> Vec<u8> {
+    let mut key = vec![DROPPED_PREFIX];
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+fn corrupt(what: impl std::fmt::Display) -> StorageError {
+    StorageError::Corrupt(format!("catalog: {what}"))
+}
+
+impl From<StorageError> for CommandError {
+    fn from(e: StorageError) -> Self {
+        tracing::error!(error = %e, "storage failure");
+        CommandError::internal(e.to_string())
+    }
+}
+
+/// Checks a database name as MongoDB does.
+pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
+    let bad = db.is_empty()
+        || db.len() > MAX_DB_NAME_LEN
+        || db.chars().any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
+    if bad {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid database name: '{db}'"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a namespace that a client may create or write to.
+pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
+    validate_db_name(db)?;
+    let ns = format!("{db}.{name}");
+    if ns.len() > MAX_NAMESPACE_LEN {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NAMESPACE_LEN}"),
+        ));
+    }
+    if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with('.') {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid namespace specified '{ns}'"),
+        ));
+    }
+    if name.starts_with("system.") {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid system namespace: {ns}"),
+        ));
+    }
+    Ok(())
+}
+
+impl Catalog {
+    /// Loads the catalog from `store`.
+    pub fn open(store: Arc<GroupCommit>) -> Result<Self, StorageError> {
+        let snapshot = store.storage().snapshot();
+        let mut names = Names::new();
+        let end = [RECORD_PREFIX + 1];
+        for entry in snapshot.range(
+            Keyspace::Catalog,
+            Bound::Included(&[RECORD_PREFIX][..]),
+            Bound::Excluded(&end[..]),
+            false,
+        ) {
+            let (_, value) = entry?;
+            let doc = RawDocument::from_bytes(&value).map_err(corrupt)?;
+            let get_str = |k: &str| doc.get_str(k).map(str::to_owned).map_err(corrupt);
+            let id = u64::try_from(doc.get_i64("id").map_err(corrupt)?).map_err(corrupt)?;
+            let collection = Collection {
+                id,
+                db: get_str("db")?,
+                name: get_str("name")?,
+                options: doc.get_document("options").map_err(corrupt)?.to_owned(),
+                write_lock: Mutex::new(()),
+                retired: AtomicBool::new(false),
+            };
+            names.insert((collection.db.clone(), collection.name.clone()), Arc::new(collection));
+        }
+        info!(collections = names.len(), "catalog loaded");
+        Ok(Catalog { store, names: RwLock::new(names), ddl: Mutex::new(()) })
+    }
+
+    /// The store behind the catalog.
+    pub fn store(&self) -> &Arc<GroupCommit> {
+        &self.store
+    }
+
+    /// A snapshot of the store.
+    pub fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.store.storage().snapshot()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Names> {
+        self.names.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Names> {
+        self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn ddl(&self) -> MutexGuard<'_, ()> {
+        self.ddl.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The collection `db.name`, if it exists.
+    pub fn get(&self, db: &str, name: &str) -> Option<Arc<Collection>> {
+        self.read().get(&(db.to_owned(), name.to_owned())).cloned()
+    }
+
+    /// Database names that hold at least one collection, sorted.
+    pub fn databases(&self) -> Vec<String> {
+        let mut dbs: Vec<String> = self.read().keys().map(|(db, _)| db.clone()).collect();
+        dbs.dedup();
+        dbs
+    }
+
+    /// The collections of `db`, sorted by name.
+    pub fn collections(&self, db: &str) -> Vec<Arc<Collection>> {
+        self.read().iter().filter(|((d, _), _)| d == db).map(|(_, c)| Arc::clone(c)).collect()
+    }
+
+    fn next_id(&self, batch: &mut Batch) -> Result<u64, StorageError> {
+        let current = self
+            .snapshot()
+            .get(Keyspace::Catalog, &NEXT_ID_KEY)?
+            .map(|v| <[u8; 8]>::try_from(&v[..]).map(u64::from_be_bytes).map_err(corrupt))
+            .transpose()?
+            .unwrap_or(1);
+        batch.put(Keyspace::Catalog, NEXT_ID_KEY.to_vec(), (current + 1).to_be_bytes().to_vec());
+        Ok(current)
+    }
+
+    fn record(c: &Collection) -> RawDocumentBuf {
+        rawdoc! {
+            "db": c.db.as_str(),
+            "name": c.name.as_str(),
+            "id": i64::try_from(c.id).unwrap_or(i64::MAX),
+            "options": c.options.clone(),
+        }
+    }
+
+    /// Creates `db.name`. Returns the collection and the commit ticket to wait on, or
+    /// `NamespaceExists` if it exists.
+    pub fn create(
+        &self,
+        db: &str,
+        name: &str,
+        options: RawDocumentBuf,
+    ) -> Result<(Arc<Collection>, u64), CommandError> {
+        validate_namespace(db, name)?;
+        let _ddl = self.ddl();
+        if self.get(db, name).is_some() {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("Collection {db}.{name} already exists."),
+            ));
+        }
+        let mut batch = Batch::new();
+        let collection = Collection {
+            id: self.next_id(&mut batch)?,
+            db: db.to_owned(),
+            name: name.to_owned(),
+            options,
+            write_lock: Mutex::new(()),
+            retired: AtomicBool::new(false),
+        };
+        batch.put(
+            Keyspace::Catalog,
+            record_key(db, name),
+            Self::record(&collection).into_bytes(),
+        );
+        let ticket = self.store.commit(batch)?;
+        let collection = Arc::new(collection);
+        self.write().insert((db.to_owned(), name.to_owned()), Arc::clone(&collection));
+        info!(namespace = %collection.namespace(), id = collection.id, "created collection");
+        Ok((collection, ticket))
+    }
+
+    /// The collection `db.name`, created with default options if missing (writes create
+    /// collections implicitly, as in MongoDB). The ticket is `Some` when it was created.
+    pub fn get_or_create(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> Result<(Arc<Collection>, Option<u64>), CommandError> {
+        if let Some(c) = self.get(db, name) {
+            return Ok((c, None));
+        }
+        match self.create(db, name, RawDocumentBuf::new()) {
+            Ok((c, ticket)) => Ok((c, Some(ticket))),
+            // Another connection created it first.
+            Err(e) if e.code == ErrorCode::NamespaceExists => {
+                self.get(db, name).map(|c| (c, None)).ok_or(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Drops `db.name`; `None` if it did not exist. Its data is removed in the background.
+    pub fn drop_collection(&self, db: &str, name: &str) -> Result<Option<u64>, CommandError> {
+        let _ddl = self.ddl();
+        let Some(collection) = self.get(db, name) else { return Ok(None) };
+        let _writers = collection.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut batch = Batch::new();
+        batch.delete(Keyspace::Catalog, record_key(db, name));
+        batch.put(Keyspace::Catalog, dropped_key(collection.id), Vec::new());
+        let ticket = self.store.commit(batch)?;
+        collection.retired.store(true, Ordering::SeqCst);
+        self.write().remove(&(db.to_owned(), name.to_owned()));
+        info!(namespace = %collection.namespace(), "dropped collection");
+        Ok(Some(ticket))
+    }
+
+    /// Renames `from` to `to` (both `(db, name)`), dropping an existing target if
+    /// `drop_target`. Documents keep their collection id, so nothing else moves.
+    pub fn rename(
+        &self,
+        from: (&str, &str),
+        to: (&str, &str),
+        drop_target: bool,
+    ) -> Result<u64, CommandError> {
+        validate_namespace(to.0, to.1)?;
+        let _ddl = self.ddl();
+        let Some(source) = self.get(from.0, from.1) else {
+            return Err(CommandError::new(ErrorCode::NamespaceNotFound, "Source collection does not exist"));
+        };
+        let target = self.get(to.0, to.1);
+        if target.is_some() && !drop_target {
+            return Err(CommandError::new(ErrorCode::NamespaceExists, "target namespace exists"));
+        }
+        let _source_writers = source.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _target_writers = target
+            .as_ref()
+            .map(|t| t.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let renamed = Collection {
+            id: source.id,
+            db: to.0.to_owned(),
+            name: to.1.to_owned(),
+            options: source.options.clone(),
+            write_lock: Mutex::new(()),
+            retired: AtomicBool::new(false),
+        };
+        let mut batch = Batch::new();
+        if let Some(t) = &target {
+            batch.put(Keyspace::Catalog, dropped_key(t.id), Vec::new());
+        }
+        batch.delete(Keyspace::Catalog, record_key(from.0, from.1));
+        batch.put(Keyspace::Catalog, record_key(to.0, to.1), Self::record(&renamed).into_bytes());
+        let ticket = self.store.commit(batch)?;
+        source.retired.store(true, Ordering::SeqCst);
+        if let Some(t) = &target {
+            t.retired.store(true, Ordering::SeqCst);
+        }
+        let mut names = self.write();
+        names.remove(&(from.0.to_owned(), from.1.to_owned()));
+        names.insert((to.0.to_owned(), to.1.to_owned()), Arc::new(renamed));
+        Ok(ticket)
+    }
+
+    /// Removes the data of dropped collections, in bounded batches. Returns how many keys it
+    /// removed; call again until it returns 0.
+    pub fn purge_dropped(&self) -> Result<usize, StorageError> {
+        let snapshot = self.snapshot();
+        let end = [DROPPED_PREFIX + 1];
+        let Some(entry) = snapshot
+            .range(Keyspace::Catalog, Bound::Included(&[DROPPED_PREFIX][..]), Bound::Excluded(&end[..]), false)
+            .next()
+        else {
+            return Ok(0);
+        };
+        let (marker, _) = entry?;
+        let id = marker
+            .get(1..9)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| corrupt("dropped marker"))?;
+        let prefix = record::collection_prefix(id);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        let mut batch = Batch::new();
+        for ks in [Keyspace::Docs, Keyspace::Expiry] {
+            for entry in snapshot
+                .range(ks, Bound::Included(&prefix[..]), Bound::Excluded(&upper[..]), false)
+                .take(PURGE_BATCH)
+            {
+                batch.delete(ks, entry?.0);
+            }
+        }
+        let removed = batch.len();
+        if removed == 0 {
+            batch.delete(Keyspace::Catalog, marker);
+        }
+        self.store.commit(batch)?;
+        Ok(removed.max(1))
+    }
+}
+
+/// Runs [`Catalog::purge_dropped`] until nothing is left, now and then again whenever woken.
+pub async fn purge_task(catalog: Arc<Catalog>, wake: Arc<tokio::sync::Notify>, cancel: tokio_util::sync::CancellationToken) {
+    loop {
+        loop {
+            let catalog = Arc::clone(&catalog);
+            match tokio::task::spawn_blocking(move || catalog.purge_dropped()).await {
+                Ok(Ok(0)) => break,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    warn!(error = %e, "could not remove a dropped collection's data");
+                    break;
+                }
+                Err(e) => {
+                    warn!(error = %e, "purge task failed");
+                    break;
+                }
+            }
+            if cancel.is_cancelled() {
+                return;
+            }
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = wake.notified() => {}
+            () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! The value stored for a document: a fixed header (format, last-modified, expiry) followed by
+//! the document's raw BSON, exactly as received. See `docs/storage.md`.
+
+use bson::RawDocument;
+
+use super::{StorageError, StorageResult};
+
+/// Format byte of the current header.
+const FORMAT: u8 = 1;
+/// Header size: format byte, modified ms (i64 LE), expiry ms (i64 LE).
+pub const HEADER_LEN: usize = 17;
+/// The expiry of a document that never expires.
+pub const NEVER: i64 = i64::MAX;
+
+/// A decoded record, borrowing the stored bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    /// Last modification, ms since the epoch.
+    pub modified_ms: i64,
+    /// Expiry instant, ms since the epoch ([`NEVER`] when it never expires).
+    pub expires_ms: i64,
+    /// The document.
+    pub doc: &'a RawDocument,
+}
+
+/// Builds a record value.
+pub fn encode(modified_ms: i64, expires_ms: i64, doc: &RawDocument) -> Vec<u8> {
+    let bytes = doc.as_bytes();
+    let mut out = Vec::with_capacity(HEADER_LEN + bytes.len());
+    out.push(FORMAT);
+    out.extend_from_slice(&modified_ms.to_le_bytes());
+    out.extend_from_slice(&expires_ms.to_le_bytes());
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// Reads a record value.
+pub fn decode(value: &[u8]) -> StorageResult<Record<'_>> {
+    let corrupt = |what: &str| StorageError::Corrupt(format!("document record: {what}"));
+    let (head, body) = value.split_at_checked(HEADER_LEN).ok_or_else(|| corrupt("too short"))?;
+    let [format, rest @ ..] = head else { return Err(corrupt("too short")) };
+    if *format != FORMAT {
+        return Err(corrupt("unknown format"));
+    }
+    let (m, e) = rest.split_at(8);
+    let modified_ms = i64::from_le_bytes(m.try_into().map_err(|_| corrupt("header"))?);
+    let expires_ms = i64::from_le_bytes(e.try_into().map_err(|_| corrupt("header"))?);
+    let doc = RawDocument::from_bytes(body).map_err(|e| corrupt(&e.to_string()))?;
+    Ok(Record { modified_ms, expires_ms, doc })
+}
+
+/// The key prefix of a collection's documents.
+pub fn collection_prefix(collection_id: u64) -> [u8; 8] {
+    collection_id.to_be_bytes()
+}
+
+/// The key of a document: collection id, then the keystring of its `_id`.
+pub fn doc_key(collection_id: u64, id_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + id_key.len());
+    key.extend_from_slice(&collection_id.to_be_bytes());
+    key.extend_from_slice(id_key);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_and_corruption() {
+        let doc = bson::rawdoc! { "_id": 1, "a": "x" };
+        let value = encode(5, NEVER, &doc);
+        let r = decode(&value).unwrap();
+        assert_eq!((r.modified_ms, r.expires_ms), (5, NEVER));
+        assert_eq!(r.doc.as_bytes(), doc.as_bytes());
+        assert!(decode(&value[..10]).is_err());
+        let mut bad = value.clone();
+        bad[0] = 9;
+        assert!(decode(&bad).is_err());
+    }
+}
