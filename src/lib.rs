@@ -15,6 +15,7 @@
 pub mod catalog;
 pub mod commands;
 pub mod config;
+pub mod cursor;
 pub mod dispatch;
 pub mod error;
 pub mod query;

@@ -8,6 +8,7 @@ use bson::oid::ObjectId;
 
 use crate::Config;
 use crate::catalog::Catalog;
+use crate::cursor::Cursors;
 
 /// Cheap to clone; every connection task holds one.
 #[derive(Clone, Debug)]
@@ -32,6 +33,8 @@ pub struct Inner {
     pub startup_warnings: Vec<String>,
     /// Databases and collections, and through it the store.
     pub catalog: Arc<Catalog>,
+    /// Open cursors.
+    pub cursors: Cursors,
     /// Wakes the task that removes dropped collections' data.
     pub purge_wake: Arc<tokio::sync::Notify>,
 }
@@ -121,7 +124,13 @@ impl ServerState {
             startup_warnings,
             catalog,
             purge_wake: Arc::new(tokio::sync::Notify::new()),
+            cursors: Cursors::default(),
         }))
+    }
+
+    /// The server's clock, in milliseconds since the epoch. Every expiry decision reads it.
+    pub fn now_ms(&self) -> i64 {
+        bson::DateTime::now().timestamp_millis()
     }
 
     /// Hands out the next connection id (`hello.connectionId`), starting at 1.

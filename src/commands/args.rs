@@ -69,3 +69,98 @@ pub fn display(value: RawBsonRef<'_>) -> String {
             .map_or_else(|_| "?".to_owned(), |b| b.to_string()),
     }
 }
+
+/// The collection named by the command's first field (`{find: "coll"}`).
+pub fn collection_name<'a>(req: &crate::dispatch::Request<'a>) -> CommandResult<&'a str> {
+    match req.body.get(req.name).ok().flatten() {
+        Some(RawBsonRef::String(name)) => Ok(name),
+        Some(other) => Err(CommandError::new(
+            crate::error::ErrorCode::InvalidNamespace,
+            format!("collection name has invalid type {}", type_name(other.element_type())),
+        )),
+        None => Err(CommandError::bad_value(format!("{} requires a collection name", req.name))),
+    }
+}
+
+/// A field of the command document, if present.
+pub fn field<'a>(req: &crate::dispatch::Request<'a>, name: &str) -> CommandResult<Option<RawBsonRef<'a>>> {
+    req.body
+        .get(name)
+        .map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))
+}
+
+/// An optional boolean option (`bool` or number).
+pub fn opt_bool(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<Option<bool>> {
+    field(req, name)?.map(|v| truthy(&format!("{}.{name}", req.name), v)).transpose()
+}
+
+/// An optional document option.
+pub fn opt_doc<'a>(
+    req: &crate::dispatch::Request<'a>,
+    name: &str,
+) -> CommandResult<Option<&'a bson::RawDocument>> {
+    match field(req, name)? {
+        None => Ok(None),
+        Some(RawBsonRef::Document(d)) => Ok(Some(d)),
+        Some(other) => Err(wrong_type(&format!("{}.{name}", req.name), other, " 'object'")),
+    }
+}
+
+/// An optional integer option: int32, int64, or a double with no fractional part.
+pub fn opt_i64(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<Option<i64>> {
+    match field(req, name)? {
+        None => Ok(None),
+        Some(RawBsonRef::Int32(i)) => Ok(Some(i64::from(i))),
+        Some(RawBsonRef::Int64(i)) => Ok(Some(i)),
+        #[expect(clippy::cast_possible_truncation, reason = "checked to be integral and in range")]
+        Some(RawBsonRef::Double(d)) if d.fract() == 0.0 && d.abs() < 9.2e18 => Ok(Some(d as i64)),
+        Some(other) => Err(wrong_type(
+            &format!("{}.{name}", req.name),
+            other,
+            "s '[long, int, decimal, double]'",
+        )),
+    }
+}
+
+/// How long a write waits before it is acknowledged (`writeConcern`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteConcern {
+    /// Wait until the write is durable (the default: `j` unset or true).
+    Journaled,
+    /// Acknowledge once applied; the journal syncs it within 100 ms (`j: false` or `w: 0`).
+    Relaxed,
+}
+
+impl WriteConcern {
+    /// Reads the command's `writeConcern`.
+    pub fn parse(req: &crate::dispatch::Request<'_>) -> CommandResult<Self> {
+        let Some(wc) = opt_doc(req, "writeConcern")? else { return Ok(WriteConcern::Journaled) };
+        let mut relaxed = false;
+        for elem in wc {
+            let (k, v) = elem.map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))?;
+            match (k.as_str(), v) {
+                ("j", v) => relaxed |= !truthy("writeConcern.j", v)?,
+                ("w", RawBsonRef::Int32(0)) | ("w", RawBsonRef::Int64(0)) => relaxed = true,
+                ("w", RawBsonRef::Double(d)) if d == 0.0 => relaxed = true,
+                ("w", RawBsonRef::Int32(1..) | RawBsonRef::Int64(1..) | RawBsonRef::Double(_) | RawBsonRef::String(_)) => {}
+                ("w", other) => return Err(wrong_type("writeConcern.w", other, "s '[string, int, long, double]'")),
+                ("wtimeout" | "fsync" | "provenance" | "wtimeoutMS", _) => {}
+                (other, _) => {
+                    return Err(CommandError::new(
+                        crate::error::ErrorCode::FailedToParse,
+                        format!("unrecognized write concern field: {other}"),
+                    ));
+                }
+            }
+        }
+        Ok(if relaxed { WriteConcern::Relaxed } else { WriteConcern::Journaled })
+    }
+
+    /// Waits, as this concern asks, for the commit with `ticket` to be durable.
+    pub async fn wait(self, state: &crate::state::ServerState, ticket: Option<u64>) -> CommandResult<()> {
+        match (self, ticket) {
+            (WriteConcern::Journaled, Some(t)) => Ok(state.catalog.store().durable(t).await?),
+            _ => Ok(()),
+        }
+    }
+}

@@ -4,8 +4,12 @@
 //! check all read it. A name not in it answers `CommandNotFound`.
 
 mod admin;
+mod aggregate;
 mod args;
+mod collection;
 mod handshake;
+mod read;
+mod write;
 
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -31,6 +35,22 @@ enum Cmd {
     EndSessions,
     KillCursors,
     ListDatabases,
+    Create,
+    Drop,
+    DropDatabase,
+    ListCollections,
+    RenameCollection,
+    CollStats,
+    DbStats,
+    Insert,
+    Update,
+    Delete,
+    FindAndModify,
+    Find,
+    GetMore,
+    Count,
+    Distinct,
+    Aggregate,
 }
 
 /// One implemented command name.
@@ -56,92 +76,39 @@ const fn spec(name: &'static str, cmd: Cmd, admin_only: bool, help: &'static str
 
 /// Every command Ebb answers, sorted by name.
 pub static COMMANDS: &[CommandSpec] = &[
+    spec("aggregate", Cmd::Aggregate, false, "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more details."),
     spec("buildInfo", Cmd::BuildInfo, false, "get version #, etc."),
-    spec(
-        "buildinfo",
-        Cmd::BuildInfo,
-        false,
-        "get version #, etc. (alias of buildInfo)",
-    ),
-    spec(
-        "connectionStatus",
-        Cmd::ConnectionStatus,
-        false,
-        "Returns connection-specific information such as logged-in users and their roles",
-    ),
-    spec(
-        "endSessions",
-        Cmd::EndSessions,
-        false,
-        "end a set of logical sessions",
-    ),
+    spec("buildinfo", Cmd::BuildInfo, false, "get version #, etc. (alias of buildInfo)"),
+    spec("collStats", Cmd::CollStats, false, "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024"),
+    spec("connectionStatus", Cmd::ConnectionStatus, false, "Returns connection-specific information such as logged-in users and their roles"),
+    spec("count", Cmd::Count, false, "count objects in collection"),
+    spec("create", Cmd::Create, false, "explicitly creates a collection"),
+    spec("dbStats", Cmd::DbStats, false, "Get stats on a database."),
+    spec("delete", Cmd::Delete, false, "delete documents"),
+    spec("distinct", Cmd::Distinct, false, "{ distinct : 'collection name' , key : 'a.b' , query : {} }"),
+    spec("drop", Cmd::Drop, false, "drop a collection"),
+    spec("dropDatabase", Cmd::DropDatabase, false, "drop (delete) this database"),
+    spec("endSessions", Cmd::EndSessions, false, "end a set of logical sessions"),
+    spec("find", Cmd::Find, false, "query for documents"),
+    spec("findAndModify", Cmd::FindAndModify, false, "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}"),
+    spec("findandmodify", Cmd::FindAndModify, false, "alias of findAndModify"),
     spec("getCmdLineOpts", Cmd::GetCmdLineOpts, true, "get argv"),
-    spec(
-        "getLog",
-        Cmd::GetLog,
-        true,
-        "{ getLog : '*' }  OR { getLog : 'startupWarnings' }",
-    ),
-    spec(
-        "getParameter",
-        Cmd::GetParameter,
-        true,
-        "get administrative option(s)",
-    ),
-    spec(
-        "hello",
-        Cmd::Hello,
-        false,
-        "Check if this server is primary for a replica set",
-    ),
-    spec(
-        "hostInfo",
-        Cmd::HostInfo,
-        false,
-        "returns information about the daemon's host",
-    ),
-    spec(
-        "isMaster",
-        Cmd::IsMaster,
-        false,
-        "Check if this server is primary for a replica set (deprecated alias of hello)",
-    ),
-    spec(
-        "ismaster",
-        Cmd::IsMaster,
-        false,
-        "Check if this server is primary for a replica set (deprecated alias of hello)",
-    ),
-    spec(
-        "killCursors",
-        Cmd::KillCursors,
-        false,
-        "Kill a list of cursor ids",
-    ),
-    spec(
-        "listCommands",
-        Cmd::ListCommands,
-        false,
-        "get a list of all db commands",
-    ),
-    spec(
-        "listDatabases",
-        Cmd::ListDatabases,
-        true,
-        "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }",
-    ),
-    spec(
-        "ping",
-        Cmd::Ping,
-        false,
-        "a way to check that the server is alive. responds immediately even if server is in a db lock.",
-    ),
-    spec(
-        "serverStatus",
-        Cmd::ServerStatus,
-        false,
-        "returns lots of administrative server statistics",
-    ),
+    spec("getLog", Cmd::GetLog, true, "{ getLog : '*' }  OR { getLog : 'startupWarnings' }"),
+    spec("getMore", Cmd::GetMore, false, "retrieve more results from an existing cursor"),
+    spec("getParameter", Cmd::GetParameter, true, "get administrative option(s)"),
+    spec("hello", Cmd::Hello, false, "Check if this server is primary for a replica set"),
+    spec("hostInfo", Cmd::HostInfo, false, "returns information about the daemon's host"),
+    spec("insert", Cmd::Insert, false, "insert documents"),
+    spec("isMaster", Cmd::IsMaster, false, "Check if this server is primary for a replica set (deprecated alias of hello)"),
+    spec("ismaster", Cmd::IsMaster, false, "Check if this server is primary for a replica set (deprecated alias of hello)"),
+    spec("killCursors", Cmd::KillCursors, false, "Kill a list of cursor ids"),
+    spec("listCollections", Cmd::ListCollections, false, "list collections for this db"),
+    spec("listCommands", Cmd::ListCommands, false, "get a list of all db commands"),
+    spec("listDatabases", Cmd::ListDatabases, true, "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }"),
+    spec("ping", Cmd::Ping, false, "a way to check that the server is alive. responds immediately even if server is in a db lock."),
+    spec("renameCollection", Cmd::RenameCollection, true, " example: { renameCollection: foo.a, to: bar.b }"),
+    spec("serverStatus", Cmd::ServerStatus, false, "returns lots of administrative server statistics"),
+    spec("update", Cmd::Update, false, "update documents"),
     spec("whatsmyuri", Cmd::WhatsMyUri, false, "{whatsmyuri:1}"),
 ];
 
@@ -151,7 +118,6 @@ pub(crate) fn limit_i32(n: usize) -> i32 {
 }
 
 /// Runs `req`.
-#[expect(clippy::unused_async, reason = "storage-backed handlers will await group commits")]
 pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> CommandResult {
     let Some(spec) = COMMANDS.iter().find(|c| c.name == req.name) else {
         return Err(CommandError::command_not_found(req.name));
@@ -176,8 +142,24 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::ListCommands => Ok(admin::list_commands()),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
         Cmd::EndSessions => admin::end_sessions(req),
-        Cmd::KillCursors => admin::kill_cursors(req),
-        Cmd::ListDatabases => admin::list_databases(req),
+        Cmd::KillCursors => read::kill_cursors(req, state),
+        Cmd::ListDatabases => collection::list_databases(req, state).await,
+        Cmd::Create => collection::create(req, state).await,
+        Cmd::Drop => collection::drop(req, state).await,
+        Cmd::DropDatabase => collection::drop_database(req, state).await,
+        Cmd::ListCollections => collection::list_collections(req, state),
+        Cmd::RenameCollection => collection::rename_collection(req, state).await,
+        Cmd::CollStats => collection::coll_stats(req, state).await,
+        Cmd::DbStats => collection::db_stats(req, state).await,
+        Cmd::Insert => write::insert(req, state).await,
+        Cmd::Update => write::update(req, state).await,
+        Cmd::Delete => write::delete(req, state).await,
+        Cmd::FindAndModify => write::find_and_modify(req, state).await,
+        Cmd::Find => read::find(req, state).await,
+        Cmd::GetMore => read::get_more(req, state).await,
+        Cmd::Count => read::count(req, state).await,
+        Cmd::Distinct => read::distinct(req, state).await,
+        Cmd::Aggregate => aggregate::aggregate(req, state).await,
     }
 }
 

@@ -12,6 +12,7 @@ use tracing::{error, info, warn};
 
 use super::connection;
 use crate::catalog::{self, Catalog};
+use crate::cursor::CURSOR_TIMEOUT;
 use crate::storage::{DiskStorage, GroupCommit, MemoryStorage, Storage};
 use crate::{Config, ServerState};
 
@@ -34,6 +35,7 @@ pub async fn run(
     let tracker = TaskTracker::new();
     let background = TaskTracker::new();
     background.spawn(catalog::purge_task(catalog, Arc::clone(&state.purge_wake), cancel.clone()));
+    background.spawn(reap_cursors(state.clone(), cancel.clone()));
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
     tokio::select! {
@@ -55,6 +57,20 @@ pub async fn run(
     tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
     info!("shutdown complete");
     Ok(())
+}
+
+/// Closes cursors left idle longer than [`CURSOR_TIMEOUT`], once a minute.
+async fn reap_cursors(state: ServerState, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(60)) => {}
+        }
+        let closed = state.cursors.reap(CURSOR_TIMEOUT);
+        if closed > 0 {
+            info!(closed, "closed idle cursors");
+        }
+    }
 }
 
 /// Opens the configured engine (recovering an on-disk store) behind group commit.

@@ -1,0 +1,303 @@
+//! The read commands: `find`, `getMore`, `killCursors`, `count`, `distinct`.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+
+use super::args::{collection_name, field, opt_bool, opt_doc, opt_i64, wrong_type};
+use crate::catalog::{Collection, validate_namespace};
+use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source};
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::filter::Filter;
+use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
+use crate::query::{keystring, path};
+use crate::state::{Metrics, ServerState};
+use crate::storage::{Snapshot, prefix_end, record};
+
+/// A non-negative count option (`skip`, `limit`, `batchSize`), with MongoDB's message.
+fn non_negative(req: &Request<'_>, name: &str, label: &str) -> CommandResult<Option<u64>> {
+    match opt_i64(req, name)? {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(CommandError::bad_value(format!(
+            "{label} value must be non-negative, but received: {n}"
+        ))),
+        Some(n) => Ok(Some(u64::try_from(n).unwrap_or(0))),
+    }
+}
+
+/// A scan over `collection`, narrowed to one `_id` when the filter pins it.
+pub(crate) fn scan(
+    collection: &Collection,
+    snapshot: Box<dyn Snapshot>,
+    filter: Option<Filter>,
+    now_ms: i64,
+) -> Scan {
+    let prefix = record::collection_prefix(collection.id);
+    let (lower, upper) = match filter.as_ref().and_then(Filter::id_equality) {
+        Some(id) => {
+            let key = record::doc_key(collection.id, &keystring::to_key(id.as_raw_bson_ref()));
+            (Bound::Included(key.clone()), Bound::Included(key))
+        }
+        None => (
+            Bound::Included(prefix.to_vec()),
+            prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
+        ),
+    };
+    let filter = filter.filter(|f| !f.is_match_all());
+    Scan { snapshot, lower, upper, filter, projection: None, skip: 0, remaining: None, now_ms, done: false }
+}
+
+fn cursor_reply(id: i64, ns: &str, batch_name: &'static str, docs: Vec<RawDocumentBuf>) -> RawDocumentBuf {
+    let mut batch = RawArrayBuf::new();
+    for d in docs {
+        batch.push(d);
+    }
+    let mut cursor = rawdoc! {};
+    let name = if batch_name == "firstBatch" { cstr!("firstBatch") } else { cstr!("nextBatch") };
+    cursor.append(name, batch);
+    cursor.append(cstr!("id"), id);
+    cursor.append(cstr!("ns"), ns);
+    rawdoc! { "cursor": cursor, "ok": 1.0 }
+}
+
+/// Runs `source` for a first batch and registers a cursor if anything is left.
+pub(crate) async fn first_batch(
+    state: &ServerState,
+    ns: String,
+    mut source: Source,
+    batch_size: Option<usize>,
+    single_batch: bool,
+    no_timeout: bool,
+) -> CommandResult {
+    let max_docs = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
+    let (docs, source) = tokio::task::spawn_blocking(move || {
+        let docs = source.next_batch(max_docs, MAX_BATCH_BYTES);
+        (docs, source)
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?;
+    let docs = docs?;
+    let id = if single_batch || source.is_exhausted() {
+        0
+    } else {
+        state.cursors.insert(Cursor::new(ns.clone(), source, batch_size, no_timeout))
+    };
+    Ok(cursor_reply(id, &ns, "firstBatch", docs))
+}
+
+pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    Metrics::bump(&state.metrics.op_query);
+    let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
+    let projection = opt_doc(req, "projection")?.map(Projection::compile).transpose()?;
+    let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
+    let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
+    let limit = non_negative(req, "limit", "Limit")?.filter(|&l| l > 0);
+    let batch_size = non_negative(req, "batchSize", "BatchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let single_batch = opt_bool(req, "singleBatch")?.unwrap_or(false);
+    let no_timeout = opt_bool(req, "noCursorTimeout")?.unwrap_or(false);
+    for unsupported in ["collation", "min", "max", "tailable", "awaitData"] {
+        if field(req, unsupported)?.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                format!("find option '{unsupported}' is not supported by Ebb yet"),
+            ));
+        }
+    }
+    let ns = format!("{}.{name}", req.db);
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Ok(cursor_reply(0, &ns, "firstBatch", Vec::new()));
+    };
+    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    let source = match sort.filter(|s| !s.is_empty()) {
+        None => {
+            scan.projection = projection;
+            scan.skip = skip;
+            scan.remaining = limit;
+            Source::Scan(Box::new(scan))
+        }
+        Some(sort) => {
+            // A blocking sort: every match is read, sorted, then skipped and limited.
+            let sorted = tokio::task::spawn_blocking(move || -> CommandResult<VecDeque<RawDocumentBuf>> {
+                let mut all = Vec::new();
+                loop {
+                    let batch = scan.next_batch(usize::MAX, usize::MAX)?;
+                    if batch.is_empty() {
+                        break;
+                    }
+                    all.extend(batch);
+                }
+                all.sort_by(|a, b| sort.compare(a, b));
+                let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+                let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+                Ok(all
+                    .into_iter()
+                    .skip(skip)
+                    .take(take)
+                    .map(|d| match &projection {
+                        Some(p) => p.apply(&d),
+                        None => d,
+                    })
+                    .collect())
+            })
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))??;
+            Source::Buffered(sorted)
+        }
+    };
+    first_batch(state, ns, source, batch_size, single_batch, no_timeout).await
+}
+
+pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let id = match field(req, "getMore")? {
+        Some(RawBsonRef::Int64(id)) => id,
+        Some(other) => return Err(wrong_type("getMore.getMore", other, " 'long'")),
+        None => return Err(CommandError::bad_value("getMore requires a cursor id")),
+    };
+    let collection = match field(req, "collection")? {
+        Some(RawBsonRef::String(c)) => c,
+        Some(other) => return Err(wrong_type("getMore.collection", other, " 'string'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40414),
+                "BSON field 'getMore.collection' is missing but a required field",
+            ));
+        }
+    };
+    let batch_size = non_negative(req, "batchSize", "BatchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    Metrics::bump(&state.metrics.op_getmore);
+    let ns = format!("{}.{collection}", req.db);
+    let mut cursor = state.cursors.take(id, &ns)?;
+    let max_docs = batch_size.filter(|&b| b > 0).or(cursor.batch_size.filter(|&b| b > 0)).unwrap_or(usize::MAX);
+    let (docs, cursor) = tokio::task::spawn_blocking(move || {
+        let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES);
+        (docs, cursor)
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?;
+    let docs = docs?;
+    let id = if cursor.source.is_exhausted() {
+        0
+    } else {
+        state.cursors.put_back(id, cursor);
+        id
+    };
+    Ok(cursor_reply(id, &ns, "nextBatch", docs))
+}
+
+pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    let _ = name;
+    let cursors = match field(req, "cursors")? {
+        Some(RawBsonRef::Array(a)) => a,
+        Some(other) => return Err(wrong_type("killCursors.cursors", other, " 'array'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40414),
+                "BSON field 'killCursors.cursors' is missing but a required field",
+            ));
+        }
+    };
+    let (mut killed, mut not_found) = (RawArrayBuf::new(), RawArrayBuf::new());
+    for id in cursors {
+        match id.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+            RawBsonRef::Int64(id) => {
+                if state.cursors.kill(id) {
+                    killed.push(id);
+                } else {
+                    not_found.push(id);
+                }
+            }
+            other => return Err(wrong_type("killCursors.cursors.0", other, " 'long'")),
+        }
+    }
+    Ok(rawdoc! {
+        "cursorsKilled": killed,
+        "cursorsNotFound": not_found,
+        "cursorsAlive": RawArrayBuf::new(),
+        "cursorsUnknown": RawArrayBuf::new(),
+        "ok": 1.0,
+    })
+}
+
+/// Reads every live document of `db.name` that matches `filter`, in `_id` order, off the
+/// runtime.
+pub(crate) async fn collect(
+    state: &ServerState,
+    collection: Arc<Collection>,
+    filter: Option<Filter>,
+) -> CommandResult<Vec<RawDocumentBuf>> {
+    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    tokio::task::spawn_blocking(move || scan.next_batch(usize::MAX, usize::MAX))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
+pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    Metrics::bump(&state.metrics.op_command);
+    let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;
+    let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
+    // count's limit may be negative (meaning the same as positive).
+    let limit = opt_i64(req, "limit")?.map(i64::unsigned_abs).filter(|&l| l > 0);
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Ok(rawdoc! { "n": 0, "ok": 1.0 });
+    };
+    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    scan.skip = skip;
+    scan.remaining = limit;
+    let n = tokio::task::spawn_blocking(move || -> CommandResult<usize> {
+        let mut n = 0;
+        loop {
+            let batch = scan.next_batch(10_000, usize::MAX)?;
+            if batch.is_empty() {
+                return Ok(n);
+            }
+            n += batch.len();
+        }
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))??;
+    Ok(rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX), "ok": 1.0 })
+}
+
+pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let key = match field(req, "key")? {
+        Some(RawBsonRef::String(k)) => k.to_owned(),
+        Some(other) => return Err(wrong_type("distinct.key", other, " 'string'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40414),
+                "BSON field 'distinct.key' is missing but a required field",
+            ));
+        }
+    };
+    let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Ok(rawdoc! { "values": RawArrayBuf::new(), "ok": 1.0 });
+    };
+    let docs = collect(state, collection, filter).await?;
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut values: Vec<RawBson> = Vec::new();
+    for doc in &docs {
+        for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray).into_iter().flatten() {
+            values.push(RawBson::from(v));
+        }
+    }
+    values.sort_by(|a, b| crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()));
+    values.dedup_by(|a, b| crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()).is_eq());
+    let mut out = RawArrayBuf::new();
+    for v in values {
+        out.push(v);
+    }
+    Ok(rawdoc! { "values": out, "ok": 1.0 })
+}

@@ -1,0 +1,668 @@
+//! The write commands: `insert`, `update`, `delete`, `findAndModify`.
+//!
+//! Each statement runs under its collection's write lock, from the `_id` checks to the commit,
+//! so checks and writes of concurrent clients cannot interleave. Documents are stored as the
+//! raw bytes received (with `_id` generated and placed first when needed).
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, wrong_type};
+use crate::catalog::{Collection, validate_namespace};
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::filter::Filter;
+use crate::query::keystring;
+use crate::query::projection::Projection;
+use crate::query::sort::SortSpec;
+use crate::query::update::{Update, upsert_seed};
+use crate::state::{Metrics, ServerState};
+use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
+
+/// `maxWriteBatchSize`.
+const MAX_WRITE_BATCH: usize = 100_000;
+/// `maxBsonObjectSize`: the largest document that may be stored.
+const MAX_DOC: usize = ebb_wire::MAX_BSON_OBJECT_SIZE;
+
+/// A per-statement failure, reported in `writeErrors`.
+struct WriteError {
+    index: usize,
+    error: CommandError,
+    /// `keyPattern` and `keyValue` of a duplicate key.
+    dup: Option<(RawDocumentBuf, RawDocumentBuf)>,
+}
+
+impl WriteError {
+    fn to_document(&self) -> RawDocumentBuf {
+        let mut d = rawdoc! {
+            "index": i32::try_from(self.index).unwrap_or(i32::MAX),
+            "code": self.error.code.code(),
+        };
+        if let Some((pattern, value)) = &self.dup {
+            d.append(cstr!("keyPattern"), pattern.clone());
+            d.append(cstr!("keyValue"), value.clone());
+        }
+        d.append(cstr!("errmsg"), self.error.errmsg.as_str());
+        d
+    }
+}
+
+fn dup_key_error(collection: &Collection, id: RawBsonRef<'_>) -> (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>) {
+    let mut value = RawDocumentBuf::new();
+    value.append(cstr!("_id"), id);
+    let shown = bson::Document::try_from(value.clone()).map(|d| d.to_string()).unwrap_or_default();
+    (
+        CommandError::new(
+            ErrorCode::DuplicateKey,
+            format!(
+                "E11000 duplicate key error collection: {} index: _id_ dup key: {shown}",
+                collection.namespace()
+            ),
+        ),
+        Some((rawdoc! { "_id": 1 }, value)),
+    )
+}
+
+/// The documents of a write command: the kind-1 sequence `name`, or the body's array.
+fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDocument>> {
+    let from_sequence = req.sequences.iter().find(|s| s.identifier == name);
+    let from_body = field(req, name)?;
+    let docs: Vec<&RawDocument> = match (from_sequence, from_body) {
+        (Some(_), Some(_)) => {
+            return Err(CommandError::bad_value(format!(
+                "Duplicate field '{name}' in the command body and a document sequence"
+            )));
+        }
+        (Some(seq), None) => seq.documents.iter().map(AsRef::as_ref).collect(),
+        (None, Some(RawBsonRef::Array(items))) => {
+            let mut out = Vec::new();
+            for (i, item) in items.into_iter().enumerate() {
+                match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+                    RawBsonRef::Document(d) => out.push(d),
+                    other => {
+                        return Err(wrong_type(&format!("{}.{name}.{i}", req.name), other, " 'object'"));
+                    }
+                }
+            }
+            out
+        }
+        (None, Some(other)) => return Err(wrong_type(&format!("{}.{name}", req.name), other, " 'array'")),
+        (None, None) => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40414),
+                format!("BSON field '{}.{name}' is missing but a required field", req.name),
+            ));
+        }
+    };
+    if docs.is_empty() || docs.len() > MAX_WRITE_BATCH {
+        return Err(CommandError::new(
+            ErrorCode::InvalidLength,
+            format!("Write batch sizes must be between 1 and {MAX_WRITE_BATCH}. Got {} operations.", docs.len()),
+        ));
+    }
+    Ok(docs)
+}
+
+/// Checks a document about to be stored: size, `_id` type, top-level field names.
+fn check_storable(doc: &RawDocument) -> Result<(), CommandError> {
+    if doc.as_bytes().len() > MAX_DOC {
+        return Err(CommandError::new(
+            ErrorCode::BSONObjectTooLarge,
+            format!("object to insert too large. size in bytes: {}, max size: {MAX_DOC}", doc.as_bytes().len()),
+        ));
+    }
+    for elem in doc.iter_elements() {
+        let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let key = elem.key().as_str();
+        if key == "_id" {
+            match elem.element_type() {
+                bson::spec::ElementType::Array => {
+                    return Err(CommandError::new(ErrorCode::InvalidIdField, "The '_id' value cannot be of type array"));
+                }
+                bson::spec::ElementType::RegularExpression => {
+                    return Err(CommandError::new(ErrorCode::InvalidIdField, "can't use a regex for _id"));
+                }
+                bson::spec::ElementType::Undefined => {
+                    return Err(CommandError::new(ErrorCode::InvalidIdField, "can't use a undefined for _id"));
+                }
+                _ => {}
+            }
+        } else if key.starts_with('$') {
+            return Err(CommandError::new(
+                ErrorCode::DollarPrefixedFieldName,
+                format!("Document can't have $ prefixed field names: {key}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The document as stored: `_id` first, generated as an ObjectId when missing. Returns the
+/// input bytes untouched when `_id` already leads.
+fn with_id_first(doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
+    let mut first = doc.iter_elements();
+    if let Some(Ok(e)) = first.next() {
+        if e.key().as_str() == "_id" {
+            return Ok(doc.to_owned());
+        }
+    }
+    let mut out = RawDocumentBuf::new();
+    match doc.get("_id").map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+        Some(id) => out.append(cstr!("_id"), id),
+        None => out.append(cstr!("_id"), bson::oid::ObjectId::new()),
+    }
+    for elem in doc.iter_elements() {
+        let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        if elem.key().as_str() != "_id" {
+            let value = elem.value().map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            out.append(elem.key(), value);
+        }
+    }
+    Ok(out)
+}
+
+fn id_of(doc: &RawDocument) -> CommandResult<RawBsonRef<'_>> {
+    doc.get("_id")
+        .ok()
+        .flatten()
+        .ok_or_else(|| CommandError::internal("document without _id"))
+}
+
+/// What a write statement sees and changes: one collection, at one instant.
+pub(crate) struct Writer<'a> {
+    pub collection: &'a Collection,
+    pub snapshot: Box<dyn Snapshot>,
+    pub now_ms: i64,
+    pub batch: Batch,
+    /// `_id` keys written or removed by this batch, which the snapshot does not see yet.
+    pending: HashSet<Vec<u8>>,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(collection: &'a Collection, snapshot: Box<dyn Snapshot>, now_ms: i64) -> Self {
+        Writer { collection, snapshot, now_ms, batch: Batch::new(), pending: HashSet::new() }
+    }
+
+    fn key(&self, id_key: &[u8]) -> Vec<u8> {
+        record::doc_key(self.collection.id, id_key)
+    }
+
+    /// Whether a live document with this `_id` key exists (in the snapshot or this batch).
+    fn exists(&self, id_key: &[u8]) -> CommandResult<bool> {
+        if self.pending.contains(id_key) {
+            return Ok(true);
+        }
+        match self.snapshot.get(Keyspace::Docs, &self.key(id_key))? {
+            Some(value) => Ok(record::decode(&value)?.expires_ms > self.now_ms),
+            None => Ok(false),
+        }
+    }
+
+    /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
+    fn insert(&mut self, doc: &RawDocument) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+        let id = id_of(doc).map_err(|e| (e, None))?;
+        let id_key = keystring::to_key(id);
+        if self.exists(&id_key).map_err(|e| (e, None))? {
+            return Err(dup_key_error(self.collection, id));
+        }
+        self.put(&id_key, doc);
+        Ok(())
+    }
+
+    /// Writes `doc` under `id_key`, replacing what is there.
+    fn put(&mut self, id_key: &[u8], doc: &RawDocument) {
+        let value = record::encode(self.now_ms, record::NEVER, doc);
+        self.batch.put(Keyspace::Docs, self.key(id_key), value);
+        self.pending.insert(id_key.to_vec());
+    }
+
+    fn delete(&mut self, id_key: &[u8]) {
+        self.batch.delete(Keyspace::Docs, self.key(id_key));
+    }
+
+    /// The live documents matching `filter`, in `_id` order (or one point lookup when the
+    /// filter pins `_id`), at most `limit` of them.
+    fn matching(&self, filter: &Filter, limit: Option<usize>) -> CommandResult<Vec<(Vec<u8>, RawDocumentBuf)>> {
+        let mut out = Vec::new();
+        if let Some(id) = filter.id_equality() {
+            let id_key = keystring::to_key(id.as_raw_bson_ref());
+            if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
+                let rec = record::decode(&value)?;
+                if rec.expires_ms > self.now_ms && filter.matches(rec.doc) {
+                    out.push((id_key, rec.doc.to_owned()));
+                }
+            }
+            return Ok(out);
+        }
+        let prefix = record::collection_prefix(self.collection.id);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        for entry in self.snapshot.range(Keyspace::Docs, Bound::Included(&prefix), Bound::Excluded(&upper), false) {
+            let (key, value) = entry?;
+            let rec = record::decode(&value)?;
+            if rec.expires_ms <= self.now_ms || !filter.matches(rec.doc) {
+                continue;
+            }
+            out.push((key.get(8..).unwrap_or_default().to_vec(), rec.doc.to_owned()));
+            if limit.is_some_and(|l| out.len() >= l) {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `f` with the collection `db.name` (created if missing) locked and a fresh snapshot,
+/// then commits what it wrote and waits as the write concern asks.
+async fn with_writer<T>(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    concern: WriteConcern,
+    create: bool,
+    f: impl FnOnce(&mut Writer<'_>) -> T,
+) -> CommandResult<Option<T>> {
+    let (result, ticket, created) = loop {
+        let (collection, created) = if create {
+            state.catalog.get_or_create(db, name)?
+        } else {
+            match state.catalog.get(db, name) {
+                Some(c) => (c, None),
+                None => return Ok(None),
+            }
+        };
+        let Some(_guard) = collection.lock() else { continue };
+        let mut writer = Writer::new(&collection, state.catalog.snapshot(), state.now_ms());
+        let result = f(&mut writer);
+        let batch = std::mem::take(&mut writer.batch);
+        let ticket = if batch.is_empty() { None } else { Some(state.catalog.store().commit(batch)?) };
+        break (result, ticket, created);
+    };
+    concern.wait(state, ticket.or(created)).await?;
+    Ok(Some(result))
+}
+
+fn ordered(req: &Request<'_>) -> CommandResult<bool> {
+    Ok(opt_bool(req, "ordered")?.unwrap_or(true))
+}
+
+fn write_reply(n: i64, extra: Option<(i64, RawArrayBuf)>, errors: &[WriteError]) -> RawDocumentBuf {
+    let mut reply = rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX) };
+    if let Some((modified, upserted)) = extra {
+        reply.append(cstr!("nModified"), i32::try_from(modified).unwrap_or(i32::MAX));
+        if !upserted.is_empty() {
+            reply.append(cstr!("upserted"), upserted);
+        }
+    }
+    if !errors.is_empty() {
+        let mut list = RawArrayBuf::new();
+        for e in errors {
+            list.push(e.to_document());
+        }
+        reply.append(cstr!("writeErrors"), list);
+    }
+    reply.append(cstr!("ok"), 1.0);
+    reply
+}
+
+pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let docs = statements(req, "documents")?;
+    let ordered = ordered(req)?;
+    let concern = WriteConcern::parse(req)?;
+    let result = with_writer(state, req.db, name, concern, true, |w| {
+        let mut n = 0;
+        let mut errors = Vec::new();
+        for (index, doc) in docs.iter().enumerate() {
+            let outcome = check_storable(doc)
+                .and_then(|()| with_id_first(doc))
+                .map_err(|e| (e, None))
+                .and_then(|doc| w.insert(&doc));
+            match outcome {
+                Ok(()) => n += 1,
+                Err((error, dup)) => {
+                    errors.push(WriteError { index, error, dup });
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        (n, errors)
+    })
+    .await?;
+    let (n, errors) = result.unwrap_or_default();
+    state.metrics.op_insert.fetch_add(u64::try_from(docs.len()).unwrap_or(0), Ordering::Relaxed);
+    Ok(write_reply(n, None, &errors))
+}
+
+/// One parsed `updates` entry.
+struct UpdateStatement {
+    filter: Filter,
+    update: Update,
+    upsert: bool,
+    multi: bool,
+}
+
+fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> {
+    let mut q = None;
+    let mut u = None;
+    let (mut upsert, mut multi) = (false, false);
+    for elem in stmt {
+        let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            ("q", RawBsonRef::Document(d)) => q = Some(d),
+            ("q", other) => return Err(wrong_type("update.updates.q", other, " 'object'")),
+            ("u", RawBsonRef::Document(d)) => u = Some(d),
+            ("u", RawBsonRef::Array(_)) => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    "pipeline-style updates are not supported by Ebb yet",
+                ));
+            }
+            ("u", other) => return Err(wrong_type("update.updates.u", other, "s '[object, array]'")),
+            ("upsert", v) => upsert = super::args::truthy("update.updates.upsert", v)?,
+            ("multi", v) => multi = super::args::truthy("update.updates.multi", v)?,
+            ("arrayFilters" | "collation", _) => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    format!("update option '{k}' is not supported by Ebb yet", k = k.as_str()),
+                ));
+            }
+            ("hint" | "c" | "sort", _) => {}
+            (other, _) => {
+                return Err(CommandError::new(
+                    ErrorCode::IDLUnknownField,
+                    format!("BSON field 'update.updates.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    let q = q.ok_or_else(|| {
+        CommandError::new(ErrorCode::Location(40414), "BSON field 'update.updates.q' is missing but a required field")
+    })?;
+    let u = u.ok_or_else(|| {
+        CommandError::new(ErrorCode::Location(40414), "BSON field 'update.updates.u' is missing but a required field")
+    })?;
+    let update = Update::compile(u)?;
+    if multi && update.is_replacement() {
+        return Err(CommandError::new(
+            ErrorCode::FailedToParse,
+            "multi update is not supported for replacement-style update",
+        ));
+    }
+    Ok(UpdateStatement { filter: Filter::compile(q)?, update, upsert, multi })
+}
+
+/// Outcome of one update statement.
+#[derive(Default)]
+struct Updated {
+    matched: i64,
+    modified: i64,
+    upserted: Option<RawBson>,
+    /// The document before and after, for `findAndModify`.
+    before: Option<RawDocumentBuf>,
+    after: Option<RawDocumentBuf>,
+}
+
+/// Applies one update statement through `w`. `sort` picks the first match for single updates.
+fn apply_update(w: &mut Writer<'_>, s: &UpdateStatement, sort: Option<&SortSpec>) -> Result<Updated, (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    let limit = if s.multi || sort.is_some() { None } else { Some(1) };
+    let mut matches = w.matching(&s.filter, limit).map_err(|e| (e, None))?;
+    if let Some(sort) = sort {
+        matches.sort_by(|a, b| sort.compare(&a.1, &b.1));
+        matches.truncate(1);
+    }
+    let mut out = Updated::default();
+    if matches.is_empty() {
+        if !s.upsert {
+            return Ok(out);
+        }
+        let seed = upsert_seed(&s.filter.equality_fields(), &s.update).map_err(|e| (e, None))?;
+        let doc = with_id_first(&seed).map_err(|e| (e, None))?;
+        check_storable(&doc).map_err(|e| (e, None))?;
+        w.insert(&doc)?;
+        out.upserted = id_of(&doc).ok().map(RawBson::from);
+        out.after = Some(doc);
+        return Ok(out);
+    }
+    for (id_key, doc) in matches {
+        out.matched += 1;
+        let changed = s.update.apply(&doc).map_err(|e| (e, None))?;
+        if let Some(new_doc) = &changed {
+            check_storable(new_doc).map_err(|e| (e, None))?;
+            w.put(&id_key, new_doc);
+            out.modified += 1;
+        }
+        out.after = Some(changed.unwrap_or_else(|| doc.clone()));
+        out.before = Some(doc);
+    }
+    Ok(out)
+}
+
+pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let raw = statements(req, "updates")?;
+    let ordered = ordered(req)?;
+    let concern = WriteConcern::parse(req)?;
+    let mut parsed = Vec::with_capacity(raw.len());
+    for stmt in &raw {
+        parsed.push(parse_update_statement(stmt));
+    }
+    let create = parsed.iter().any(|p| p.as_ref().is_ok_and(|s| s.upsert));
+    let result = with_writer(state, req.db, name, concern, create, |w| {
+        let (mut n, mut modified) = (0, 0);
+        let mut upserted = RawArrayBuf::new();
+        let mut errors = Vec::new();
+        for (index, stmt) in parsed.iter().enumerate() {
+            let outcome = stmt.as_ref().map_err(|e| (e.clone(), None)).and_then(|s| apply_update(w, s, None));
+            match outcome {
+                Ok(u) => {
+                    n += u.matched;
+                    modified += u.modified;
+                    if let Some(id) = u.upserted {
+                        n += 1;
+                        let mut entry = rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
+                        entry.append(cstr!("_id"), id);
+                        upserted.push(entry);
+                    }
+                }
+                Err((error, dup)) => {
+                    errors.push(WriteError { index, error, dup });
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        (n, modified, upserted, errors)
+    })
+    .await?;
+    let (n, modified, upserted, errors) = match result {
+        Some(r) => r,
+        // No such collection and no upsert: nothing matched. Statements may still be invalid.
+        None => {
+            let errors: Vec<WriteError> = parsed
+                .into_iter()
+                .enumerate()
+                .filter_map(|(index, p)| p.err().map(|error| WriteError { index, error, dup: None }))
+                .take(if ordered { 1 } else { usize::MAX })
+                .collect();
+            (0, 0, RawArrayBuf::new(), errors)
+        }
+    };
+    state.metrics.op_update.fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
+    Ok(write_reply(n, Some((modified, upserted)), &errors))
+}
+
+struct DeleteStatement {
+    filter: Filter,
+    limit_one: bool,
+}
+
+fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> {
+    let mut q = None;
+    let mut limit = None;
+    for elem in stmt {
+        let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            ("q", RawBsonRef::Document(d)) => q = Some(d),
+            ("q", other) => return Err(wrong_type("delete.deletes.q", other, " 'object'")),
+            ("limit", RawBsonRef::Int32(n)) => limit = Some(i64::from(n)),
+            ("limit", RawBsonRef::Int64(n)) => limit = Some(n),
+            #[expect(clippy::cast_possible_truncation, reason = "compared exactly below")]
+            ("limit", RawBsonRef::Double(d)) => limit = Some(if d.fract() == 0.0 { d as i64 } else { -1 }),
+            ("limit", other) => return Err(wrong_type("delete.deletes.limit", other, "s '[long, int, decimal, double]'")),
+            ("collation", _) => {
+                return Err(CommandError::new(ErrorCode::NotImplemented, "collation is not supported by Ebb yet"));
+            }
+            ("hint", _) => {}
+            (other, _) => {
+                return Err(CommandError::new(
+                    ErrorCode::IDLUnknownField,
+                    format!("BSON field 'delete.deletes.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    let q = q.ok_or_else(|| {
+        CommandError::new(ErrorCode::Location(40414), "BSON field 'delete.deletes.q' is missing but a required field")
+    })?;
+    let limit = limit.ok_or_else(|| {
+        CommandError::new(ErrorCode::Location(40414), "BSON field 'delete.deletes.limit' is missing but a required field")
+    })?;
+    if limit != 0 && limit != 1 {
+        return Err(CommandError::new(
+            ErrorCode::FailedToParse,
+            format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
+        ));
+    }
+    Ok(DeleteStatement { filter: Filter::compile(q)?, limit_one: limit == 1 })
+}
+
+pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let raw = statements(req, "deletes")?;
+    let ordered = ordered(req)?;
+    let concern = WriteConcern::parse(req)?;
+    let parsed: Vec<CommandResult<DeleteStatement>> = raw.iter().map(|s| parse_delete_statement(s)).collect();
+    let result = with_writer(state, req.db, name, concern, false, |w| {
+        let mut n = 0;
+        let mut errors = Vec::new();
+        for (index, stmt) in parsed.iter().enumerate() {
+            let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|s| {
+                let found = w.matching(&s.filter, s.limit_one.then_some(1))?;
+                for (id_key, _) in &found {
+                    w.delete(id_key);
+                }
+                Ok(found.len())
+            });
+            match outcome {
+                Ok(k) => n += i64::try_from(k).unwrap_or(0),
+                Err(error) => {
+                    errors.push(WriteError { index, error, dup: None });
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        (n, errors)
+    })
+    .await?;
+    let (n, errors) = match result {
+        Some(r) => r,
+        None => {
+            let errors = parsed
+                .into_iter()
+                .enumerate()
+                .filter_map(|(index, p)| p.err().map(|error| WriteError { index, error, dup: None }))
+                .take(if ordered { 1 } else { usize::MAX })
+                .collect();
+            (0, errors)
+        }
+    };
+    state.metrics.op_delete.fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
+    Ok(write_reply(n, None, &errors))
+}
+
+pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let query = opt_doc(req, "query")?;
+    let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
+    let fields = opt_doc(req, "fields")?.map(Projection::compile).transpose()?;
+    let remove = opt_bool(req, "remove")?.unwrap_or(false);
+    let new = opt_bool(req, "new")?.unwrap_or(false);
+    let upsert = opt_bool(req, "upsert")?.unwrap_or(false);
+    let update = match field(req, "update")? {
+        None => None,
+        Some(RawBsonRef::Document(d)) => Some(Update::compile(d)?),
+        Some(RawBsonRef::Array(_)) => {
+            return Err(CommandError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported by Ebb yet"));
+        }
+        Some(other) => return Err(wrong_type("findAndModify.update", other, "s '[object, array]'")),
+    };
+    let parse_error = |msg: &str| Err(CommandError::new(ErrorCode::FailedToParse, msg));
+    match (remove, &update) {
+        (true, Some(_)) => return parse_error("Cannot specify both an update and remove=true"),
+        (false, None) => return parse_error("Either an update or remove=true must be specified"),
+        (true, None) if new => {
+            return parse_error("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
+        }
+        (true, None) if upsert => return parse_error("Cannot specify both upsert=true and remove=true "),
+        _ => {}
+    }
+    let filter = match query {
+        Some(q) => Filter::compile(q)?,
+        None => Filter::match_all(),
+    };
+    let concern = WriteConcern::parse(req)?;
+    let result = with_writer(state, req.db, name, concern, upsert, |w| -> CommandResult<_> {
+        if remove {
+            let mut found = w.matching(&filter, if sort.is_some() { None } else { Some(1) })?;
+            if let Some(sort) = &sort {
+                found.sort_by(|a, b| sort.compare(&a.1, &b.1));
+            }
+            let Some((id_key, doc)) = found.into_iter().next() else { return Ok((0, false, None, None)) };
+            w.delete(&id_key);
+            return Ok((1, false, None, Some(doc)));
+        }
+        let Some(update) = update else { return Ok((0, false, None, None)) };
+        let stmt = UpdateStatement { filter, update, upsert, multi: false };
+        let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
+        let updated_existing = u.matched > 0;
+        let value = if new { u.after } else { u.before };
+        Ok((u.matched.max(i64::from(u.upserted.is_some())), updated_existing, u.upserted, value))
+    })
+    .await?;
+    let (n, updated_existing, upserted, value) = result.transpose()?.unwrap_or((0, false, None, None));
+    let metric = if remove { &state.metrics.op_delete } else { &state.metrics.op_update };
+    Metrics::bump(metric);
+    let mut last = rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX) };
+    if !remove {
+        last.append(cstr!("updatedExisting"), updated_existing);
+    }
+    if let Some(id) = upserted {
+        last.append(cstr!("upserted"), id);
+    }
+    let mut reply = rawdoc! { "lastErrorObject": last };
+    match value {
+        Some(doc) => {
+            let doc = match &fields {
+                Some(p) => p.apply(&doc),
+                None => doc,
+            };
+            reply.append(cstr!("value"), doc);
+        }
+        None => reply.append(cstr!("value"), RawBson::Null),
+    }
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}

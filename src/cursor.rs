@@ -1,0 +1,264 @@
+//! Cursors: what `find` and `aggregate` leave open for `getMore`, and the registry that owns
+//! them, expires idle ones (10 minutes, MongoDB's `cursorTimeoutMillis`) and kills them.
+//!
+//! A cursor over a collection holds the storage snapshot it started on, so every batch reads
+//! the same consistent state, and resumes from the key after the last one it returned.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bson::{RawDocument, RawDocumentBuf};
+use bytes::Bytes;
+
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::filter::Filter;
+use crate::query::projection::Projection;
+use crate::storage::{Keyspace, Snapshot, record};
+
+/// Idle time after which a cursor is closed (`cursorTimeoutMillis`).
+pub const CURSOR_TIMEOUT: Duration = Duration::from_secs(600);
+/// The most document bytes one reply batch carries (MongoDB's 16 MiB).
+pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// `find`'s first batch when no `batchSize` is given.
+pub const DEFAULT_FIRST_BATCH: usize = 101;
+
+/// A scan of one collection's documents in `_id` order.
+pub struct Scan {
+    /// The read view every batch comes from.
+    pub snapshot: Box<dyn Snapshot>,
+    /// Where the next batch starts.
+    pub lower: Bound<Vec<u8>>,
+    /// Where the scan ends.
+    pub upper: Bound<Vec<u8>>,
+    /// Documents that do not match are skipped.
+    pub filter: Option<Filter>,
+    /// Applied to each returned document.
+    pub projection: Option<Projection>,
+    /// Matching documents still to skip.
+    pub skip: u64,
+    /// Documents still to return, if limited.
+    pub remaining: Option<u64>,
+    /// The instant reads are judged at (expiry).
+    pub now_ms: i64,
+    /// Whether the scan has reached its end.
+    pub done: bool,
+}
+
+impl Scan {
+    /// Reads the next batch: at most `max_docs` documents and about `max_bytes` bytes (at least
+    /// one document if any is left).
+    pub fn next_batch(&mut self, max_docs: usize, max_bytes: usize) -> CommandResult<Vec<RawDocumentBuf>> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        if self.done || max_docs == 0 {
+            return Ok(out);
+        }
+        let lower = match &self.lower {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let upper = match &self.upper {
+            Bound::Included(k) => Bound::Included(k.as_slice()),
+            Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let mut last_key: Option<Bytes> = None;
+        let mut exhausted = true;
+        for entry in self.snapshot.range(Keyspace::Docs, lower, upper, false) {
+            let (key, value) = entry?;
+            let rec = record::decode(&value)?;
+            last_key = Some(key);
+            if rec.expires_ms <= self.now_ms {
+                continue;
+            }
+            if !self.filter.as_ref().is_none_or(|f| f.matches(rec.doc)) {
+                continue;
+            }
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
+            let doc = match &self.projection {
+                Some(p) => p.apply(rec.doc),
+                None => rec.doc.to_owned(),
+            };
+            let size = doc.as_bytes().len();
+            if !out.is_empty() && bytes + size > max_bytes {
+                // This one starts the next batch: resume at it, not after it.
+                if let Some(k) = last_key.take() {
+                    self.lower = Bound::Included(k.to_vec());
+                }
+                exhausted = false;
+                break;
+            }
+            bytes += size;
+            out.push(doc);
+            if let Some(r) = &mut self.remaining {
+                *r -= 1;
+                if *r == 0 {
+                    break;
+                }
+            }
+            if out.len() >= max_docs {
+                exhausted = false;
+                break;
+            }
+        }
+        if let Some(k) = last_key {
+            self.lower = Bound::Excluded(k.to_vec());
+        }
+        if exhausted || self.remaining == Some(0) {
+            self.done = true;
+        }
+        Ok(out)
+    }
+}
+
+/// Where a cursor's documents come from.
+pub enum Source {
+    /// Results computed up front (sorted finds, aggregation output).
+    Buffered(VecDeque<RawDocumentBuf>),
+    /// A live scan over a snapshot.
+    Scan(Box<Scan>),
+}
+
+impl Source {
+    /// The next batch; see [`Scan::next_batch`].
+    pub fn next_batch(&mut self, max_docs: usize, max_bytes: usize) -> CommandResult<Vec<RawDocumentBuf>> {
+        match self {
+            Source::Scan(scan) => scan.next_batch(max_docs, max_bytes),
+            Source::Buffered(docs) => {
+                let mut out = Vec::new();
+                let mut bytes = 0;
+                while out.len() < max_docs {
+                    let Some(next) = docs.front() else { break };
+                    let size = next.as_bytes().len();
+                    if !out.is_empty() && bytes + size > max_bytes {
+                        break;
+                    }
+                    bytes += size;
+                    if let Some(doc) = docs.pop_front() {
+                        out.push(doc);
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Whether nothing is left.
+    pub fn is_exhausted(&self) -> bool {
+        match self {
+            Source::Scan(scan) => scan.done,
+            Source::Buffered(docs) => docs.is_empty(),
+        }
+    }
+}
+
+/// An open cursor.
+pub struct Cursor {
+    /// `db.collection` it reads.
+    pub ns: String,
+    /// Its documents.
+    pub source: Source,
+    /// `batchSize` for `getMore` when the request gives none.
+    pub batch_size: Option<usize>,
+    /// Exempt from the idle timeout (`noCursorTimeout`).
+    pub no_timeout: bool,
+    last_used: Instant,
+}
+
+impl Cursor {
+    /// A cursor over `source`.
+    pub fn new(ns: String, source: Source, batch_size: Option<usize>, no_timeout: bool) -> Self {
+        Cursor { ns, source, batch_size, no_timeout, last_used: Instant::now() }
+    }
+}
+
+/// Every open cursor, by id.
+#[derive(Default)]
+pub struct Cursors {
+    open: Mutex<HashMap<i64, Cursor>>,
+    counter: AtomicU64,
+    seed: std::collections::hash_map::RandomState,
+}
+
+impl std::fmt::Debug for Cursors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursors").field("open", &self.len()).finish()
+    }
+}
+
+impl Cursors {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Cursor>> {
+        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Number of open cursors.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no cursor is open.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Registers `cursor` and returns its id: random, positive, never 0.
+    pub fn insert(&self, cursor: Cursor) -> i64 {
+        let mut open = self.lock();
+        loop {
+            let mut h = self.seed.build_hasher();
+            h.write_u64(self.counter.fetch_add(1, Ordering::Relaxed));
+            let id = i64::try_from(h.finish() >> 1).unwrap_or(1);
+            if id != 0 && !open.contains_key(&id) {
+                open.insert(id, cursor);
+                return id;
+            }
+        }
+    }
+
+    /// Takes cursor `id` out for a `getMore` on `ns`; the caller puts it back if it is not
+    /// exhausted. MongoDB's errors for unknown ids and namespace mismatches.
+    pub fn take(&self, id: i64, ns: &str) -> CommandResult<Cursor> {
+        let mut open = self.lock();
+        match open.get(&id) {
+            None => Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found"))),
+            Some(c) if c.ns != ns => Err(CommandError::new(
+                ErrorCode::Unauthorized,
+                format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", c.ns),
+            )),
+            Some(_) => open.remove(&id).ok_or_else(|| CommandError::internal("cursor vanished")),
+        }
+    }
+
+    /// Puts a cursor back after a `getMore`.
+    pub fn put_back(&self, id: i64, mut cursor: Cursor) {
+        cursor.last_used = Instant::now();
+        self.lock().insert(id, cursor);
+    }
+
+    /// Kills `id`; whether it was open.
+    pub fn kill(&self, id: i64) -> bool {
+        self.lock().remove(&id).is_some()
+    }
+
+    /// Closes cursors idle for longer than `timeout`; returns how many.
+    pub fn reap(&self, timeout: Duration) -> usize {
+        let mut open = self.lock();
+        let before = open.len();
+        open.retain(|_, c| c.no_timeout || c.last_used.elapsed() < timeout);
+        before - open.len()
+    }
+}
+
+/// A document read straight from its record, for callers that already hold one.
+pub fn live_doc(value: &[u8], now_ms: i64) -> CommandResult<Option<&RawDocument>> {
+    let rec = record::decode(value)?;
+    Ok((rec.expires_ms > now_ms).then_some(rec.doc))
+}

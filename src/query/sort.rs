@@ -1,0 +1,244 @@
+//! Sort specifications: `SortSpec::compile(&{a: 1, "b.c": -1})?`, then `spec.compare(&x, &y)`.
+//!
+//! Each key is a dotted path, ascending (`1`) or descending (`-1`). A document's sort key for a
+//! path is, as in MongoDB, the smallest value the path reaches (ascending) or the largest
+//! (descending), in [`compare`]'s order: arrays contribute their elements (an empty array sorts
+//! below null, as `undefined`), a missing field sorts as `null`, and array elements that cannot
+//! continue the path count as `null`.
+//!
+//! Known gap: each key is computed independently, whereas mongod derives compound sort keys
+//! from one index-key expansion (which only differs when several keys traverse the same array).
+
+use std::cmp::Ordering;
+
+use bson::{RawArray, RawBsonRef, RawDocument};
+
+use super::compare::compare;
+use super::path::array_index;
+use super::{check_field_path, display, invalid_bson, not_implemented};
+use crate::error::{CommandError, ErrorCode};
+
+/// A compiled sort specification.
+#[derive(Debug, Clone, Default)]
+pub struct SortSpec {
+    keys: Vec<SortKeyPart>,
+}
+
+#[derive(Debug, Clone)]
+struct SortKeyPart {
+    path: Vec<String>,
+    ascending: bool,
+}
+
+fn location(code: i32, msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::Location(code), msg)
+}
+
+impl SortSpec {
+    /// Compiles a sort document. An empty document is a valid "no sort".
+    pub fn compile(spec: &RawDocument) -> Result<SortSpec, CommandError> {
+        let mut keys: Vec<SortKeyPart> = Vec::new();
+        for item in spec.iter() {
+            let (name, value) = item.map_err(|e| invalid_bson(&e))?;
+            let name = name.as_str();
+            let direction = match value {
+                RawBsonRef::Document(d) => {
+                    let first = d.iter().next().and_then(Result::ok).map(|(k, _)| k.as_str());
+                    if first == Some("$meta") {
+                        return Err(not_implemented("$meta sort keys"));
+                    }
+                    return Err(location(
+                        17312,
+                        "$meta is the only expression supported by $sort right now",
+                    ));
+                }
+                RawBsonRef::Int32(i) => i64::from(i),
+                RawBsonRef::Int64(i) => i,
+                #[expect(clippy::cast_possible_truncation, reason = "safeNumberLong truncates")]
+                RawBsonRef::Double(d) => d as i64,
+                #[expect(clippy::cast_possible_truncation, reason = "safeNumberLong truncates")]
+                RawBsonRef::Decimal128(d) => super::compare::decimal_to_f64(d) as i64,
+                other => {
+                    return Err(location(
+                        15974,
+                        format!(
+                            "Illegal key in $sort specification: {}",
+                            display::element(name, other)
+                        ),
+                    ));
+                }
+            };
+            if direction != 1 && direction != -1 {
+                return Err(location(
+                    15975,
+                    "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+                ));
+            }
+            check_field_path(name)?;
+            let path: Vec<String> = name.split('.').map(str::to_owned).collect();
+            if keys.iter().any(|k| k.path == path) {
+                return Err(location(
+                    7_472_500,
+                    format!("$sort key must not contain duplicate keys (duplicate: '{name}')"),
+                ));
+            }
+            keys.push(SortKeyPart {
+                path,
+                ascending: direction == 1,
+            });
+        }
+        Ok(SortSpec { keys })
+    }
+
+    /// Whether there is nothing to sort by.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The sort key of `doc`: one value per key part, borrowed from `doc`. Sorting many
+    /// documents should compute keys once and compare them with [`SortSpec::compare_keys`].
+    pub fn key<'a>(&self, doc: &'a RawDocument) -> Vec<RawBsonRef<'a>> {
+        self.keys
+            .iter()
+            .map(|k| {
+                let mut best: Option<RawBsonRef<'a>> = None;
+                key_values(RawBsonRef::Document(doc), &k.path, &mut |v| {
+                    let better = best.is_none_or(|b| {
+                        let ord = compare(v, b);
+                        if k.ascending { ord.is_lt() } else { ord.is_gt() }
+                    });
+                    if better {
+                        best = Some(v);
+                    }
+                });
+                best.unwrap_or(RawBsonRef::Null)
+            })
+            .collect()
+    }
+
+    /// Compares two keys produced by [`SortSpec::key`].
+    pub fn compare_keys(&self, a: &[RawBsonRef<'_>], b: &[RawBsonRef<'_>]) -> Ordering {
+        for ((k, x), y) in self.keys.iter().zip(a).zip(b) {
+            let ord = compare(*x, *y);
+            let ord = if k.ascending { ord } else { ord.reverse() };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    }
+
+    /// Compares two documents by this specification.
+    pub fn compare(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
+        self.compare_keys(&self.key(a), &self.key(b))
+    }
+}
+
+/// Calls `f` with each sort-key candidate `path` yields under `v` (index-key semantics: arrays
+/// anywhere expand, missing is null, an empty array at the end is undefined).
+fn key_values<'a>(v: RawBsonRef<'a>, path: &[String], f: &mut dyn FnMut(RawBsonRef<'a>)) {
+    let Some((part, rest)) = path.split_first() else {
+        match v {
+            RawBsonRef::Array(a) if a.is_empty() => f(RawBsonRef::Undefined),
+            RawBsonRef::Array(a) => a.into_iter().map_while(Result::ok).for_each(|e| f(e)),
+            other => f(other),
+        }
+        return;
+    };
+    match v {
+        RawBsonRef::Document(d) => match d.get(part).ok().flatten() {
+            Some(next) => key_values(next, rest, f),
+            None => f(RawBsonRef::Null),
+        },
+        RawBsonRef::Array(a) => array_key_values(a, part, rest, f),
+        _ => f(RawBsonRef::Null),
+    }
+}
+
+fn array_key_values<'a>(
+    a: &'a RawArray,
+    part: &str,
+    rest: &[String],
+    f: &mut dyn FnMut(RawBsonRef<'a>),
+) {
+    // A numeric component selects that element (mongod's positional key path).
+    if let Some(i) = array_index(part) {
+        if let Some(e) = a.get(i).ok().flatten() {
+            return key_values(e, rest, f);
+        }
+    }
+    let mut any = false;
+    for e in a.into_iter().map_while(Result::ok) {
+        any = true;
+        match e {
+            RawBsonRef::Document(d) => match d.get(part).ok().flatten() {
+                Some(next) => key_values(next, rest, f),
+                None => f(RawBsonRef::Null),
+            },
+            _ => f(RawBsonRef::Null),
+        }
+    }
+    if !any {
+        f(RawBsonRef::Null);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{RawDocumentBuf, rawdoc};
+
+    fn sorted(spec: RawDocumentBuf, docs: &[RawDocumentBuf]) -> Vec<i32> {
+        let s = SortSpec::compile(&spec).unwrap();
+        let mut docs: Vec<&RawDocumentBuf> = docs.iter().collect();
+        docs.sort_by(|a, b| s.compare(a, b));
+        docs.iter().map(|d| d.get_i32("_id").unwrap()).collect()
+    }
+
+    #[test]
+    fn sort_table() {
+        let docs = vec![
+            rawdoc! {"_id": 1, "a": 3},
+            rawdoc! {"_id": 2, "a": "x"},
+            rawdoc! {"_id": 3},
+            rawdoc! {"_id": 4, "a": [5, 0]},
+            rawdoc! {"_id": 5, "a": []},
+            rawdoc! {"_id": 6, "a": null},
+            rawdoc! {"_id": 7, "a": 2.5},
+        ];
+        // Stable sort: equal keys keep input order (3 missing == 6 null).
+        assert_eq!(sorted(rawdoc! {"a": 1}, &docs), vec![5, 3, 6, 4, 7, 1, 2]);
+        assert_eq!(sorted(rawdoc! {"a": -1}, &docs), vec![2, 4, 1, 7, 3, 6, 5]);
+        assert_eq!(sorted(rawdoc! {}, &docs), vec![1, 2, 3, 4, 5, 6, 7]);
+
+        let docs = vec![
+            rawdoc! {"_id": 1, "a": {"b": 2}, "c": 1},
+            rawdoc! {"_id": 2, "a": [{"b": 9}, {"b": 1}], "c": 1},
+            rawdoc! {"_id": 3, "a": {"b": 2}, "c": 0},
+            rawdoc! {"_id": 4, "a": [{"x": 1}, {"b": 5}], "c": 0},
+        ];
+        assert_eq!(sorted(rawdoc! {"a.b": 1, "c": 1}, &docs), vec![4, 2, 3, 1]);
+        assert_eq!(sorted(rawdoc! {"a.b": -1, "c": -1}, &docs), vec![2, 4, 1, 3]);
+        assert_eq!(sorted(rawdoc! {"c": 1.0, "_id": -1}, &docs), vec![4, 3, 2, 1]);
+        assert_eq!(sorted(rawdoc! {"a.1.b": 1}, &docs), vec![1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn compile_errors() {
+        let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
+            (rawdoc! {"a": 2}, ErrorCode::Location(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)"),
+            (rawdoc! {"a": 0}, ErrorCode::Location(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)"),
+            (rawdoc! {"a": "x"}, ErrorCode::Location(15974), "Illegal key in $sort specification: a: \"x\""),
+            (rawdoc! {"a": {"b": 1}}, ErrorCode::Location(17312), "$meta is the only expression supported by $sort right now"),
+            (rawdoc! {"a": 1, "a": -1}, ErrorCode::Location(7_472_500), "$sort key must not contain duplicate keys (duplicate: 'a')"),
+            (rawdoc! {"$a": 1}, ErrorCode::Location(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField."),
+            (rawdoc! {"a": {"$meta": "textScore"}}, ErrorCode::NotImplemented, "$meta sort keys is not supported by Ebb yet"),
+        ];
+        for (spec, code, msg) in cases {
+            let err = SortSpec::compile(&spec).unwrap_err();
+            assert_eq!((err.code, err.errmsg.as_str()), (code, msg), "{spec:?}");
+        }
+        assert!(SortSpec::compile(&rawdoc! {"a": 1.5}).is_ok());
+        assert!(SortSpec::compile(&rawdoc! {}).unwrap().is_empty());
+    }
+}
