@@ -43,7 +43,10 @@ impl Collection {
     /// Takes the write lock. `None` if the collection was dropped or renamed meanwhile: the
     /// caller looks it up again.
     pub fn lock(&self) -> Option<MutexGuard<'_, ()>> {
-        let guard = self.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guard = self
+            .write_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         (!self.retired.load(Ordering::SeqCst)).then_some(guard)
     }
 
@@ -99,7 +102,9 @@ impl From<StorageError> for CommandError {
 pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
     let bad = db.is_empty()
         || db.len() > MAX_DB_NAME_LEN
-        || db.chars().any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
+        || db
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
     if bad {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
@@ -116,7 +121,9 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
     if ns.len() > MAX_NAMESPACE_LEN {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
-            format!("Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NAMESPACE_LEN}"),
+            format!(
+                "Fully qualified namespace is too long. Namespace: {ns} Max: {MAX_NAMESPACE_LEN}"
+            ),
         ));
     }
     if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with('.') {
@@ -158,10 +165,17 @@ impl Catalog {
                 write_lock: Mutex::new(()),
                 retired: AtomicBool::new(false),
             };
-            names.insert((collection.db.clone(), collection.name.clone()), Arc::new(collection));
+            names.insert(
+                (collection.db.clone(), collection.name.clone()),
+                Arc::new(collection),
+            );
         }
         info!(collections = names.len(), "catalog loaded");
-        Ok(Catalog { store, names: RwLock::new(names), ddl: Mutex::new(()) })
+        Ok(Catalog {
+            store,
+            names: RwLock::new(names),
+            ddl: Mutex::new(()),
+        })
     }
 
     /// The store behind the catalog.
@@ -175,15 +189,21 @@ impl Catalog {
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Names> {
-        self.names.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.names
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Names> {
-        self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.names
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn ddl(&self) -> MutexGuard<'_, ()> {
-        self.ddl.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.ddl
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The collection `db.name`, if it exists.
@@ -200,17 +220,29 @@ impl Catalog {
 
     /// The collections of `db`, sorted by name.
     pub fn collections(&self, db: &str) -> Vec<Arc<Collection>> {
-        self.read().iter().filter(|((d, _), _)| d == db).map(|(_, c)| Arc::clone(c)).collect()
+        self.read()
+            .iter()
+            .filter(|((d, _), _)| d == db)
+            .map(|(_, c)| Arc::clone(c))
+            .collect()
     }
 
     fn next_id(&self, batch: &mut Batch) -> Result<u64, StorageError> {
         let current = self
             .snapshot()
             .get(Keyspace::Catalog, &NEXT_ID_KEY)?
-            .map(|v| <[u8; 8]>::try_from(&v[..]).map(u64::from_be_bytes).map_err(corrupt))
+            .map(|v| {
+                <[u8; 8]>::try_from(&v[..])
+                    .map(u64::from_be_bytes)
+                    .map_err(corrupt)
+            })
             .transpose()?
             .unwrap_or(1);
-        batch.put(Keyspace::Catalog, NEXT_ID_KEY.to_vec(), (current + 1).to_be_bytes().to_vec());
+        batch.put(
+            Keyspace::Catalog,
+            NEXT_ID_KEY.to_vec(),
+            (current + 1).to_be_bytes().to_vec(),
+        );
         Ok(current)
     }
 
@@ -255,7 +287,8 @@ impl Catalog {
         );
         let ticket = self.store.commit(batch)?;
         let collection = Arc::new(collection);
-        self.write().insert((db.to_owned(), name.to_owned()), Arc::clone(&collection));
+        self.write()
+            .insert((db.to_owned(), name.to_owned()), Arc::clone(&collection));
         info!(namespace = %collection.namespace(), id = collection.id, "created collection");
         Ok((collection, ticket))
     }
@@ -283,8 +316,13 @@ impl Catalog {
     /// Drops `db.name`; `None` if it did not exist. Its data is removed in the background.
     pub fn drop_collection(&self, db: &str, name: &str) -> Result<Option<u64>, CommandError> {
         let _ddl = self.ddl();
-        let Some(collection) = self.get(db, name) else { return Ok(None) };
-        let _writers = collection.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(collection) = self.get(db, name) else {
+            return Ok(None);
+        };
+        let _writers = collection
+            .write_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, record_key(db, name));
         batch.put(Keyspace::Catalog, dropped_key(collection.id), Vec::new());
@@ -306,16 +344,27 @@ impl Catalog {
         validate_namespace(to.0, to.1)?;
         let _ddl = self.ddl();
         let Some(source) = self.get(from.0, from.1) else {
-            return Err(CommandError::new(ErrorCode::NamespaceNotFound, "Source collection does not exist"));
+            return Err(CommandError::new(
+                ErrorCode::NamespaceNotFound,
+                "Source collection does not exist",
+            ));
         };
         let target = self.get(to.0, to.1);
         if target.is_some() && !drop_target {
-            return Err(CommandError::new(ErrorCode::NamespaceExists, "target namespace exists"));
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                "target namespace exists",
+            ));
         }
-        let _source_writers = source.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _target_writers = target
-            .as_ref()
-            .map(|t| t.write_lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let _source_writers = source
+            .write_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _target_writers = target.as_ref().map(|t| {
+            t.write_lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
         let renamed = Collection {
             id: source.id,
             db: to.0.to_owned(),
@@ -329,7 +378,11 @@ impl Catalog {
             batch.put(Keyspace::Catalog, dropped_key(t.id), Vec::new());
         }
         batch.delete(Keyspace::Catalog, record_key(from.0, from.1));
-        batch.put(Keyspace::Catalog, record_key(to.0, to.1), Self::record(&renamed).into_bytes());
+        batch.put(
+            Keyspace::Catalog,
+            record_key(to.0, to.1),
+            Self::record(&renamed).into_bytes(),
+        );
         let ticket = self.store.commit(batch)?;
         source.retired.store(true, Ordering::SeqCst);
         if let Some(t) = &target {
@@ -347,7 +400,12 @@ impl Catalog {
         let snapshot = self.snapshot();
         let end = [DROPPED_PREFIX + 1];
         let Some(entry) = snapshot
-            .range(Keyspace::Catalog, Bound::Included(&[DROPPED_PREFIX][..]), Bound::Excluded(&end[..]), false)
+            .range(
+                Keyspace::Catalog,
+                Bound::Included(&[DROPPED_PREFIX][..]),
+                Bound::Excluded(&end[..]),
+                false,
+            )
             .next()
         else {
             return Ok(0);
@@ -363,7 +421,12 @@ impl Catalog {
         let mut batch = Batch::new();
         for ks in [Keyspace::Docs, Keyspace::Expiry] {
             for entry in snapshot
-                .range(ks, Bound::Included(&prefix[..]), Bound::Excluded(&upper[..]), false)
+                .range(
+                    ks,
+                    Bound::Included(&prefix[..]),
+                    Bound::Excluded(&upper[..]),
+                    false,
+                )
                 .take(PURGE_BATCH)
             {
                 batch.delete(ks, entry?.0);
@@ -379,7 +442,11 @@ impl Catalog {
 }
 
 /// Runs [`Catalog::purge_dropped`] until nothing is left, now and then again whenever woken.
-pub async fn purge_task(catalog: Arc<Catalog>, wake: Arc<tokio::sync::Notify>, cancel: tokio_util::sync::CancellationToken) {
+pub async fn purge_task(
+    catalog: Arc<Catalog>,
+    wake: Arc<tokio::sync::Notify>,
+    cancel: tokio_util::sync::CancellationToken,
+) {
     loop {
         loop {
             let catalog = Arc::clone(&catalog);

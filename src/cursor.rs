@@ -7,8 +7,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bson::{RawDocument, RawDocumentBuf};
@@ -51,7 +51,11 @@ pub struct Scan {
 impl Scan {
     /// Reads the next batch: at most `max_docs` documents and about `max_bytes` bytes (at least
     /// one document if any is left).
-    pub fn next_batch(&mut self, max_docs: usize, max_bytes: usize) -> CommandResult<Vec<RawDocumentBuf>> {
+    pub fn next_batch(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<RawDocumentBuf>> {
         let mut out = Vec::new();
         let mut bytes = 0;
         if self.done || max_docs == 0 {
@@ -129,7 +133,11 @@ pub enum Source {
 
 impl Source {
     /// The next batch; see [`Scan::next_batch`].
-    pub fn next_batch(&mut self, max_docs: usize, max_bytes: usize) -> CommandResult<Vec<RawDocumentBuf>> {
+    pub fn next_batch(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<RawDocumentBuf>> {
         match self {
             Source::Scan(scan) => scan.next_batch(max_docs, max_bytes),
             Source::Buffered(docs) => {
@@ -176,7 +184,13 @@ pub struct Cursor {
 impl Cursor {
     /// A cursor over `source`.
     pub fn new(ns: String, source: Source, batch_size: Option<usize>, no_timeout: bool) -> Self {
-        Cursor { ns, source, batch_size, no_timeout, last_used: Instant::now() }
+        Cursor {
+            ns,
+            source,
+            batch_size,
+            no_timeout,
+            last_used: Instant::now(),
+        }
     }
 }
 
@@ -190,13 +204,17 @@ pub struct Cursors {
 
 impl std::fmt::Debug for Cursors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cursors").field("open", &self.len()).finish()
+        f.debug_struct("Cursors")
+            .field("open", &self.len())
+            .finish()
     }
 }
 
 impl Cursors {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Cursor>> {
-        self.open.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Number of open cursors.
@@ -228,12 +246,20 @@ impl Cursors {
     pub fn take(&self, id: i64, ns: &str) -> CommandResult<Cursor> {
         let mut open = self.lock();
         match open.get(&id) {
-            None => Err(CommandError::new(ErrorCode::CursorNotFound, format!("cursor id {id} not found"))),
+            None => Err(CommandError::new(
+                ErrorCode::CursorNotFound,
+                format!("cursor id {id} not found"),
+            )),
             Some(c) if c.ns != ns => Err(CommandError::new(
                 ErrorCode::Unauthorized,
-                format!("Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}", c.ns),
+                format!(
+                    "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
+                    c.ns
+                ),
             )),
-            Some(_) => open.remove(&id).ok_or_else(|| CommandError::internal("cursor vanished")),
+            Some(_) => open
+                .remove(&id)
+                .ok_or_else(|| CommandError::internal("cursor vanished")),
         }
     }
 

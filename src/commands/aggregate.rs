@@ -70,14 +70,18 @@ impl Expr {
             RawBsonRef::Document(d) => {
                 let mut fields = Vec::new();
                 for elem in d {
-                    let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                    let (k, v) =
+                        elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
                     if k.as_str() == "$literal" {
                         return Ok(Expr::Const(RawBson::from(v)));
                     }
                     if k.as_str().starts_with('$') {
                         return Err(CommandError::new(
                             ErrorCode::NotImplemented,
-                            format!("expression operator {} is not supported by Ebb yet", k.as_str()),
+                            format!(
+                                "expression operator {} is not supported by Ebb yet",
+                                k.as_str()
+                            ),
                         ));
                     }
                     fields.push((k.as_str().to_owned(), Expr::parse(v)?));
@@ -146,7 +150,10 @@ fn parse_group(spec: &RawDocument) -> CommandResult<Group> {
         fields.push((k.as_str().to_owned(), acc, Expr::parse(arg)?));
     }
     let id = id.ok_or_else(|| {
-        CommandError::new(ErrorCode::Location(15955), "a group specification must include an _id")
+        CommandError::new(
+            ErrorCode::Location(15955),
+            "a group specification must include an _id",
+        )
     })?;
     Ok(Group { id, fields })
 }
@@ -160,7 +167,9 @@ fn count_arg(stage: &str, v: RawBsonRef<'_>) -> CommandResult<usize> {
         other => {
             return Err(CommandError::new(
                 ErrorCode::Location(if stage == "$skip" { 15972 } else { 15957 }),
-                format!("invalid argument to {stage} stage: Expected a number in: {stage}: {other:?}"),
+                format!(
+                    "invalid argument to {stage} stage: Expected a number in: {stage}: {other:?}"
+                ),
             ));
         }
     };
@@ -192,11 +201,16 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
     for stage in stages {
         let stage = stage.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let RawBsonRef::Document(stage) = stage else {
-            return Err(CommandError::new(ErrorCode::TypeMismatch, "Each element of the 'pipeline' array must be an object"));
+            return Err(CommandError::new(
+                ErrorCode::TypeMismatch,
+                "Each element of the 'pipeline' array must be an object",
+            ));
         };
         let mut it = stage.iter();
         let (Some(Ok((name, arg))), None) = (it.next(), it.next()) else {
-            return Err(bad_stage("A pipeline stage specification object must contain exactly one field."));
+            return Err(bad_stage(
+                "A pipeline stage specification object must contain exactly one field.",
+            ));
         };
         let doc_arg = |what: &str| match arg {
             RawBsonRef::Document(d) => Ok(d),
@@ -212,7 +226,9 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
             "$limit" => Stage::Limit(count_arg("$limit", arg)?),
             "$project" => Stage::Project(Projection::compile(doc_arg("$project")?)?),
             "$count" => match arg {
-                RawBsonRef::String(s) if !s.is_empty() && !s.starts_with('$') && !s.contains('.') => {
+                RawBsonRef::String(s)
+                    if !s.is_empty() && !s.starts_with('$') && !s.contains('.') =>
+                {
                     Stage::Count(s.to_owned())
                 }
                 _ => {
@@ -224,7 +240,9 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
             },
             "$group" => Stage::Group(parse_group(doc_arg("$group")?)?),
             other => {
-                return Err(bad_stage(format!("Unrecognized pipeline stage name: '{other}'")));
+                return Err(bad_stage(format!(
+                    "Unrecognized pipeline stage name: '{other}'"
+                )));
             }
         });
     }
@@ -233,7 +251,9 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
 
 fn add(acc: RawBson, v: &RawBson) -> RawBson {
     match (acc, v) {
-        (RawBson::Int32(a), RawBson::Int32(b)) => a.checked_add(*b).map_or(RawBson::Int64(i64::from(a) + i64::from(*b)), RawBson::Int32),
+        (RawBson::Int32(a), RawBson::Int32(b)) => a
+            .checked_add(*b)
+            .map_or(RawBson::Int64(i64::from(a) + i64::from(*b)), RawBson::Int32),
         (RawBson::Int32(a), RawBson::Int64(b)) => a.checked_add_i64(*b),
         (RawBson::Int64(a), RawBson::Int32(b)) => RawBson::Int64(a).checked_add_i64(i64::from(*b)),
         (RawBson::Int64(a), RawBson::Int64(b)) => RawBson::Int64(a).checked_add_i64(*b),
@@ -252,16 +272,24 @@ impl CheckedAdd for i32 {
 }
 
 impl CheckedAdd for RawBson {
-    #[expect(clippy::cast_precision_loss, reason = "overflow falls back to double, as MongoDB does")]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "overflow falls back to double, as MongoDB does"
+    )]
     fn checked_add_i64(self, b: i64) -> RawBson {
         match self {
-            RawBson::Int64(a) => a.checked_add(b).map_or(RawBson::Double(a as f64 + b as f64), RawBson::Int64),
+            RawBson::Int64(a) => a
+                .checked_add(b)
+                .map_or(RawBson::Double(a as f64 + b as f64), RawBson::Int64),
             other => other,
         }
     }
 }
 
-#[expect(clippy::cast_precision_loss, reason = "averages and mixed sums are doubles")]
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "averages and mixed sums are doubles"
+)]
 fn as_f64(v: &RawBson) -> Option<f64> {
     match v {
         RawBson::Int32(i) => Some(f64::from(*i)),
@@ -279,10 +307,10 @@ struct GroupState {
 }
 
 #[expect(clippy::cast_precision_loss, reason = "averages are doubles")]
-fn run_group(group: &Group, docs: Vec<RawDocumentBuf>) -> Vec<RawDocumentBuf> {
+fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
     let mut groups: Vec<GroupState> = Vec::new();
     let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
-    for doc in &docs {
+    for doc in docs {
         let key = group.id.eval(doc).unwrap_or(RawBson::Null);
         let ks = crate::query::keystring::to_key(key.as_raw_bson_ref());
         let slot = *index.entry(ks).or_insert_with(|| {
@@ -314,7 +342,11 @@ fn run_group(group: &Group, docs: Vec<RawDocumentBuf>) -> Vec<RawDocumentBuf> {
                 (Acc::Min | Acc::Max, Some(v)) if !matches!(v, RawBson::Null) => {
                     let replace = state.counts[i] == 0 || {
                         let ord = compare(v.as_raw_bson_ref(), current.as_raw_bson_ref());
-                        if *acc == Acc::Min { ord.is_lt() } else { ord.is_gt() }
+                        if *acc == Acc::Min {
+                            ord.is_lt()
+                        } else {
+                            ord.is_gt()
+                        }
                     };
                     state.counts[i] += 1;
                     if replace { v } else { current }
@@ -322,7 +354,11 @@ fn run_group(group: &Group, docs: Vec<RawDocumentBuf>) -> Vec<RawDocumentBuf> {
                 (Acc::Min | Acc::Max, _) => current,
                 (Acc::First, v) => {
                     state.counts[i] += 1;
-                    if state.counts[i] == 1 { v.unwrap_or(RawBson::Null) } else { current }
+                    if state.counts[i] == 1 {
+                        v.unwrap_or(RawBson::Null)
+                    } else {
+                        current
+                    }
                 }
                 (Acc::Last, v) => v.unwrap_or(RawBson::Null),
                 (Acc::Push, v) => {
@@ -380,13 +416,16 @@ fn run_pipeline(stages: &[Stage], mut docs: Vec<RawDocumentBuf>) -> Vec<RawDocum
                     vec![out]
                 }
             }
-            Stage::Group(g) => run_group(g, docs),
+            Stage::Group(g) => run_group(g, &docs),
         };
     }
     docs
 }
 
-pub(super) async fn aggregate(req: &Request<'_>, state: &crate::state::ServerState) -> CommandResult {
+pub(super) async fn aggregate(
+    req: &Request<'_>,
+    state: &crate::state::ServerState,
+) -> CommandResult {
     let target = field(req, "aggregate")?;
     let name = match target {
         Some(RawBsonRef::Int32(1)) => {
@@ -400,7 +439,10 @@ pub(super) async fn aggregate(req: &Request<'_>, state: &crate::state::ServerSta
     validate_namespace(req.db, name)?;
     let cursor = opt_doc(req, "cursor")?;
     if field(req, "explain")?.is_some() {
-        return Err(CommandError::new(ErrorCode::NotImplemented, "explain is not supported by Ebb yet"));
+        return Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            "explain is not supported by Ebb yet",
+        ));
     }
     let Some(cursor) = cursor else {
         return Err(CommandError::new(
@@ -412,14 +454,30 @@ pub(super) async fn aggregate(req: &Request<'_>, state: &crate::state::ServerSta
         None => None,
         Some(RawBsonRef::Int32(n)) if n >= 0 => Some(usize::try_from(n).unwrap_or(0)),
         Some(RawBsonRef::Int64(n)) if n >= 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
-        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "checked non-negative and integral")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "checked non-negative and integral"
+        )]
         Some(RawBsonRef::Double(d)) if d >= 0.0 && d.fract() == 0.0 => Some(d as usize),
-        Some(_) => return Err(CommandError::bad_value("cursor.batchSize must be a non-negative number")),
+        Some(_) => {
+            return Err(CommandError::bad_value(
+                "cursor.batchSize must be a non-negative number",
+            ));
+        }
     };
     let mut stages = parse_pipeline(req)?;
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
-        return first_batch(state, ns, Source::Buffered(VecDeque::new()), batch_size, false, false).await;
+        return first_batch(
+            state,
+            ns,
+            Source::Buffered(VecDeque::new()),
+            batch_size,
+            false,
+            false,
+        )
+        .await;
     };
     // A leading $match narrows the collection scan itself.
     let leading = match stages.first() {
@@ -433,7 +491,15 @@ pub(super) async fn aggregate(req: &Request<'_>, state: &crate::state::ServerSta
     let out = tokio::task::spawn_blocking(move || run_pipeline(&stages, docs))
         .await
         .map_err(|e| CommandError::internal(e.to_string()))?;
-    first_batch(state, ns, Source::Buffered(out.into()), batch_size, false, false).await
+    first_batch(
+        state,
+        ns,
+        Source::Buffered(out.into()),
+        batch_size,
+        false,
+        false,
+    )
+    .await
 }
 
 #[cfg(test)]
@@ -444,9 +510,13 @@ mod tests {
 
     #[test]
     fn group_sums_and_counts() {
-        let docs = vec![rawdoc! {"k": "a", "v": 1}, rawdoc! {"k": "a", "v": 2.5}, rawdoc! {"k": "b", "v": 3}];
+        let docs = vec![
+            rawdoc! {"k": "a", "v": 1},
+            rawdoc! {"k": "a", "v": 2.5},
+            rawdoc! {"k": "b", "v": 3},
+        ];
         let spec = rawdoc! {"_id": "$k", "total": {"$sum": "$v"}, "n": {"$sum": 1}, "avg": {"$avg": "$v"}, "max": {"$max": "$v"}};
-        let out = run_group(&parse_group(&spec).unwrap(), docs);
+        let out = run_group(&parse_group(&spec).unwrap(), &docs);
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].get_str("_id").unwrap(), "a");
         assert_eq!(out[0].get_f64("total").unwrap(), 3.5);

@@ -76,14 +76,23 @@ pub fn collection_name<'a>(req: &crate::dispatch::Request<'a>) -> CommandResult<
         Some(RawBsonRef::String(name)) => Ok(name),
         Some(other) => Err(CommandError::new(
             crate::error::ErrorCode::InvalidNamespace,
-            format!("collection name has invalid type {}", type_name(other.element_type())),
+            format!(
+                "collection name has invalid type {}",
+                type_name(other.element_type())
+            ),
         )),
-        None => Err(CommandError::bad_value(format!("{} requires a collection name", req.name))),
+        None => Err(CommandError::bad_value(format!(
+            "{} requires a collection name",
+            req.name
+        ))),
     }
 }
 
 /// A field of the command document, if present.
-pub fn field<'a>(req: &crate::dispatch::Request<'a>, name: &str) -> CommandResult<Option<RawBsonRef<'a>>> {
+pub fn field<'a>(
+    req: &crate::dispatch::Request<'a>,
+    name: &str,
+) -> CommandResult<Option<RawBsonRef<'a>>> {
     req.body
         .get(name)
         .map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))
@@ -91,7 +100,9 @@ pub fn field<'a>(req: &crate::dispatch::Request<'a>, name: &str) -> CommandResul
 
 /// An optional boolean option (`bool` or number).
 pub fn opt_bool(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<Option<bool>> {
-    field(req, name)?.map(|v| truthy(&format!("{}.{name}", req.name), v)).transpose()
+    field(req, name)?
+        .map(|v| truthy(&format!("{}.{name}", req.name), v))
+        .transpose()
 }
 
 /// An optional document option.
@@ -102,7 +113,11 @@ pub fn opt_doc<'a>(
     match field(req, name)? {
         None => Ok(None),
         Some(RawBsonRef::Document(d)) => Ok(Some(d)),
-        Some(other) => Err(wrong_type(&format!("{}.{name}", req.name), other, " 'object'")),
+        Some(other) => Err(wrong_type(
+            &format!("{}.{name}", req.name),
+            other,
+            " 'object'",
+        )),
     }
 }
 
@@ -112,7 +127,10 @@ pub fn opt_i64(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<
         None => Ok(None),
         Some(RawBsonRef::Int32(i)) => Ok(Some(i64::from(i))),
         Some(RawBsonRef::Int64(i)) => Ok(Some(i)),
-        #[expect(clippy::cast_possible_truncation, reason = "checked to be integral and in range")]
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "checked to be integral and in range"
+        )]
         Some(RawBsonRef::Double(d)) if d.fract() == 0.0 && d.abs() < 9.2e18 => Ok(Some(d as i64)),
         Some(other) => Err(wrong_type(
             &format!("{}.{name}", req.name),
@@ -134,16 +152,32 @@ pub enum WriteConcern {
 impl WriteConcern {
     /// Reads the command's `writeConcern`.
     pub fn parse(req: &crate::dispatch::Request<'_>) -> CommandResult<Self> {
-        let Some(wc) = opt_doc(req, "writeConcern")? else { return Ok(WriteConcern::Journaled) };
+        let Some(wc) = opt_doc(req, "writeConcern")? else {
+            return Ok(WriteConcern::Journaled);
+        };
         let mut relaxed = false;
         for elem in wc {
-            let (k, v) = elem.map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))?;
+            let (k, v) = elem.map_err(|e| {
+                CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string())
+            })?;
             match (k.as_str(), v) {
                 ("j", v) => relaxed |= !truthy("writeConcern.j", v)?,
-                ("w", RawBsonRef::Int32(0)) | ("w", RawBsonRef::Int64(0)) => relaxed = true,
-                ("w", RawBsonRef::Double(d)) if d == 0.0 => relaxed = true,
-                ("w", RawBsonRef::Int32(1..) | RawBsonRef::Int64(1..) | RawBsonRef::Double(_) | RawBsonRef::String(_)) => {}
-                ("w", other) => return Err(wrong_type("writeConcern.w", other, "s '[string, int, long, double]'")),
+                ("w", RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) => relaxed = true,
+                ("w", RawBsonRef::Double(d)) if d.abs() < f64::EPSILON => relaxed = true,
+                (
+                    "w",
+                    RawBsonRef::Int32(1..)
+                    | RawBsonRef::Int64(1..)
+                    | RawBsonRef::Double(_)
+                    | RawBsonRef::String(_),
+                ) => {}
+                ("w", other) => {
+                    return Err(wrong_type(
+                        "writeConcern.w",
+                        other,
+                        "s '[string, int, long, double]'",
+                    ));
+                }
                 ("wtimeout" | "fsync" | "provenance" | "wtimeoutMS", _) => {}
                 (other, _) => {
                     return Err(CommandError::new(
@@ -153,11 +187,19 @@ impl WriteConcern {
                 }
             }
         }
-        Ok(if relaxed { WriteConcern::Relaxed } else { WriteConcern::Journaled })
+        Ok(if relaxed {
+            WriteConcern::Relaxed
+        } else {
+            WriteConcern::Journaled
+        })
     }
 
     /// Waits, as this concern asks, for the commit with `ticket` to be durable.
-    pub async fn wait(self, state: &crate::state::ServerState, ticket: Option<u64>) -> CommandResult<()> {
+    pub async fn wait(
+        self,
+        state: &crate::state::ServerState,
+        ticket: Option<u64>,
+    ) -> CommandResult<()> {
         match (self, ticket) {
             (WriteConcern::Journaled, Some(t)) => Ok(state.catalog.store().durable(t).await?),
             _ => Ok(()),

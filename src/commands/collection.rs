@@ -15,7 +15,12 @@ use crate::state::ServerState;
 use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 
 /// Options of `create` that Ebb stores and honours (or that are harmless to accept).
-const CREATE_OPTIONS: &[&str] = &["autoIndexId", "idIndex", "indexOptionDefaults", "storageEngine"];
+const CREATE_OPTIONS: &[&str] = &[
+    "autoIndexId",
+    "idIndex",
+    "indexOptionDefaults",
+    "storageEngine",
+];
 /// Options of `create` for features Ebb does not have yet: refused clearly.
 const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
     "capped",
@@ -55,11 +60,19 @@ pub const GENERIC_FIELDS: &[&str] = &[
 ];
 
 /// Counts and sizes one collection's live documents.
-pub(crate) fn data_size(snapshot: &dyn Snapshot, collection: &Collection) -> CommandResult<(i64, i64)> {
+pub(crate) fn data_size(
+    snapshot: &dyn Snapshot,
+    collection: &Collection,
+) -> CommandResult<(i64, i64)> {
     let prefix = record::collection_prefix(collection.id);
     let upper = prefix_end(&prefix).unwrap_or_default();
     let (mut count, mut size) = (0_i64, 0_i64);
-    for entry in snapshot.range(Keyspace::Docs, Bound::Included(&prefix), Bound::Excluded(&upper), false) {
+    for entry in snapshot.range(
+        Keyspace::Docs,
+        Bound::Included(&prefix),
+        Bound::Excluded(&upper),
+        false,
+    ) {
         let (_, value) = entry?;
         count += 1;
         size += i64::try_from(value.len().saturating_sub(record::HEADER_LEN)).unwrap_or(0);
@@ -88,7 +101,9 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
                 format!("BSON field 'create.{key}' is an unknown field."),
             ));
         }
-        let value = elem.value().map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let value = elem
+            .value()
+            .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         options.append(elem.key(), value);
     }
     let concern = WriteConcern::parse(req)?;
@@ -218,20 +233,30 @@ pub(super) async fn list_databases(req: &Request<'_>, state: &ServerState) -> Co
     })
 }
 
-fn split_namespace(field_name: &str, value: Option<RawBsonRef<'_>>) -> CommandResult<(String, String)> {
+fn split_namespace(
+    field_name: &str,
+    value: Option<RawBsonRef<'_>>,
+) -> CommandResult<(String, String)> {
     let ns = match value {
         Some(RawBsonRef::String(s)) => s,
         Some(other) => return Err(wrong_type(field_name, other, " 'string'")),
         None => {
             return Err(CommandError::new(
                 ErrorCode::Location(40414),
-                format!("BSON field 'renameCollection.{field_name}' is missing but a required field"),
+                format!(
+                    "BSON field 'renameCollection.{field_name}' is missing but a required field"
+                ),
             ));
         }
     };
     match ns.split_once('.') {
-        Some((db, coll)) if !db.is_empty() && !coll.is_empty() => Ok((db.to_owned(), coll.to_owned())),
-        _ => Err(CommandError::new(ErrorCode::InvalidNamespace, format!("Invalid namespace specified '{ns}'"))),
+        Some((db, coll)) if !db.is_empty() && !coll.is_empty() => {
+            Ok((db.to_owned(), coll.to_owned()))
+        }
+        _ => Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid namespace specified '{ns}'"),
+        )),
     }
 }
 
@@ -253,7 +278,9 @@ pub(super) async fn rename_collection(req: &Request<'_>, state: &ServerState) ->
             format!("Source collection {}.{} does not exist", from.0, from.1),
         ));
     }
-    let ticket = state.catalog.rename((&from.0, &from.1), (&to.0, &to.1), drop_target)?;
+    let ticket = state
+        .catalog
+        .rename((&from.0, &from.1), (&to.0, &to.1), drop_target)?;
     if drop_target {
         state.purge_wake.notify_one();
     }
@@ -265,12 +292,16 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
     let name = collection_name(req)?;
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
-        return Err(CommandError::new(ErrorCode::NamespaceNotFound, format!("Collection [{ns}] not found.")));
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("Collection [{ns}] not found."),
+        ));
     };
     let catalog = std::sync::Arc::clone(&state.catalog);
-    let (count, size) = tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection))
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+    let (count, size) =
+        tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection))
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))??;
     let mut reply = rawdoc! {
         "ns": ns,
         "size": size,
@@ -290,23 +321,28 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
     Ok(reply)
 }
 
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "dbStats reports sizes as doubles, as mongod does"
+)]
 pub(super) async fn db_stats(req: &Request<'_>, state: &ServerState) -> CommandResult {
     validate_db_name(req.db)?;
     let catalog = std::sync::Arc::clone(&state.catalog);
     let db = req.db.to_owned();
-    let (collections, objects, size) = tokio::task::spawn_blocking(move || -> CommandResult<(i64, i64, i64)> {
-        let snapshot = catalog.snapshot();
-        let (mut n, mut objects, mut size) = (0, 0, 0);
-        for c in catalog.collections(&db) {
-            let (count, bytes) = data_size(&*snapshot, &c)?;
-            n += 1;
-            objects += count;
-            size += bytes;
-        }
-        Ok((n, objects, size))
-    })
-    .await
-    .map_err(|e| CommandError::internal(e.to_string()))??;
+    let (collections, objects, size) =
+        tokio::task::spawn_blocking(move || -> CommandResult<(i64, i64, i64)> {
+            let snapshot = catalog.snapshot();
+            let (mut n, mut objects, mut size) = (0, 0, 0);
+            for c in catalog.collections(&db) {
+                let (count, bytes) = data_size(&*snapshot, &c)?;
+                n += 1;
+                objects += count;
+                size += bytes;
+            }
+            Ok((n, objects, size))
+        })
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok(rawdoc! {
         "db": req.db,
         "collections": collections,

@@ -49,16 +49,35 @@ pub(crate) fn scan(
         ),
     };
     let filter = filter.filter(|f| !f.is_match_all());
-    Scan { snapshot, lower, upper, filter, projection: None, skip: 0, remaining: None, now_ms, done: false }
+    Scan {
+        snapshot,
+        lower,
+        upper,
+        filter,
+        projection: None,
+        skip: 0,
+        remaining: None,
+        now_ms,
+        done: false,
+    }
 }
 
-fn cursor_reply(id: i64, ns: &str, batch_name: &'static str, docs: Vec<RawDocumentBuf>) -> RawDocumentBuf {
+fn cursor_reply(
+    id: i64,
+    ns: &str,
+    batch_name: &'static str,
+    docs: Vec<RawDocumentBuf>,
+) -> RawDocumentBuf {
     let mut batch = RawArrayBuf::new();
     for d in docs {
         batch.push(d);
     }
     let mut cursor = rawdoc! {};
-    let name = if batch_name == "firstBatch" { cstr!("firstBatch") } else { cstr!("nextBatch") };
+    let name = if batch_name == "firstBatch" {
+        cstr!("firstBatch")
+    } else {
+        cstr!("nextBatch")
+    };
     cursor.append(name, batch);
     cursor.append(cstr!("id"), id);
     cursor.append(cstr!("ns"), ns);
@@ -85,7 +104,9 @@ pub(crate) async fn first_batch(
     let id = if single_batch || source.is_exhausted() {
         0
     } else {
-        state.cursors.insert(Cursor::new(ns.clone(), source, batch_size, no_timeout))
+        state
+            .cursors
+            .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout))
     };
     Ok(cursor_reply(id, &ns, "firstBatch", docs))
 }
@@ -95,11 +116,14 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
     let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
-    let projection = opt_doc(req, "projection")?.map(Projection::compile).transpose()?;
+    let projection = opt_doc(req, "projection")?
+        .map(Projection::compile)
+        .transpose()?;
     let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
     let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
     let limit = non_negative(req, "limit", "Limit")?.filter(|&l| l > 0);
-    let batch_size = non_negative(req, "batchSize", "BatchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let batch_size = non_negative(req, "batchSize", "BatchSize")?
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let single_batch = opt_bool(req, "singleBatch")?.unwrap_or(false);
     let no_timeout = opt_bool(req, "noCursorTimeout")?.unwrap_or(false);
     for unsupported in ["collation", "min", "max", "tailable", "awaitData"] {
@@ -114,7 +138,12 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     let Some(collection) = state.catalog.get(req.db, name) else {
         return Ok(cursor_reply(0, &ns, "firstBatch", Vec::new()));
     };
-    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    let mut scan = scan(
+        &collection,
+        state.catalog.snapshot(),
+        filter,
+        state.now_ms(),
+    );
     let source = match sort.filter(|s| !s.is_empty()) {
         None => {
             scan.projection = projection;
@@ -124,30 +153,32 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         }
         Some(sort) => {
             // A blocking sort: every match is read, sorted, then skipped and limited.
-            let sorted = tokio::task::spawn_blocking(move || -> CommandResult<VecDeque<RawDocumentBuf>> {
-                let mut all = Vec::new();
-                loop {
-                    let batch = scan.next_batch(usize::MAX, usize::MAX)?;
-                    if batch.is_empty() {
-                        break;
+            let sorted =
+                tokio::task::spawn_blocking(move || -> CommandResult<VecDeque<RawDocumentBuf>> {
+                    let mut all = Vec::new();
+                    loop {
+                        let batch = scan.next_batch(usize::MAX, usize::MAX)?;
+                        if batch.is_empty() {
+                            break;
+                        }
+                        all.extend(batch);
                     }
-                    all.extend(batch);
-                }
-                all.sort_by(|a, b| sort.compare(a, b));
-                let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-                let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                Ok(all
-                    .into_iter()
-                    .skip(skip)
-                    .take(take)
-                    .map(|d| match &projection {
-                        Some(p) => p.apply(&d),
-                        None => d,
-                    })
-                    .collect())
-            })
-            .await
-            .map_err(|e| CommandError::internal(e.to_string()))??;
+                    all.sort_by(|a, b| sort.compare(a, b));
+                    let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+                    let take =
+                        limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+                    Ok(all
+                        .into_iter()
+                        .skip(skip)
+                        .take(take)
+                        .map(|d| match &projection {
+                            Some(p) => p.apply(&d),
+                            None => d,
+                        })
+                        .collect())
+                })
+                .await
+                .map_err(|e| CommandError::internal(e.to_string()))??;
             Source::Buffered(sorted)
         }
     };
@@ -170,11 +201,15 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
             ));
         }
     };
-    let batch_size = non_negative(req, "batchSize", "BatchSize")?.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let batch_size = non_negative(req, "batchSize", "BatchSize")?
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     Metrics::bump(&state.metrics.op_getmore);
     let ns = format!("{}.{collection}", req.db);
     let mut cursor = state.cursors.take(id, &ns)?;
-    let max_docs = batch_size.filter(|&b| b > 0).or(cursor.batch_size.filter(|&b| b > 0)).unwrap_or(usize::MAX);
+    let max_docs = batch_size
+        .filter(|&b| b > 0)
+        .or(cursor.batch_size.filter(|&b| b > 0))
+        .unwrap_or(usize::MAX);
     let (docs, cursor) = tokio::task::spawn_blocking(move || {
         let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES);
         (docs, cursor)
@@ -233,7 +268,12 @@ pub(crate) async fn collect(
     collection: Arc<Collection>,
     filter: Option<Filter>,
 ) -> CommandResult<Vec<RawDocumentBuf>> {
-    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    let mut scan = scan(
+        &collection,
+        state.catalog.snapshot(),
+        filter,
+        state.now_ms(),
+    );
     tokio::task::spawn_blocking(move || scan.next_batch(usize::MAX, usize::MAX))
         .await
         .map_err(|e| CommandError::internal(e.to_string()))?
@@ -246,11 +286,18 @@ pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResu
     let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;
     let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
     // count's limit may be negative (meaning the same as positive).
-    let limit = opt_i64(req, "limit")?.map(i64::unsigned_abs).filter(|&l| l > 0);
+    let limit = opt_i64(req, "limit")?
+        .map(i64::unsigned_abs)
+        .filter(|&l| l > 0);
     let Some(collection) = state.catalog.get(req.db, name) else {
         return Ok(rawdoc! { "n": 0, "ok": 1.0 });
     };
-    let mut scan = scan(&collection, state.catalog.snapshot(), filter, state.now_ms());
+    let mut scan = scan(
+        &collection,
+        state.catalog.snapshot(),
+        filter,
+        state.now_ms(),
+    );
     scan.skip = skip;
     scan.remaining = limit;
     let n = tokio::task::spawn_blocking(move || -> CommandResult<usize> {
@@ -289,12 +336,17 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
     let parts: Vec<&str> = key.split('.').collect();
     let mut values: Vec<RawBson> = Vec::new();
     for doc in &docs {
-        for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray).into_iter().flatten() {
+        for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray)
+            .into_iter()
+            .flatten()
+        {
             values.push(RawBson::from(v));
         }
     }
     values.sort_by(|a, b| crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()));
-    values.dedup_by(|a, b| crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()).is_eq());
+    values.dedup_by(|a, b| {
+        crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()).is_eq()
+    });
     let mut out = RawArrayBuf::new();
     for v in values {
         out.push(v);

@@ -51,10 +51,15 @@ impl WriteError {
     }
 }
 
-fn dup_key_error(collection: &Collection, id: RawBsonRef<'_>) -> (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>) {
+fn dup_key_error(
+    collection: &Collection,
+    id: RawBsonRef<'_>,
+) -> (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>) {
     let mut value = RawDocumentBuf::new();
     value.append(cstr!("_id"), id);
-    let shown = bson::Document::try_from(value.clone()).map(|d| d.to_string()).unwrap_or_default();
+    let shown = bson::Document::try_from(value.clone())
+        .map(|d| d.to_string())
+        .unwrap_or_default();
     (
         CommandError::new(
             ErrorCode::DuplicateKey,
@@ -84,24 +89,40 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
                 match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
                     RawBsonRef::Document(d) => out.push(d),
                     other => {
-                        return Err(wrong_type(&format!("{}.{name}.{i}", req.name), other, " 'object'"));
+                        return Err(wrong_type(
+                            &format!("{}.{name}.{i}", req.name),
+                            other,
+                            " 'object'",
+                        ));
                     }
                 }
             }
             out
         }
-        (None, Some(other)) => return Err(wrong_type(&format!("{}.{name}", req.name), other, " 'array'")),
+        (None, Some(other)) => {
+            return Err(wrong_type(
+                &format!("{}.{name}", req.name),
+                other,
+                " 'array'",
+            ));
+        }
         (None, None) => {
             return Err(CommandError::new(
                 ErrorCode::Location(40414),
-                format!("BSON field '{}.{name}' is missing but a required field", req.name),
+                format!(
+                    "BSON field '{}.{name}' is missing but a required field",
+                    req.name
+                ),
             ));
         }
     };
     if docs.is_empty() || docs.len() > MAX_WRITE_BATCH {
         return Err(CommandError::new(
             ErrorCode::InvalidLength,
-            format!("Write batch sizes must be between 1 and {MAX_WRITE_BATCH}. Got {} operations.", docs.len()),
+            format!(
+                "Write batch sizes must be between 1 and {MAX_WRITE_BATCH}. Got {} operations.",
+                docs.len()
+            ),
         ));
     }
     Ok(docs)
@@ -112,7 +133,10 @@ fn check_storable(doc: &RawDocument) -> Result<(), CommandError> {
     if doc.as_bytes().len() > MAX_DOC {
         return Err(CommandError::new(
             ErrorCode::BSONObjectTooLarge,
-            format!("object to insert too large. size in bytes: {}, max size: {MAX_DOC}", doc.as_bytes().len()),
+            format!(
+                "object to insert too large. size in bytes: {}, max size: {MAX_DOC}",
+                doc.as_bytes().len()
+            ),
         ));
     }
     for elem in doc.iter_elements() {
@@ -121,13 +145,22 @@ fn check_storable(doc: &RawDocument) -> Result<(), CommandError> {
         if key == "_id" {
             match elem.element_type() {
                 bson::spec::ElementType::Array => {
-                    return Err(CommandError::new(ErrorCode::InvalidIdField, "The '_id' value cannot be of type array"));
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidIdField,
+                        "The '_id' value cannot be of type array",
+                    ));
                 }
                 bson::spec::ElementType::RegularExpression => {
-                    return Err(CommandError::new(ErrorCode::InvalidIdField, "can't use a regex for _id"));
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidIdField,
+                        "can't use a regex for _id",
+                    ));
                 }
                 bson::spec::ElementType::Undefined => {
-                    return Err(CommandError::new(ErrorCode::InvalidIdField, "can't use a undefined for _id"));
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidIdField,
+                        "can't use a undefined for _id",
+                    ));
                 }
                 _ => {}
             }
@@ -144,21 +177,25 @@ fn check_storable(doc: &RawDocument) -> Result<(), CommandError> {
 /// The document as stored: `_id` first, generated as an ObjectId when missing. Returns the
 /// input bytes untouched when `_id` already leads.
 fn with_id_first(doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
-    let mut first = doc.iter_elements();
-    if let Some(Ok(e)) = first.next() {
-        if e.key().as_str() == "_id" {
-            return Ok(doc.to_owned());
-        }
+    if let Some(Ok(e)) = doc.iter_elements().next()
+        && e.key().as_str() == "_id"
+    {
+        return Ok(doc.to_owned());
     }
     let mut out = RawDocumentBuf::new();
-    match doc.get("_id").map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+    match doc
+        .get("_id")
+        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?
+    {
         Some(id) => out.append(cstr!("_id"), id),
         None => out.append(cstr!("_id"), bson::oid::ObjectId::new()),
     }
     for elem in doc.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         if elem.key().as_str() != "_id" {
-            let value = elem.value().map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            let value = elem
+                .value()
+                .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
             out.append(elem.key(), value);
         }
     }
@@ -184,7 +221,13 @@ pub(crate) struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     pub fn new(collection: &'a Collection, snapshot: Box<dyn Snapshot>, now_ms: i64) -> Self {
-        Writer { collection, snapshot, now_ms, batch: Batch::new(), pending: HashSet::new() }
+        Writer {
+            collection,
+            snapshot,
+            now_ms,
+            batch: Batch::new(),
+            pending: HashSet::new(),
+        }
     }
 
     fn key(&self, id_key: &[u8]) -> Vec<u8> {
@@ -203,7 +246,10 @@ impl<'a> Writer<'a> {
     }
 
     /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
-    fn insert(&mut self, doc: &RawDocument) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    fn insert(
+        &mut self,
+        doc: &RawDocument,
+    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
         let id = id_of(doc).map_err(|e| (e, None))?;
         let id_key = keystring::to_key(id);
         if self.exists(&id_key).map_err(|e| (e, None))? {
@@ -226,7 +272,11 @@ impl<'a> Writer<'a> {
 
     /// The live documents matching `filter`, in `_id` order (or one point lookup when the
     /// filter pins `_id`), at most `limit` of them.
-    fn matching(&self, filter: &Filter, limit: Option<usize>) -> CommandResult<Vec<(Vec<u8>, RawDocumentBuf)>> {
+    fn matching(
+        &self,
+        filter: &Filter,
+        limit: Option<usize>,
+    ) -> CommandResult<Vec<(Vec<u8>, RawDocumentBuf)>> {
         let mut out = Vec::new();
         if let Some(id) = filter.id_equality() {
             let id_key = keystring::to_key(id.as_raw_bson_ref());
@@ -240,13 +290,21 @@ impl<'a> Writer<'a> {
         }
         let prefix = record::collection_prefix(self.collection.id);
         let upper = prefix_end(&prefix).unwrap_or_default();
-        for entry in self.snapshot.range(Keyspace::Docs, Bound::Included(&prefix), Bound::Excluded(&upper), false) {
+        for entry in self.snapshot.range(
+            Keyspace::Docs,
+            Bound::Included(&prefix),
+            Bound::Excluded(&upper),
+            false,
+        ) {
             let (key, value) = entry?;
             let rec = record::decode(&value)?;
             if rec.expires_ms <= self.now_ms || !filter.matches(rec.doc) {
                 continue;
             }
-            out.push((key.get(8..).unwrap_or_default().to_vec(), rec.doc.to_owned()));
+            out.push((
+                key.get(8..).unwrap_or_default().to_vec(),
+                rec.doc.to_owned(),
+            ));
             if limit.is_some_and(|l| out.len() >= l) {
                 break;
             }
@@ -274,15 +332,37 @@ async fn with_writer<T>(
                 None => return Ok(None),
             }
         };
-        let Some(_guard) = collection.lock() else { continue };
+        let Some(_guard) = collection.lock() else {
+            continue;
+        };
         let mut writer = Writer::new(&collection, state.catalog.snapshot(), state.now_ms());
         let result = f(&mut writer);
         let batch = std::mem::take(&mut writer.batch);
-        let ticket = if batch.is_empty() { None } else { Some(state.catalog.store().commit(batch)?) };
+        let ticket = if batch.is_empty() {
+            None
+        } else {
+            Some(state.catalog.store().commit(batch)?)
+        };
         break (result, ticket, created);
     };
     concern.wait(state, ticket.or(created)).await?;
     Ok(Some(result))
+}
+
+/// The write errors of statements that did not parse (when nothing else ran).
+fn parse_errors<T>(parsed: Vec<CommandResult<T>>, ordered: bool) -> Vec<WriteError> {
+    parsed
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, p)| {
+            p.err().map(|error| WriteError {
+                index,
+                error,
+                dup: None,
+            })
+        })
+        .take(if ordered { 1 } else { usize::MAX })
+        .collect()
 }
 
 fn ordered(req: &Request<'_>) -> CommandResult<bool> {
@@ -292,7 +372,10 @@ fn ordered(req: &Request<'_>) -> CommandResult<bool> {
 fn write_reply(n: i64, extra: Option<(i64, RawArrayBuf)>, errors: &[WriteError]) -> RawDocumentBuf {
     let mut reply = rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX) };
     if let Some((modified, upserted)) = extra {
-        reply.append(cstr!("nModified"), i32::try_from(modified).unwrap_or(i32::MAX));
+        reply.append(
+            cstr!("nModified"),
+            i32::try_from(modified).unwrap_or(i32::MAX),
+        );
         if !upserted.is_empty() {
             reply.append(cstr!("upserted"), upserted);
         }
@@ -336,7 +419,10 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
     })
     .await?;
     let (n, errors) = result.unwrap_or_default();
-    state.metrics.op_insert.fetch_add(u64::try_from(docs.len()).unwrap_or(0), Ordering::Relaxed);
+    state
+        .metrics
+        .op_insert
+        .fetch_add(u64::try_from(docs.len()).unwrap_or(0), Ordering::Relaxed);
     Ok(write_reply(n, None, &errors))
 }
 
@@ -364,13 +450,18 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> 
                     "pipeline-style updates are not supported by Ebb yet",
                 ));
             }
-            ("u", other) => return Err(wrong_type("update.updates.u", other, "s '[object, array]'")),
+            ("u", other) => {
+                return Err(wrong_type("update.updates.u", other, "s '[object, array]'"));
+            }
             ("upsert", v) => upsert = super::args::truthy("update.updates.upsert", v)?,
             ("multi", v) => multi = super::args::truthy("update.updates.multi", v)?,
             ("arrayFilters" | "collation", _) => {
                 return Err(CommandError::new(
                     ErrorCode::NotImplemented,
-                    format!("update option '{k}' is not supported by Ebb yet", k = k.as_str()),
+                    format!(
+                        "update option '{k}' is not supported by Ebb yet",
+                        k = k.as_str()
+                    ),
                 ));
             }
             ("hint" | "c" | "sort", _) => {}
@@ -383,10 +474,16 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> 
         }
     }
     let q = q.ok_or_else(|| {
-        CommandError::new(ErrorCode::Location(40414), "BSON field 'update.updates.q' is missing but a required field")
+        CommandError::new(
+            ErrorCode::Location(40414),
+            "BSON field 'update.updates.q' is missing but a required field",
+        )
     })?;
     let u = u.ok_or_else(|| {
-        CommandError::new(ErrorCode::Location(40414), "BSON field 'update.updates.u' is missing but a required field")
+        CommandError::new(
+            ErrorCode::Location(40414),
+            "BSON field 'update.updates.u' is missing but a required field",
+        )
     })?;
     let update = Update::compile(u)?;
     if multi && update.is_replacement() {
@@ -395,7 +492,12 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> 
             "multi update is not supported for replacement-style update",
         ));
     }
-    Ok(UpdateStatement { filter: Filter::compile(q)?, update, upsert, multi })
+    Ok(UpdateStatement {
+        filter: Filter::compile(q)?,
+        update,
+        upsert,
+        multi,
+    })
 }
 
 /// Outcome of one update statement.
@@ -410,8 +512,16 @@ struct Updated {
 }
 
 /// Applies one update statement through `w`. `sort` picks the first match for single updates.
-fn apply_update(w: &mut Writer<'_>, s: &UpdateStatement, sort: Option<&SortSpec>) -> Result<Updated, (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
-    let limit = if s.multi || sort.is_some() { None } else { Some(1) };
+fn apply_update(
+    w: &mut Writer<'_>,
+    s: &UpdateStatement,
+    sort: Option<&SortSpec>,
+) -> Result<Updated, (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    let limit = if s.multi || sort.is_some() {
+        None
+    } else {
+        Some(1)
+    };
     let mut matches = w.matching(&s.filter, limit).map_err(|e| (e, None))?;
     if let Some(sort) = sort {
         matches.sort_by(|a, b| sort.compare(&a.1, &b.1));
@@ -460,14 +570,18 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         let mut upserted = RawArrayBuf::new();
         let mut errors = Vec::new();
         for (index, stmt) in parsed.iter().enumerate() {
-            let outcome = stmt.as_ref().map_err(|e| (e.clone(), None)).and_then(|s| apply_update(w, s, None));
+            let outcome = stmt
+                .as_ref()
+                .map_err(|e| (e.clone(), None))
+                .and_then(|s| apply_update(w, s, None));
             match outcome {
                 Ok(u) => {
                     n += u.matched;
                     modified += u.modified;
                     if let Some(id) = u.upserted {
                         n += 1;
-                        let mut entry = rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
+                        let mut entry =
+                            rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
                         entry.append(cstr!("_id"), id);
                         upserted.push(entry);
                     }
@@ -483,20 +597,13 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         (n, modified, upserted, errors)
     })
     .await?;
-    let (n, modified, upserted, errors) = match result {
-        Some(r) => r,
-        // No such collection and no upsert: nothing matched. Statements may still be invalid.
-        None => {
-            let errors: Vec<WriteError> = parsed
-                .into_iter()
-                .enumerate()
-                .filter_map(|(index, p)| p.err().map(|error| WriteError { index, error, dup: None }))
-                .take(if ordered { 1 } else { usize::MAX })
-                .collect();
-            (0, 0, RawArrayBuf::new(), errors)
-        }
-    };
-    state.metrics.op_update.fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
+    // No such collection and no upsert: nothing matched, but statements may still be invalid.
+    let (n, modified, upserted, errors) =
+        result.unwrap_or_else(|| (0, 0, RawArrayBuf::new(), parse_errors(parsed, ordered)));
+    state
+        .metrics
+        .op_update
+        .fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
     Ok(write_reply(n, Some((modified, upserted)), &errors))
 }
 
@@ -516,10 +623,21 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
             ("limit", RawBsonRef::Int32(n)) => limit = Some(i64::from(n)),
             ("limit", RawBsonRef::Int64(n)) => limit = Some(n),
             #[expect(clippy::cast_possible_truncation, reason = "compared exactly below")]
-            ("limit", RawBsonRef::Double(d)) => limit = Some(if d.fract() == 0.0 { d as i64 } else { -1 }),
-            ("limit", other) => return Err(wrong_type("delete.deletes.limit", other, "s '[long, int, decimal, double]'")),
+            ("limit", RawBsonRef::Double(d)) => {
+                limit = Some(if d.fract() == 0.0 { d as i64 } else { -1 })
+            }
+            ("limit", other) => {
+                return Err(wrong_type(
+                    "delete.deletes.limit",
+                    other,
+                    "s '[long, int, decimal, double]'",
+                ));
+            }
             ("collation", _) => {
-                return Err(CommandError::new(ErrorCode::NotImplemented, "collation is not supported by Ebb yet"));
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    "collation is not supported by Ebb yet",
+                ));
             }
             ("hint", _) => {}
             (other, _) => {
@@ -531,10 +649,16 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
         }
     }
     let q = q.ok_or_else(|| {
-        CommandError::new(ErrorCode::Location(40414), "BSON field 'delete.deletes.q' is missing but a required field")
+        CommandError::new(
+            ErrorCode::Location(40414),
+            "BSON field 'delete.deletes.q' is missing but a required field",
+        )
     })?;
     let limit = limit.ok_or_else(|| {
-        CommandError::new(ErrorCode::Location(40414), "BSON field 'delete.deletes.limit' is missing but a required field")
+        CommandError::new(
+            ErrorCode::Location(40414),
+            "BSON field 'delete.deletes.limit' is missing but a required field",
+        )
     })?;
     if limit != 0 && limit != 1 {
         return Err(CommandError::new(
@@ -542,7 +666,10 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
             format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
         ));
     }
-    Ok(DeleteStatement { filter: Filter::compile(q)?, limit_one: limit == 1 })
+    Ok(DeleteStatement {
+        filter: Filter::compile(q)?,
+        limit_one: limit == 1,
+    })
 }
 
 pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -551,7 +678,8 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
     let raw = statements(req, "deletes")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
-    let parsed: Vec<CommandResult<DeleteStatement>> = raw.iter().map(|s| parse_delete_statement(s)).collect();
+    let parsed: Vec<CommandResult<DeleteStatement>> =
+        raw.iter().map(|s| parse_delete_statement(s)).collect();
     let result = with_writer(state, req.db, name, concern, false, |w| {
         let mut n = 0;
         let mut errors = Vec::new();
@@ -566,7 +694,11 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
             match outcome {
                 Ok(k) => n += i64::try_from(k).unwrap_or(0),
                 Err(error) => {
-                    errors.push(WriteError { index, error, dup: None });
+                    errors.push(WriteError {
+                        index,
+                        error,
+                        dup: None,
+                    });
                     if ordered {
                         break;
                     }
@@ -576,19 +708,11 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         (n, errors)
     })
     .await?;
-    let (n, errors) = match result {
-        Some(r) => r,
-        None => {
-            let errors = parsed
-                .into_iter()
-                .enumerate()
-                .filter_map(|(index, p)| p.err().map(|error| WriteError { index, error, dup: None }))
-                .take(if ordered { 1 } else { usize::MAX })
-                .collect();
-            (0, errors)
-        }
-    };
-    state.metrics.op_delete.fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
+    let (n, errors) = result.unwrap_or_else(|| (0, parse_errors(parsed, ordered)));
+    state
+        .metrics
+        .op_delete
+        .fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
     Ok(write_reply(n, None, &errors))
 }
 
@@ -597,7 +721,9 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     validate_namespace(req.db, name)?;
     let query = opt_doc(req, "query")?;
     let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
-    let fields = opt_doc(req, "fields")?.map(Projection::compile).transpose()?;
+    let fields = opt_doc(req, "fields")?
+        .map(Projection::compile)
+        .transpose()?;
     let remove = opt_bool(req, "remove")?.unwrap_or(false);
     let new = opt_bool(req, "new")?.unwrap_or(false);
     let upsert = opt_bool(req, "upsert")?.unwrap_or(false);
@@ -605,18 +731,31 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         None => None,
         Some(RawBsonRef::Document(d)) => Some(Update::compile(d)?),
         Some(RawBsonRef::Array(_)) => {
-            return Err(CommandError::new(ErrorCode::NotImplemented, "pipeline-style updates are not supported by Ebb yet"));
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "pipeline-style updates are not supported by Ebb yet",
+            ));
         }
-        Some(other) => return Err(wrong_type("findAndModify.update", other, "s '[object, array]'")),
+        Some(other) => {
+            return Err(wrong_type(
+                "findAndModify.update",
+                other,
+                "s '[object, array]'",
+            ));
+        }
     };
     let parse_error = |msg: &str| Err(CommandError::new(ErrorCode::FailedToParse, msg));
     match (remove, &update) {
         (true, Some(_)) => return parse_error("Cannot specify both an update and remove=true"),
         (false, None) => return parse_error("Either an update or remove=true must be specified"),
         (true, None) if new => {
-            return parse_error("Cannot specify both new=true and remove=true; 'remove' always returns the deleted document");
+            return parse_error(
+                "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+            );
         }
-        (true, None) if upsert => return parse_error("Cannot specify both upsert=true and remove=true "),
+        (true, None) if upsert => {
+            return parse_error("Cannot specify both upsert=true and remove=true ");
+        }
         _ => {}
     }
     let filter = match query {
@@ -624,26 +763,52 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         None => Filter::match_all(),
     };
     let concern = WriteConcern::parse(req)?;
-    let result = with_writer(state, req.db, name, concern, upsert, |w| -> CommandResult<_> {
-        if remove {
-            let mut found = w.matching(&filter, if sort.is_some() { None } else { Some(1) })?;
-            if let Some(sort) = &sort {
-                found.sort_by(|a, b| sort.compare(&a.1, &b.1));
+    let result = with_writer(
+        state,
+        req.db,
+        name,
+        concern,
+        upsert,
+        |w| -> CommandResult<_> {
+            if remove {
+                let mut found = w.matching(&filter, if sort.is_some() { None } else { Some(1) })?;
+                if let Some(sort) = &sort {
+                    found.sort_by(|a, b| sort.compare(&a.1, &b.1));
+                }
+                let Some((id_key, doc)) = found.into_iter().next() else {
+                    return Ok((0, false, None, None));
+                };
+                w.delete(&id_key);
+                return Ok((1, false, None, Some(doc)));
             }
-            let Some((id_key, doc)) = found.into_iter().next() else { return Ok((0, false, None, None)) };
-            w.delete(&id_key);
-            return Ok((1, false, None, Some(doc)));
-        }
-        let Some(update) = update else { return Ok((0, false, None, None)) };
-        let stmt = UpdateStatement { filter, update, upsert, multi: false };
-        let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
-        let updated_existing = u.matched > 0;
-        let value = if new { u.after } else { u.before };
-        Ok((u.matched.max(i64::from(u.upserted.is_some())), updated_existing, u.upserted, value))
-    })
+            let Some(update) = update else {
+                return Ok((0, false, None, None));
+            };
+            let stmt = UpdateStatement {
+                filter,
+                update,
+                upsert,
+                multi: false,
+            };
+            let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
+            let updated_existing = u.matched > 0;
+            let value = if new { u.after } else { u.before };
+            Ok((
+                u.matched.max(i64::from(u.upserted.is_some())),
+                updated_existing,
+                u.upserted,
+                value,
+            ))
+        },
+    )
     .await?;
-    let (n, updated_existing, upserted, value) = result.transpose()?.unwrap_or((0, false, None, None));
-    let metric = if remove { &state.metrics.op_delete } else { &state.metrics.op_update };
+    let (n, updated_existing, upserted, value) =
+        result.transpose()?.unwrap_or((0, false, None, None));
+    let metric = if remove {
+        &state.metrics.op_delete
+    } else {
+        &state.metrics.op_update
+    };
     Metrics::bump(metric);
     let mut last = rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX) };
     if !remove {

@@ -28,9 +28,9 @@
 
 use std::cmp::Ordering;
 
+use bson::raw::{RawDbPointerRef, RawJavaScriptCodeWithScopeRef};
 use bson::spec::BinarySubtype;
 use bson::{RawArray, RawBinaryRef, RawBsonRef, RawDocument, RawDocumentBuf, RawRegexRef};
-use bson::raw::{RawDbPointerRef, RawJavaScriptCodeWithScopeRef};
 
 /// Canonical type ranks, in MongoDB's order. The numbers are Ebb's own (they appear in
 /// [`keystring`](super::keystring) encodings) and are all non-zero, so 0 can end a sequence.
@@ -122,9 +122,7 @@ pub fn compare(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
         (RawBsonRef::Timestamp(x), RawBsonRef::Timestamp(y)) => {
             (x.time, x.increment).cmp(&(y.time, y.increment))
         }
-        (RawBsonRef::RegularExpression(x), RawBsonRef::RegularExpression(y)) => {
-            compare_regex(x, y)
-        }
+        (RawBsonRef::RegularExpression(x), RawBsonRef::RegularExpression(y)) => compare_regex(x, y),
         (RawBsonRef::DbPointer(x), RawBsonRef::DbPointer(y)) => {
             let (xn, xi) = db_pointer_parts(x);
             let (yn, yi) = db_pointer_parts(y);
@@ -150,7 +148,10 @@ pub fn compare_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
     let mut ia = a.iter();
     let mut ib = b.iter();
     loop {
-        match (ia.next().and_then(Result::ok), ib.next().and_then(Result::ok)) {
+        match (
+            ia.next().and_then(Result::ok),
+            ib.next().and_then(Result::ok),
+        ) {
             (None, None) => return Ordering::Equal,
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
@@ -172,7 +173,10 @@ pub fn compare_arrays(a: &RawArray, b: &RawArray) -> Ordering {
     let mut ia = a.into_iter();
     let mut ib = b.into_iter();
     loop {
-        match (ia.next().and_then(Result::ok), ib.next().and_then(Result::ok)) {
+        match (
+            ia.next().and_then(Result::ok),
+            ib.next().and_then(Result::ok),
+        ) {
             (None, None) => return Ordering::Equal,
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
@@ -227,7 +231,12 @@ fn compare_regex(x: RawRegexRef<'_>, y: RawRegexRef<'_>) -> Ordering {
         .as_str()
         .as_bytes()
         .cmp(y.pattern.as_str().as_bytes())
-        .then_with(|| x.options.as_str().as_bytes().cmp(y.options.as_str().as_bytes()))
+        .then_with(|| {
+            x.options
+                .as_str()
+                .as_bytes()
+                .cmp(y.options.as_str().as_bytes())
+        })
 }
 
 fn compare_code_with_scope(
@@ -305,7 +314,11 @@ impl NumKey {
             return NumKey::NaN;
         }
         if x.is_infinite() {
-            return if x > 0.0 { NumKey::PosInf } else { NumKey::NegInf };
+            return if x > 0.0 {
+                NumKey::PosInf
+            } else {
+                NumKey::NegInf
+            };
         }
         if x == 0.0 {
             return NumKey::Zero;
@@ -342,7 +355,10 @@ pub(crate) fn decimal_to_f64(d: bson::Decimal128) -> f64 {
 pub(crate) fn number_as_f64(v: RawBsonRef<'_>) -> Option<f64> {
     match v {
         RawBsonRef::Int32(i) => Some(f64::from(i)),
-        #[expect(clippy::cast_precision_loss, reason = "documented rounding to nearest double")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "documented rounding to nearest double"
+        )]
         RawBsonRef::Int64(i) => Some(i as f64),
         RawBsonRef::Double(d) => Some(d),
         RawBsonRef::Decimal128(d) => Some(decimal_to_f64(d)),
@@ -401,17 +417,37 @@ mod tests {
             (RawBson::Double(-0.0), RawBson::Double(0.0), Equal),
             (RawBson::Double(-0.0), RawBson::Int32(0), Equal),
             (RawBson::Double(f64::NAN), RawBson::Double(f64::NAN), Equal),
-            (RawBson::Double(f64::NAN), RawBson::Double(f64::NEG_INFINITY), Less),
+            (
+                RawBson::Double(f64::NAN),
+                RawBson::Double(f64::NEG_INFINITY),
+                Less,
+            ),
             (RawBson::Double(f64::NAN), RawBson::Int64(i64::MIN), Less),
-            (RawBson::Double(f64::NEG_INFINITY), RawBson::Int64(i64::MIN), Less),
-            (RawBson::Double(f64::INFINITY), RawBson::Int64(i64::MAX), Greater),
+            (
+                RawBson::Double(f64::NEG_INFINITY),
+                RawBson::Int64(i64::MIN),
+                Less,
+            ),
+            (
+                RawBson::Double(f64::INFINITY),
+                RawBson::Int64(i64::MAX),
+                Greater,
+            ),
             // 2^53 + 1 is not a double; the nearest double is 2^53.
             (RawBson::Int64(two53 + 1), RawBson::Double(two53f), Greater),
             (RawBson::Int64(two53 - 1), RawBson::Double(two53f), Less),
             (RawBson::Int64(two53), RawBson::Double(two53f), Equal),
             // i64::MAX rounds up to 2^63 as a double; exact comparison keeps them apart.
-            (RawBson::Int64(i64::MAX), RawBson::Double(9.223_372_036_854_775_807e18), Less),
-            (RawBson::Int64(i64::MIN), RawBson::Double(-9.223_372_036_854_775_808e18), Equal),
+            (
+                RawBson::Int64(i64::MAX),
+                RawBson::Double(9.223_372_036_854_775_807e18),
+                Less,
+            ),
+            (
+                RawBson::Int64(i64::MIN),
+                RawBson::Double(-9.223_372_036_854_775_808e18),
+                Equal,
+            ),
             (RawBson::Int32(-5), RawBson::Int64(3), Less),
             (RawBson::Double(1e-320), RawBson::Int32(0), Greater),
             (
@@ -513,11 +549,7 @@ mod tests {
             ),
             (ts(1, u32::MAX), ts(2, 0), Less),
             (ts(u32::MAX, 0), ts(1, 0), Greater),
-            (
-                regex("a", "i"),
-                regex("a", "m"),
-                Less,
-            ),
+            (regex("a", "i"), regex("a", "m"), Less),
             (RawBson::Boolean(false), RawBson::Boolean(true), Less),
         ];
         for (a, b, want) in cases {
@@ -543,6 +575,9 @@ mod tests {
         let (ns, id) = db_pointer_parts(p);
         assert_eq!(ns, b"db.c");
         assert_eq!(id.to_vec(), (1..=12).collect::<Vec<u8>>());
-        assert_eq!(compare(RawBsonRef::DbPointer(p), RawBsonRef::DbPointer(p)), Ordering::Equal);
+        assert_eq!(
+            compare(RawBsonRef::DbPointer(p), RawBsonRef::DbPointer(p)),
+            Ordering::Equal
+        );
     }
 }

@@ -227,7 +227,13 @@ mod tests {
             assert_eq!(value(v.as_raw_bson_ref()), want);
         }
         assert_eq!(element("a", RawBsonRef::Int32(1)), "a: 1");
-        assert_eq!(value(RawBsonRef::Document(&rawdoc! {"a": 1.0})), "{ a: 1.0 }");
-        assert_eq!(safe_num(RawBsonRef::Int64(i64::MAX)), "(NumberLong)9223372036854775807");
+        assert_eq!(
+            value(RawBsonRef::Document(&rawdoc! {"a": 1.0})),
+            "{ a: 1.0 }"
+        );
+        assert_eq!(
+            safe_num(RawBsonRef::Int64(i64::MAX)),
+            "(NumberLong)9223372036854775807"
+        );
     }
 }

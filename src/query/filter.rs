@@ -149,9 +149,9 @@ impl Expr {
             Expr::Nor(v) => !v.iter().any(|e| e.matches(doc)),
             Expr::Not(e) => !e.matches(doc),
             Expr::Const(b) => *b,
-            Expr::Path { path, pred } => {
-                path::any(doc, path.parts(), LeafArrays::Expand, |v| pred.matches_one(v))
-            }
+            Expr::Path { path, pred } => path::any(doc, path.parts(), LeafArrays::Expand, |v| {
+                pred.matches_one(v)
+            }),
         }
     }
 
@@ -348,11 +348,7 @@ fn comparison(path: &str, op: CmpOp, value: RawBsonRef<'_>) -> Result<Expr, Comm
 }
 
 /// The operators of `{path: {$op: …, …}}`, appended to `out` (they are AND-ed).
-fn parse_operators(
-    path: &str,
-    ops: &RawDocument,
-    out: &mut Vec<Expr>,
-) -> Result<(), CommandError> {
+fn parse_operators(path: &str, ops: &RawDocument, out: &mut Vec<Expr>) -> Result<(), CommandError> {
     for item in ops.iter() {
         let (op, value) = item.map_err(|e| invalid_bson(&e))?;
         let op = op.as_str();
@@ -467,30 +463,62 @@ mod tests {
             (rawdoc! {"a": 1}, rawdoc! {"a": [[1]]}, false),
             (rawdoc! {"a": null}, rawdoc! {}, true),
             (rawdoc! {"a": null}, rawdoc! {"a": null}, true),
-            (rawdoc! {"a": null}, rawdoc! {"a": bson::RawBson::Undefined}, true),
+            (
+                rawdoc! {"a": null},
+                rawdoc! {"a": bson::RawBson::Undefined},
+                true,
+            ),
             (rawdoc! {"a": null}, rawdoc! {"a": 0}, false),
             (rawdoc! {"a": null}, rawdoc! {"a": [1, null]}, true),
             (rawdoc! {"a": null}, rawdoc! {"a": []}, false),
             (rawdoc! {"a.b": null}, rawdoc! {"a": 1}, true),
-            (rawdoc! {"a.b": null}, rawdoc! {"a": [{"b": 1}, {"c": 1}]}, true),
+            (
+                rawdoc! {"a.b": null},
+                rawdoc! {"a": [{"b": 1}, {"c": 1}]},
+                true,
+            ),
             (rawdoc! {"a.b": null}, rawdoc! {"a": [1, 2]}, false),
-            (rawdoc! {"a.b": 2}, rawdoc! {"a": [{"b": 1}, {"b": 2}]}, true),
+            (
+                rawdoc! {"a.b": 2},
+                rawdoc! {"a": [{"b": 1}, {"b": 2}]},
+                true,
+            ),
             (rawdoc! {"a.b": 2}, rawdoc! {"a": {"b": [1, 2]}}, true),
             (rawdoc! {"a.1": 2}, rawdoc! {"a": [1, 2]}, true),
             (rawdoc! {"a.0.b": 1}, rawdoc! {"a": [{"b": 1}]}, true),
             (rawdoc! {"a": {"b": 1}}, rawdoc! {"a": {"b": 1}}, true),
-            (rawdoc! {"a": {"b": 1}}, rawdoc! {"a": {"b": 1, "c": 2}}, false),
-            (rawdoc! {"a": {"b": 1, "c": 2}}, rawdoc! {"a": {"c": 2, "b": 1}}, false),
+            (
+                rawdoc! {"a": {"b": 1}},
+                rawdoc! {"a": {"b": 1, "c": 2}},
+                false,
+            ),
+            (
+                rawdoc! {"a": {"b": 1, "c": 2}},
+                rawdoc! {"a": {"c": 2, "b": 1}},
+                false,
+            ),
             (rawdoc! {"a": {"b": 1}}, rawdoc! {"a": [{"b": 1}]}, true),
             (rawdoc! {"a": 1, "b": 2}, rawdoc! {"a": 1, "b": 2}, true),
             (rawdoc! {"a": 1, "b": 2}, rawdoc! {"a": 1, "b": 3}, false),
             (rawdoc! {"a": f64::NAN}, rawdoc! {"a": f64::NAN}, true),
             (rawdoc! {"a": {"$eq": [1]}}, rawdoc! {"a": [1]}, true),
-            (rawdoc! {"a": {"$ref": "c", "$id": 1}}, rawdoc! {"a": {"$ref": "c", "$id": 1}}, true),
-            (rawdoc! {"a": {"$eq": regex("x", "")}}, rawdoc! {"a": regex("x", "")}, true),
+            (
+                rawdoc! {"a": {"$ref": "c", "$id": 1}},
+                rawdoc! {"a": {"$ref": "c", "$id": 1}},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$eq": regex("x", "")}},
+                rawdoc! {"a": regex("x", "")},
+                true,
+            ),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(matches(filter.clone(), doc.clone()), want, "{filter:?} on {doc:?}");
+            assert_eq!(
+                matches(filter.clone(), doc.clone()),
+                want,
+                "{filter:?} on {doc:?}"
+            );
         }
     }
 
@@ -504,31 +532,83 @@ mod tests {
             (rawdoc! {"a": {"$gt": 5}}, rawdoc! {}, false),
             (rawdoc! {"a": {"$gt": 5}}, rawdoc! {"a": [1, 7]}, true),
             (rawdoc! {"a": {"$lt": 5}}, rawdoc! {"a": [6, 7]}, false),
-            (rawdoc! {"a": {"$gte": 5, "$lte": 5}}, rawdoc! {"a": 5.0}, true),
-            (rawdoc! {"a": {"$gt": 1, "$lt": 3}}, rawdoc! {"a": [0, 4]}, true),
+            (
+                rawdoc! {"a": {"$gte": 5, "$lte": 5}},
+                rawdoc! {"a": 5.0},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$gt": 1, "$lt": 3}},
+                rawdoc! {"a": [0, 4]},
+                true,
+            ),
             (rawdoc! {"a": {"$lt": "b"}}, rawdoc! {"a": "a"}, true),
             (rawdoc! {"a": {"$lt": "b"}}, rawdoc! {"a": 1}, false),
             (rawdoc! {"a": {"$gte": null}}, rawdoc! {}, true),
             (rawdoc! {"a": {"$lte": null}}, rawdoc! {"a": null}, true),
             (rawdoc! {"a": {"$gt": null}}, rawdoc! {"a": null}, false),
             (rawdoc! {"a": {"$lt": null}}, rawdoc! {"a": 1}, false),
-            (rawdoc! {"a": {"$lt": bson::RawBson::MaxKey}}, rawdoc! {"a": "x"}, true),
-            (rawdoc! {"a": {"$lt": bson::RawBson::MaxKey}}, rawdoc! {}, true),
-            (rawdoc! {"a": {"$gt": bson::RawBson::MinKey}}, rawdoc! {"a": true}, true),
-            (rawdoc! {"a": {"$gt": bson::RawBson::MinKey}}, rawdoc! {"a": bson::RawBson::MinKey}, false),
-            (rawdoc! {"a": {"$lt": bson::RawBson::MinKey}}, rawdoc! {"a": 1}, false),
+            (
+                rawdoc! {"a": {"$lt": bson::RawBson::MaxKey}},
+                rawdoc! {"a": "x"},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$lt": bson::RawBson::MaxKey}},
+                rawdoc! {},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$gt": bson::RawBson::MinKey}},
+                rawdoc! {"a": true},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$gt": bson::RawBson::MinKey}},
+                rawdoc! {"a": bson::RawBson::MinKey},
+                false,
+            ),
+            (
+                rawdoc! {"a": {"$lt": bson::RawBson::MinKey}},
+                rawdoc! {"a": 1},
+                false,
+            ),
             (rawdoc! {"a": {"$lt": 5}}, rawdoc! {"a": f64::NAN}, false),
             (rawdoc! {"a": {"$gt": f64::NAN}}, rawdoc! {"a": 1}, false),
-            (rawdoc! {"a": {"$gte": f64::NAN}}, rawdoc! {"a": f64::NAN}, true),
-            (rawdoc! {"a": {"$gt": f64::NAN}}, rawdoc! {"a": f64::NAN}, false),
+            (
+                rawdoc! {"a": {"$gte": f64::NAN}},
+                rawdoc! {"a": f64::NAN},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$gt": f64::NAN}},
+                rawdoc! {"a": f64::NAN},
+                false,
+            ),
             (rawdoc! {"a": {"$gt": [1]}}, rawdoc! {"a": [2]}, true),
             (rawdoc! {"a": {"$gt": [1]}}, rawdoc! {"a": [[2]]}, true),
-            (rawdoc! {"a": {"$gt": {"b": 1}}}, rawdoc! {"a": {"b": 2}}, true),
-            (rawdoc! {"a": {"$gt": 9_007_199_254_740_992_i64}}, rawdoc! {"a": 9_007_199_254_740_992.0}, false),
-            (rawdoc! {"a": {"$gt": 9_007_199_254_740_992.0}}, rawdoc! {"a": 9_007_199_254_740_993_i64}, true),
+            (
+                rawdoc! {"a": {"$gt": {"b": 1}}},
+                rawdoc! {"a": {"b": 2}},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$gt": 9_007_199_254_740_992_i64}},
+                rawdoc! {"a": 9_007_199_254_740_992.0},
+                false,
+            ),
+            (
+                rawdoc! {"a": {"$gt": 9_007_199_254_740_992.0}},
+                rawdoc! {"a": 9_007_199_254_740_993_i64},
+                true,
+            ),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(matches(filter.clone(), doc.clone()), want, "{filter:?} on {doc:?}");
+            assert_eq!(
+                matches(filter.clone(), doc.clone()),
+                want,
+                "{filter:?} on {doc:?}"
+            );
         }
     }
 
@@ -543,10 +623,18 @@ mod tests {
             (rawdoc! {"a": {"$in": [1, 2]}}, rawdoc! {"a": 2.0}, true),
             (rawdoc! {"a": {"$in": [1, 2]}}, rawdoc! {"a": [3, 1]}, true),
             (rawdoc! {"a": {"$in": [1, 2]}}, rawdoc! {"a": 3}, false),
-            (rawdoc! {"a": {"$in": [[1, 2]]}}, rawdoc! {"a": [1, 2]}, true),
+            (
+                rawdoc! {"a": {"$in": [[1, 2]]}},
+                rawdoc! {"a": [1, 2]},
+                true,
+            ),
             (rawdoc! {"a": {"$in": []}}, rawdoc! {"a": 1}, false),
             (rawdoc! {"a": {"$in": [null]}}, rawdoc! {}, true),
-            (rawdoc! {"a": {"$in": [null]}}, rawdoc! {"a": bson::RawBson::Undefined}, true),
+            (
+                rawdoc! {"a": {"$in": [null]}},
+                rawdoc! {"a": bson::RawBson::Undefined},
+                true,
+            ),
             (rawdoc! {"a": {"$nin": [1, 2]}}, rawdoc! {"a": 3}, true),
             (rawdoc! {"a": {"$nin": [1, 2]}}, rawdoc! {}, true),
             (rawdoc! {"a": {"$nin": [null]}}, rawdoc! {}, false),
@@ -554,50 +642,170 @@ mod tests {
             (rawdoc! {"a": {"$exists": true}}, rawdoc! {"a": null}, true),
             (rawdoc! {"a": {"$exists": true}}, rawdoc! {}, false),
             (rawdoc! {"a": {"$exists": 0}}, rawdoc! {}, true),
-            (rawdoc! {"a.b": {"$exists": true}}, rawdoc! {"a": [{"b": 1}]}, true),
-            (rawdoc! {"a.b": {"$exists": false}}, rawdoc! {"a": [1]}, true),
+            (
+                rawdoc! {"a.b": {"$exists": true}},
+                rawdoc! {"a": [{"b": 1}]},
+                true,
+            ),
+            (
+                rawdoc! {"a.b": {"$exists": false}},
+                rawdoc! {"a": [1]},
+                true,
+            ),
             (rawdoc! {"a": {"$exists": true}}, rawdoc! {"a": []}, true),
             (rawdoc! {"a": {"$not": {"$gt": 5}}}, rawdoc! {"a": 3}, true),
             (rawdoc! {"a": {"$not": {"$gt": 5}}}, rawdoc! {"a": 7}, false),
-            (rawdoc! {"a": {"$not": {"$gt": 5}}}, rawdoc! {"a": "x"}, true),
-            (rawdoc! {"a": {"$not": {"$gt": 1, "$lt": 5}}}, rawdoc! {"a": 3}, false),
-            (rawdoc! {"$and": [{"a": 1}, {"b": 2}]}, rawdoc! {"a": 1, "b": 2}, true),
-            (rawdoc! {"$and": [{"a": 1}, {"b": 2}]}, rawdoc! {"a": 1}, false),
-            (rawdoc! {"$or": [{"a": 1}, {"b": 2}]}, rawdoc! {"b": 2}, true),
-            (rawdoc! {"$or": [{"a": 1}, {"b": 2}]}, rawdoc! {"c": 2}, false),
-            (rawdoc! {"$nor": [{"a": 1}, {"b": 2}]}, rawdoc! {"c": 2}, true),
-            (rawdoc! {"$nor": [{"a": 1}, {"b": 2}]}, rawdoc! {"a": 1}, false),
+            (
+                rawdoc! {"a": {"$not": {"$gt": 5}}},
+                rawdoc! {"a": "x"},
+                true,
+            ),
+            (
+                rawdoc! {"a": {"$not": {"$gt": 1, "$lt": 5}}},
+                rawdoc! {"a": 3},
+                false,
+            ),
+            (
+                rawdoc! {"$and": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"a": 1, "b": 2},
+                true,
+            ),
+            (
+                rawdoc! {"$and": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"a": 1},
+                false,
+            ),
+            (
+                rawdoc! {"$or": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"b": 2},
+                true,
+            ),
+            (
+                rawdoc! {"$or": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"c": 2},
+                false,
+            ),
+            (
+                rawdoc! {"$nor": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"c": 2},
+                true,
+            ),
+            (
+                rawdoc! {"$nor": [{"a": 1}, {"b": 2}]},
+                rawdoc! {"a": 1},
+                false,
+            ),
             (rawdoc! {"$comment": "x", "a": 1}, rawdoc! {"a": 1}, true),
             (rawdoc! {"$alwaysFalse": 1}, rawdoc! {"a": 1}, false),
             (rawdoc! {"$alwaysTrue": 1}, rawdoc! {}, true),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(matches(filter.clone(), doc.clone()), want, "{filter:?} on {doc:?}");
+            assert_eq!(
+                matches(filter.clone(), doc.clone()),
+                want,
+                "{filter:?} on {doc:?}"
+            );
         }
     }
 
     #[test]
     fn compile_errors() {
         let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
-            (rawdoc! {"a": {"$foo": 1}}, ErrorCode::BadValue, "unknown operator: $foo"),
-            (rawdoc! {"$foo": 1}, ErrorCode::BadValue, "unknown top level operator: $foo"),
-            (rawdoc! {"$and": []}, ErrorCode::BadValue, "$and/$or/$nor must be a nonempty array"),
-            (rawdoc! {"$or": 1}, ErrorCode::BadValue, "$or must be an array"),
-            (rawdoc! {"$nor": [1]}, ErrorCode::BadValue, "$or/$and/$nor entries need to be full objects"),
-            (rawdoc! {"a": {"$in": 1}}, ErrorCode::BadValue, "$in needs an array"),
-            (rawdoc! {"a": {"$nin": {}}}, ErrorCode::BadValue, "$nin needs an array"),
-            (rawdoc! {"a": {"$in": [{"$gt": 1}]}}, ErrorCode::BadValue, "cannot nest $ under $in"),
-            (rawdoc! {"a": {"$gt": 1, "b": 1}}, ErrorCode::BadValue, "unknown operator: b"),
-            (rawdoc! {"a": {"$not": 1}}, ErrorCode::BadValue, "$not needs a regex or a document"),
-            (rawdoc! {"a": {"$not": {}}}, ErrorCode::BadValue, "$not cannot be empty"),
-            (rawdoc! {"a": bson::RawBson::Undefined}, ErrorCode::BadValue, "cannot compare to undefined"),
-            (rawdoc! {"a": {"$gt": regex("x", "")}}, ErrorCode::BadValue, "Can't have RegEx as arg to predicate over field 'a'."),
-            (rawdoc! {"a": {"$ne": regex("x", "")}}, ErrorCode::BadValue, "Can't have regex as arg to $ne."),
-            (rawdoc! {"a": {"$where": "x"}}, ErrorCode::BadValue, "$where cannot be applied to a field"),
-            (rawdoc! {"$alwaysTrue": 2}, ErrorCode::FailedToParse, "$alwaysTrue must be an integer value of 1"),
-            (rawdoc! {"a": regex("x", "")}, ErrorCode::NotImplemented, "regular expression matching is not supported by Ebb yet"),
-            (rawdoc! {"a": {"$size": 1}}, ErrorCode::NotImplemented, "the $size query operator is not supported by Ebb yet"),
-            (rawdoc! {"$where": "1"}, ErrorCode::NotImplemented, "the $where query operator is not supported by Ebb yet"),
+            (
+                rawdoc! {"a": {"$foo": 1}},
+                ErrorCode::BadValue,
+                "unknown operator: $foo",
+            ),
+            (
+                rawdoc! {"$foo": 1},
+                ErrorCode::BadValue,
+                "unknown top level operator: $foo",
+            ),
+            (
+                rawdoc! {"$and": []},
+                ErrorCode::BadValue,
+                "$and/$or/$nor must be a nonempty array",
+            ),
+            (
+                rawdoc! {"$or": 1},
+                ErrorCode::BadValue,
+                "$or must be an array",
+            ),
+            (
+                rawdoc! {"$nor": [1]},
+                ErrorCode::BadValue,
+                "$or/$and/$nor entries need to be full objects",
+            ),
+            (
+                rawdoc! {"a": {"$in": 1}},
+                ErrorCode::BadValue,
+                "$in needs an array",
+            ),
+            (
+                rawdoc! {"a": {"$nin": {}}},
+                ErrorCode::BadValue,
+                "$nin needs an array",
+            ),
+            (
+                rawdoc! {"a": {"$in": [{"$gt": 1}]}},
+                ErrorCode::BadValue,
+                "cannot nest $ under $in",
+            ),
+            (
+                rawdoc! {"a": {"$gt": 1, "b": 1}},
+                ErrorCode::BadValue,
+                "unknown operator: b",
+            ),
+            (
+                rawdoc! {"a": {"$not": 1}},
+                ErrorCode::BadValue,
+                "$not needs a regex or a document",
+            ),
+            (
+                rawdoc! {"a": {"$not": {}}},
+                ErrorCode::BadValue,
+                "$not cannot be empty",
+            ),
+            (
+                rawdoc! {"a": bson::RawBson::Undefined},
+                ErrorCode::BadValue,
+                "cannot compare to undefined",
+            ),
+            (
+                rawdoc! {"a": {"$gt": regex("x", "")}},
+                ErrorCode::BadValue,
+                "Can't have RegEx as arg to predicate over field 'a'.",
+            ),
+            (
+                rawdoc! {"a": {"$ne": regex("x", "")}},
+                ErrorCode::BadValue,
+                "Can't have regex as arg to $ne.",
+            ),
+            (
+                rawdoc! {"a": {"$where": "x"}},
+                ErrorCode::BadValue,
+                "$where cannot be applied to a field",
+            ),
+            (
+                rawdoc! {"$alwaysTrue": 2},
+                ErrorCode::FailedToParse,
+                "$alwaysTrue must be an integer value of 1",
+            ),
+            (
+                rawdoc! {"a": regex("x", "")},
+                ErrorCode::NotImplemented,
+                "regular expression matching is not supported by Ebb yet",
+            ),
+            (
+                rawdoc! {"a": {"$size": 1}},
+                ErrorCode::NotImplemented,
+                "the $size query operator is not supported by Ebb yet",
+            ),
+            (
+                rawdoc! {"$where": "1"},
+                ErrorCode::NotImplemented,
+                "the $where query operator is not supported by Ebb yet",
+            ),
         ];
         for (filter, code, msg) in cases {
             let err = Filter::compile(&filter).unwrap_err();
@@ -609,9 +817,18 @@ mod tests {
     fn id_equality_and_equality_fields() {
         let id = |f: RawDocumentBuf| Filter::compile(&f).unwrap().id_equality();
         assert_eq!(id(rawdoc! {"_id": 5}), Some(bson::RawBson::Int32(5)));
-        assert_eq!(id(rawdoc! {"_id": {"$eq": "x"}}), Some(bson::RawBson::String("x".into())));
-        assert_eq!(id(rawdoc! {"_id": 5, "a": 1}), Some(bson::RawBson::Int32(5)));
-        assert_eq!(id(rawdoc! {"$and": [{"a": 1}, {"_id": 5}]}), Some(bson::RawBson::Int32(5)));
+        assert_eq!(
+            id(rawdoc! {"_id": {"$eq": "x"}}),
+            Some(bson::RawBson::String("x".into()))
+        );
+        assert_eq!(
+            id(rawdoc! {"_id": 5, "a": 1}),
+            Some(bson::RawBson::Int32(5))
+        );
+        assert_eq!(
+            id(rawdoc! {"$and": [{"a": 1}, {"_id": 5}]}),
+            Some(bson::RawBson::Int32(5))
+        );
         assert_eq!(id(rawdoc! {"_id": [5]}), None);
         assert_eq!(id(rawdoc! {"_id": {"a": 1}}), None);
         assert_eq!(id(rawdoc! {"_id": {"$gt": 5}}), None);

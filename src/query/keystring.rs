@@ -69,7 +69,11 @@ fn encode_payload(v: RawBsonRef<'_>, out: &mut Vec<u8>) {
         RawBsonRef::Document(d) => encode_document(d, out),
         RawBsonRef::Array(a) => encode_array(a, out),
         RawBsonRef::Binary(b) => {
-            out.extend_from_slice(&u32::try_from(binary_len(b)).unwrap_or(u32::MAX).to_be_bytes());
+            out.extend_from_slice(
+                &u32::try_from(binary_len(b))
+                    .unwrap_or(u32::MAX)
+                    .to_be_bytes(),
+            );
             out.push(u8::from(b.subtype));
             out.extend_from_slice(b.bytes);
         }
@@ -115,7 +119,11 @@ fn encode_number(k: NumKey, out: &mut Vec<u8>) {
         NumKey::Zero => out.push(NUM_ZERO),
         NumKey::PosInf => out.push(NUM_POS_INF),
         NumKey::Neg(e, m) | NumKey::Pos(e, m) => {
-            out.push(if matches!(k, NumKey::Neg(..)) { NUM_NEG } else { NUM_POS });
+            out.push(if matches!(k, NumKey::Neg(..)) {
+                NUM_NEG
+            } else {
+                NUM_POS
+            });
             out.extend_from_slice(&e.to_be_bytes());
             out.extend_from_slice(&m.to_be_bytes());
         }
@@ -172,7 +180,10 @@ mod tests {
         assert_eq!(one, key(&RawBson::Int64(1)));
         assert_eq!(one, key(&RawBson::Double(1.0)));
         assert_eq!(key(&RawBson::Double(0.0)), key(&RawBson::Double(-0.0)));
-        assert_eq!(key(&RawBson::Double(f64::NAN)), key(&RawBson::Double(-f64::NAN)));
+        assert_eq!(
+            key(&RawBson::Double(f64::NAN)),
+            key(&RawBson::Double(-f64::NAN))
+        );
         assert_eq!(key(&rawbson!({"a": 1})), key(&rawbson!({"a": 1.0})));
         assert_eq!(key(&rawbson!("x")), key(&RawBson::Symbol("x".into())));
     }

@@ -239,19 +239,49 @@ mod tests {
             (rawdoc! {"a": [1, 2]}, "a", NoExpand, vec!["[1, 2]"]),
             (rawdoc! {"a": [[1]]}, "a", Expand, vec!["[1]", "[[1]]"]),
             (rawdoc! {"a": []}, "a", Expand, vec!["[]"]),
-            (rawdoc! {"a": [{"b": 1}, {"b": 2}]}, "a.b", Expand, vec!["1", "2"]),
-            (rawdoc! {"a": [{"b": 1}, {"c": 2}]}, "a.b", Expand, vec!["1", "missing"]),
+            (
+                rawdoc! {"a": [{"b": 1}, {"b": 2}]},
+                "a.b",
+                Expand,
+                vec!["1", "2"],
+            ),
+            (
+                rawdoc! {"a": [{"b": 1}, {"c": 2}]},
+                "a.b",
+                Expand,
+                vec!["1", "missing"],
+            ),
             (rawdoc! {"a": [1, 2]}, "a.b", Expand, vec![]),
             (rawdoc! {"a": []}, "a.b", Expand, vec![]),
             (rawdoc! {"a": [[{"b": 1}]]}, "a.b", Expand, vec![]),
-            (rawdoc! {"a": [{"b": [1, 2]}]}, "a.b", Expand, vec!["1", "2", "[1, 2]"]),
+            (
+                rawdoc! {"a": [{"b": [1, 2]}]},
+                "a.b",
+                Expand,
+                vec!["1", "2", "[1, 2]"],
+            ),
             (rawdoc! {"a": [5, 6]}, "a.1", Expand, vec!["6"]),
             (rawdoc! {"a": [[5], 6]}, "a.0", Expand, vec!["[5]"]),
-            (rawdoc! {"a": [{"b": 1}, {"b": 2}]}, "a.1.b", Expand, vec!["2"]),
+            (
+                rawdoc! {"a": [{"b": 1}, {"b": 2}]},
+                "a.1.b",
+                Expand,
+                vec!["2"],
+            ),
             // A numeric component is a field name of embedded documents too.
-            (rawdoc! {"a": [{"0": "x"}, 7]}, "a.0", Expand, vec!["x", "{ \"0\": \"x\" }"]),
+            (
+                rawdoc! {"a": [{"0": "x"}, 7]},
+                "a.0",
+                Expand,
+                vec!["x", "{ \"0\": \"x\" }"],
+            ),
             (rawdoc! {"a": {"0": 3}}, "a.0", Expand, vec!["3"]),
-            (rawdoc! {"a": [[{"b": 1}], [{"b": 2}]]}, "a.1.b", Expand, vec!["2"]),
+            (
+                rawdoc! {"a": [[{"b": 1}], [{"b": 2}]]},
+                "a.1.b",
+                Expand,
+                vec!["2"],
+            ),
             (rawdoc! {"a": [1, 2]}, "a.01", Expand, vec![]),
             (rawdoc! {"a": [1]}, "a.5", Expand, vec![]),
             (
@@ -285,7 +315,10 @@ mod tests {
     #[test]
     fn lookup_and_index() {
         let doc = rawdoc! {"a": [{"b": 1}, {"b": [7, 8]}], "c": {"d": true}};
-        assert_eq!(lookup(&doc, &["a", "1", "b", "0"]), Some(RawBsonRef::Int32(7)));
+        assert_eq!(
+            lookup(&doc, &["a", "1", "b", "0"]),
+            Some(RawBsonRef::Int32(7))
+        );
         assert_eq!(lookup(&doc, &["c", "d"]), Some(RawBsonRef::Boolean(true)));
         assert_eq!(lookup(&doc, &["a", "b"]), None);
         assert_eq!(lookup(&doc, &["x"]), None);

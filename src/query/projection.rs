@@ -335,20 +335,41 @@ mod tests {
             (rawdoc! {}, doc.clone()),
             (rawdoc! {"a": 1}, rawdoc! {"_id": 1, "a": 1}),
             (rawdoc! {"a": true, "_id": 0}, rawdoc! {"a": 1}),
-            (rawdoc! {"f": 1, "a": 1}, rawdoc! {"_id": 1, "a": 1, "f": "x"}),
-            (rawdoc! {"a": 0}, rawdoc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]], "f": "x"}),
-            (rawdoc! {"_id": 0}, rawdoc! {"a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]], "f": "x"}),
+            (
+                rawdoc! {"f": 1, "a": 1},
+                rawdoc! {"_id": 1, "a": 1, "f": "x"},
+            ),
+            (
+                rawdoc! {"a": 0},
+                rawdoc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]], "f": "x"},
+            ),
+            (
+                rawdoc! {"_id": 0},
+                rawdoc! {"a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]], "f": "x"},
+            ),
             (rawdoc! {"_id": 1}, rawdoc! {"_id": 1}),
-            (rawdoc! {"_id": 1, "a": 0, "f": 0}, rawdoc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]]}),
+            (
+                rawdoc! {"_id": 1, "a": 0, "f": 0},
+                rawdoc! {"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "d": 5}, 6, [{"c": 7, "x": 0}]]},
+            ),
             (rawdoc! {"b.c": 1}, rawdoc! {"_id": 1, "b": {"c": 2}}),
             (rawdoc! {"b": {"c": 1}}, rawdoc! {"_id": 1, "b": {"c": 2}}),
             (rawdoc! {"b.z": 1}, rawdoc! {"_id": 1, "b": {}}),
-            (rawdoc! {"e.c": 1, "_id": 0}, rawdoc! {"e": [{"c": 4}, [{"c": 7}]]}),
-            (rawdoc! {"e.c": 0, "b.d": 0, "_id": 0, "a": 0, "f": 0}, rawdoc! {"b": {"c": 2}, "e": [{"d": 5}, 6, [{"x": 0}]]}),
+            (
+                rawdoc! {"e.c": 1, "_id": 0},
+                rawdoc! {"e": [{"c": 4}, [{"c": 7}]]},
+            ),
+            (
+                rawdoc! {"e.c": 0, "b.d": 0, "_id": 0, "a": 0, "f": 0},
+                rawdoc! {"b": {"c": 2}, "e": [{"d": 5}, 6, [{"x": 0}]]},
+            ),
             (rawdoc! {"a.b": 1, "_id": 0}, rawdoc! {}),
             (rawdoc! {"a": 2.5, "z": -1}, rawdoc! {"_id": 1, "a": 1}),
             (rawdoc! {"a": "lit", "_id": 0}, rawdoc! {"a": "lit"}),
-            (rawdoc! {"z": null, "a": 1}, rawdoc! {"_id": 1, "a": 1, "z": null}),
+            (
+                rawdoc! {"z": null, "a": 1},
+                rawdoc! {"_id": 1, "a": 1, "z": null},
+            ),
             (rawdoc! {"q.r": 5, "_id": 0}, rawdoc! {"q": {"r": 5}}),
             (rawdoc! {"_id.x": 1}, rawdoc! {}),
         ];
@@ -366,19 +387,71 @@ mod tests {
     #[test]
     fn compile_errors() {
         let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
-            (rawdoc! {"a": 1, "b": 0}, ErrorCode::Location(31254), "Cannot do exclusion on field b in inclusion projection"),
-            (rawdoc! {"a": 0, "b": 1}, ErrorCode::Location(31253), "Cannot do inclusion on field b in exclusion projection"),
-            (rawdoc! {"a": 0, "b": {"c": 1}}, ErrorCode::Location(31253), "Cannot do inclusion on field c in exclusion projection"),
-            (rawdoc! {"a.b": 1, "a": 1}, ErrorCode::Location(31250), "Path collision at a"),
-            (rawdoc! {"a": 1, "a.b": 1}, ErrorCode::Location(31249), "Path collision at a.b remaining portion b"),
-            (rawdoc! {"a": 0, "b": "x"}, ErrorCode::Location(31310), "Cannot use an expression b: \"x\" in an exclusion projection"),
-            (rawdoc! {"a": {}}, ErrorCode::Location(51270), "An empty sub-projection is not a valid value. Found empty object at path"),
-            (rawdoc! {"$a": 1}, ErrorCode::Location(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField."),
-            (rawdoc! {"a..b": 1}, ErrorCode::Location(15998), "FieldPath field names may not be empty strings."),
-            (rawdoc! {"": 1}, ErrorCode::Location(40352), "FieldPath cannot be constructed with empty string"),
-            (rawdoc! {"a": {"$slice": 1}}, ErrorCode::NotImplemented, "the $slice projection operator is not supported by Ebb yet"),
-            (rawdoc! {"a.$": 1}, ErrorCode::NotImplemented, "the positional projection operator is not supported by Ebb yet"),
-            (rawdoc! {"a": "$b"}, ErrorCode::NotImplemented, "field path expressions in projections is not supported by Ebb yet"),
+            (
+                rawdoc! {"a": 1, "b": 0},
+                ErrorCode::Location(31254),
+                "Cannot do exclusion on field b in inclusion projection",
+            ),
+            (
+                rawdoc! {"a": 0, "b": 1},
+                ErrorCode::Location(31253),
+                "Cannot do inclusion on field b in exclusion projection",
+            ),
+            (
+                rawdoc! {"a": 0, "b": {"c": 1}},
+                ErrorCode::Location(31253),
+                "Cannot do inclusion on field c in exclusion projection",
+            ),
+            (
+                rawdoc! {"a.b": 1, "a": 1},
+                ErrorCode::Location(31250),
+                "Path collision at a",
+            ),
+            (
+                rawdoc! {"a": 1, "a.b": 1},
+                ErrorCode::Location(31249),
+                "Path collision at a.b remaining portion b",
+            ),
+            (
+                rawdoc! {"a": 0, "b": "x"},
+                ErrorCode::Location(31310),
+                "Cannot use an expression b: \"x\" in an exclusion projection",
+            ),
+            (
+                rawdoc! {"a": {}},
+                ErrorCode::Location(51270),
+                "An empty sub-projection is not a valid value. Found empty object at path",
+            ),
+            (
+                rawdoc! {"$a": 1},
+                ErrorCode::Location(16410),
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            ),
+            (
+                rawdoc! {"a..b": 1},
+                ErrorCode::Location(15998),
+                "FieldPath field names may not be empty strings.",
+            ),
+            (
+                rawdoc! {"": 1},
+                ErrorCode::Location(40352),
+                "FieldPath cannot be constructed with empty string",
+            ),
+            (
+                rawdoc! {"a": {"$slice": 1}},
+                ErrorCode::NotImplemented,
+                "the $slice projection operator is not supported by Ebb yet",
+            ),
+            (
+                rawdoc! {"a.$": 1},
+                ErrorCode::NotImplemented,
+                "the positional projection operator is not supported by Ebb yet",
+            ),
+            (
+                rawdoc! {"a": "$b"},
+                ErrorCode::NotImplemented,
+                "field path expressions in projections is not supported by Ebb yet",
+            ),
         ];
         for (spec, code, msg) in cases {
             let err = Projection::compile(&spec).unwrap_err();

@@ -43,7 +43,11 @@ impl SortSpec {
             let name = name.as_str();
             let direction = match value {
                 RawBsonRef::Document(d) => {
-                    let first = d.iter().next().and_then(Result::ok).map(|(k, _)| k.as_str());
+                    let first = d
+                        .iter()
+                        .next()
+                        .and_then(Result::ok)
+                        .map(|(k, _)| k.as_str());
                     if first == Some("$meta") {
                         return Err(not_implemented("$meta sort keys"));
                     }
@@ -105,7 +109,11 @@ impl SortSpec {
                 key_values(RawBsonRef::Document(doc), &k.path, &mut |v| {
                     let better = best.is_none_or(|b| {
                         let ord = compare(v, b);
-                        if k.ascending { ord.is_lt() } else { ord.is_gt() }
+                        if k.ascending {
+                            ord.is_lt()
+                        } else {
+                            ord.is_gt()
+                        }
                     });
                     if better {
                         best = Some(v);
@@ -218,21 +226,55 @@ mod tests {
             rawdoc! {"_id": 4, "a": [{"x": 1}, {"b": 5}], "c": 0},
         ];
         assert_eq!(sorted(rawdoc! {"a.b": 1, "c": 1}, &docs), vec![4, 2, 3, 1]);
-        assert_eq!(sorted(rawdoc! {"a.b": -1, "c": -1}, &docs), vec![2, 4, 1, 3]);
-        assert_eq!(sorted(rawdoc! {"c": 1.0, "_id": -1}, &docs), vec![4, 3, 2, 1]);
+        assert_eq!(
+            sorted(rawdoc! {"a.b": -1, "c": -1}, &docs),
+            vec![2, 4, 1, 3]
+        );
+        assert_eq!(
+            sorted(rawdoc! {"c": 1.0, "_id": -1}, &docs),
+            vec![4, 3, 2, 1]
+        );
         assert_eq!(sorted(rawdoc! {"a.1.b": 1}, &docs), vec![1, 3, 2, 4]);
     }
 
     #[test]
     fn compile_errors() {
         let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
-            (rawdoc! {"a": 2}, ErrorCode::Location(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)"),
-            (rawdoc! {"a": 0}, ErrorCode::Location(15975), "$sort key ordering must be 1 (for ascending) or -1 (for descending)"),
-            (rawdoc! {"a": "x"}, ErrorCode::Location(15974), "Illegal key in $sort specification: a: \"x\""),
-            (rawdoc! {"a": {"b": 1}}, ErrorCode::Location(17312), "$meta is the only expression supported by $sort right now"),
-            (rawdoc! {"a": 1, "a": -1}, ErrorCode::Location(7_472_500), "$sort key must not contain duplicate keys (duplicate: 'a')"),
-            (rawdoc! {"$a": 1}, ErrorCode::Location(16410), "FieldPath field names may not start with '$'. Consider using $getField or $setField."),
-            (rawdoc! {"a": {"$meta": "textScore"}}, ErrorCode::NotImplemented, "$meta sort keys is not supported by Ebb yet"),
+            (
+                rawdoc! {"a": 2},
+                ErrorCode::Location(15975),
+                "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+            ),
+            (
+                rawdoc! {"a": 0},
+                ErrorCode::Location(15975),
+                "$sort key ordering must be 1 (for ascending) or -1 (for descending)",
+            ),
+            (
+                rawdoc! {"a": "x"},
+                ErrorCode::Location(15974),
+                "Illegal key in $sort specification: a: \"x\"",
+            ),
+            (
+                rawdoc! {"a": {"b": 1}},
+                ErrorCode::Location(17312),
+                "$meta is the only expression supported by $sort right now",
+            ),
+            (
+                rawdoc! {"a": 1, "a": -1},
+                ErrorCode::Location(7_472_500),
+                "$sort key must not contain duplicate keys (duplicate: 'a')",
+            ),
+            (
+                rawdoc! {"$a": 1},
+                ErrorCode::Location(16410),
+                "FieldPath field names may not start with '$'. Consider using $getField or $setField.",
+            ),
+            (
+                rawdoc! {"a": {"$meta": "textScore"}},
+                ErrorCode::NotImplemented,
+                "$meta sort keys is not supported by Ebb yet",
+            ),
         ];
         for (spec, code, msg) in cases {
             let err = SortSpec::compile(&spec).unwrap_err();

@@ -417,7 +417,10 @@ impl ObjectNode {
                 Err(idx) => {
                     node.children.insert(
                         idx,
-                        ((*part).to_owned(), UpdateNode::Object(ObjectNode::default())),
+                        (
+                            (*part).to_owned(),
+                            UpdateNode::Object(ObjectNode::default()),
+                        ),
                     );
                     let UpdateNode::Object(next) = &mut node.children[idx].1 else {
                         unreachable!("just inserted an object node");
@@ -447,7 +450,12 @@ impl ObjectNode {
             present[idx] = true;
             let child = &self.children[idx].1;
             let new = child.apply_existing(v, k.as_str(), false, ctx)?;
-            if top && k.as_str() == "_id" && !new.as_ref().is_some_and(|n| binary_equal(v, n.as_raw_bson_ref())) {
+            if top
+                && k.as_str() == "_id"
+                && !new
+                    .as_ref()
+                    .is_some_and(|n| binary_equal(v, n.as_raw_bson_ref()))
+            {
                 return Err(CommandError::new(
                     ErrorCode::ImmutableField,
                     format!(
@@ -535,7 +543,9 @@ impl UpdateNode {
                 RawBsonRef::Document(d) => {
                     Ok(Some(RawBson::Document(node.apply_to_doc(d, false, ctx)?)))
                 }
-                RawBsonRef::Array(a) => Ok(Some(RawBson::Array(node.apply_to_array(name, a, ctx)?))),
+                RawBsonRef::Array(a) => {
+                    Ok(Some(RawBson::Array(node.apply_to_array(name, a, ctx)?)))
+                }
                 scalar => match node.first_creating(ctx) {
                     Some(part) => Err(cannot_create(part, name, scalar)),
                     None => Ok(Some(scalar.into())),
@@ -578,10 +588,7 @@ impl UpdateNode {
     fn first_path(&self) -> &str {
         match self {
             UpdateNode::Leaf(leaf) => &leaf.path,
-            UpdateNode::Object(node) => node
-                .children
-                .first()
-                .map_or("", |(_, c)| c.first_path()),
+            UpdateNode::Object(node) => node.children.first().map_or("", |(_, c)| c.first_path()),
         }
     }
 }
@@ -647,7 +654,10 @@ fn arithmetic(
         Arith::Add => ("$inc", |a, b| a + b, i64::checked_add, |a, b| a + b),
         Arith::Mul => ("$mul", |a, b| a * b, i64::checked_mul, |a, b| a * b),
     };
-    let id = || ctx.id.map_or_else(|| "no id".to_owned(), |id| display::element("_id", id));
+    let id = || {
+        ctx.id
+            .map_or_else(|| "no id".to_owned(), |id| display::element("_id", id))
+    };
     let int = |x: RawBsonRef<'_>| match x {
         RawBsonRef::Int32(i) => Some(i64::from(i)),
         RawBsonRef::Int64(i) => Some(i),
@@ -673,7 +683,10 @@ fn arithmetic(
                     )));
                 }
             },
-            _ => match (super::compare::number_as_f64(v), super::compare::number_as_f64(by)) {
+            _ => match (
+                super::compare::number_as_f64(v),
+                super::compare::number_as_f64(by),
+            ) {
                 (Some(a), Some(b)) => RawBson::Double(f64_op(a, b)),
                 _ => {
                     return Err(CommandError::type_mismatch(format!(
@@ -718,52 +731,179 @@ mod tests {
     use super::*;
     use bson::rawdoc;
 
-    fn apply(update: RawDocumentBuf, doc: RawDocumentBuf) -> Result<Option<RawDocumentBuf>, CommandError> {
+    fn apply(
+        update: RawDocumentBuf,
+        doc: RawDocumentBuf,
+    ) -> Result<Option<RawDocumentBuf>, CommandError> {
         Update::compile(&update)?.apply(&doc)
     }
 
     #[test]
     fn operator_table() -> Result<(), CommandError> {
         let cases: Vec<(RawDocumentBuf, RawDocumentBuf, Option<RawDocumentBuf>)> = vec![
-            (rawdoc! {"$set": {"a": 2}}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "a": 2})),
+            (
+                rawdoc! {"$set": {"a": 2}},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "a": 2}),
+            ),
             (rawdoc! {"$set": {"a": 1}}, rawdoc! {"_id": 1, "a": 1}, None),
-            (rawdoc! {"$set": {"a": 1.0}}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "a": 1.0})),
+            (
+                rawdoc! {"$set": {"a": 1.0}},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "a": 1.0}),
+            ),
             (rawdoc! {"$set": {}}, rawdoc! {"_id": 1}, None),
-            (rawdoc! {"$set": {"b": 1, "a": 2}}, rawdoc! {"_id": 1, "z": 0}, Some(rawdoc! {"_id": 1, "z": 0, "a": 2, "b": 1})),
-            (rawdoc! {"$set": {"a.b.c": 1}}, rawdoc! {"_id": 1}, Some(rawdoc! {"_id": 1, "a": {"b": {"c": 1}}})),
-            (rawdoc! {"$set": {"a.b": 1}}, rawdoc! {"_id": 1, "a": {"c": 0}}, Some(rawdoc! {"_id": 1, "a": {"c": 0, "b": 1}})),
-            (rawdoc! {"$set": {"a.1": 9}}, rawdoc! {"_id": 1, "a": [1, 2, 3]}, Some(rawdoc! {"_id": 1, "a": [1, 9, 3]})),
-            (rawdoc! {"$set": {"a.3": 9}}, rawdoc! {"_id": 1, "a": [1]}, Some(rawdoc! {"_id": 1, "a": [1, null, null, 9]})),
-            (rawdoc! {"$set": {"a.0.b": 9}}, rawdoc! {"_id": 1, "a": [{"b": 1}]}, Some(rawdoc! {"_id": 1, "a": [{"b": 9}]})),
-            (rawdoc! {"$set": {"a.0": 9}}, rawdoc! {"_id": 1}, Some(rawdoc! {"_id": 1, "a": {"0": 9}})),
-            (rawdoc! {"$set": {"a.0": 9}}, rawdoc! {"_id": 1, "a": {"0": 1}}, Some(rawdoc! {"_id": 1, "a": {"0": 9}})),
+            (
+                rawdoc! {"$set": {"b": 1, "a": 2}},
+                rawdoc! {"_id": 1, "z": 0},
+                Some(rawdoc! {"_id": 1, "z": 0, "a": 2, "b": 1}),
+            ),
+            (
+                rawdoc! {"$set": {"a.b.c": 1}},
+                rawdoc! {"_id": 1},
+                Some(rawdoc! {"_id": 1, "a": {"b": {"c": 1}}}),
+            ),
+            (
+                rawdoc! {"$set": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": {"c": 0}},
+                Some(rawdoc! {"_id": 1, "a": {"c": 0, "b": 1}}),
+            ),
+            (
+                rawdoc! {"$set": {"a.1": 9}},
+                rawdoc! {"_id": 1, "a": [1, 2, 3]},
+                Some(rawdoc! {"_id": 1, "a": [1, 9, 3]}),
+            ),
+            (
+                rawdoc! {"$set": {"a.3": 9}},
+                rawdoc! {"_id": 1, "a": [1]},
+                Some(rawdoc! {"_id": 1, "a": [1, null, null, 9]}),
+            ),
+            (
+                rawdoc! {"$set": {"a.0.b": 9}},
+                rawdoc! {"_id": 1, "a": [{"b": 1}]},
+                Some(rawdoc! {"_id": 1, "a": [{"b": 9}]}),
+            ),
+            (
+                rawdoc! {"$set": {"a.0": 9}},
+                rawdoc! {"_id": 1},
+                Some(rawdoc! {"_id": 1, "a": {"0": 9}}),
+            ),
+            (
+                rawdoc! {"$set": {"a.0": 9}},
+                rawdoc! {"_id": 1, "a": {"0": 1}},
+                Some(rawdoc! {"_id": 1, "a": {"0": 9}}),
+            ),
             (rawdoc! {"$set": {"_id": 1}}, rawdoc! {"_id": 1}, None),
-            (rawdoc! {"$unset": {"a": ""}}, rawdoc! {"_id": 1, "a": 1, "b": 2}, Some(rawdoc! {"_id": 1, "b": 2})),
-            (rawdoc! {"$unset": {"x": 1}}, rawdoc! {"_id": 1, "a": 1}, None),
-            (rawdoc! {"$unset": {"a.b": 1}}, rawdoc! {"_id": 1, "a": 1}, None),
-            (rawdoc! {"$unset": {"a.b": 1}}, rawdoc! {"_id": 1, "a": [1]}, None),
-            (rawdoc! {"$unset": {"a.0": 1}}, rawdoc! {"_id": 1, "a": [1, 2]}, Some(rawdoc! {"_id": 1, "a": [null, 2]})),
-            (rawdoc! {"$unset": {"a.b": 1}}, rawdoc! {"_id": 1, "a": {"b": 1, "c": 1}}, Some(rawdoc! {"_id": 1, "a": {"c": 1}})),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "a": 2})),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1}, Some(rawdoc! {"_id": 1, "a": 1})),
+            (
+                rawdoc! {"$unset": {"a": ""}},
+                rawdoc! {"_id": 1, "a": 1, "b": 2},
+                Some(rawdoc! {"_id": 1, "b": 2}),
+            ),
+            (
+                rawdoc! {"$unset": {"x": 1}},
+                rawdoc! {"_id": 1, "a": 1},
+                None,
+            ),
+            (
+                rawdoc! {"$unset": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": 1},
+                None,
+            ),
+            (
+                rawdoc! {"$unset": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": [1]},
+                None,
+            ),
+            (
+                rawdoc! {"$unset": {"a.0": 1}},
+                rawdoc! {"_id": 1, "a": [1, 2]},
+                Some(rawdoc! {"_id": 1, "a": [null, 2]}),
+            ),
+            (
+                rawdoc! {"$unset": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": {"b": 1, "c": 1}},
+                Some(rawdoc! {"_id": 1, "a": {"c": 1}}),
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "a": 2}),
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1},
+                Some(rawdoc! {"_id": 1, "a": 1}),
+            ),
             (rawdoc! {"$inc": {"a": 0}}, rawdoc! {"_id": 1, "a": 5}, None),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1, "a": i32::MAX}, Some(rawdoc! {"_id": 1, "a": 2_147_483_648_i64})),
-            (rawdoc! {"$inc": {"a": 1_i64}}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "a": 2_i64})),
-            (rawdoc! {"$inc": {"a": 0.5}}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "a": 1.5})),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1, "a": 1.5}, Some(rawdoc! {"_id": 1, "a": 2.5})),
-            (rawdoc! {"$inc": {"a.b": 2, "c": 1}}, rawdoc! {"_id": 1, "a": {"b": 1}}, Some(rawdoc! {"_id": 1, "a": {"b": 3}, "c": 1})),
-            (rawdoc! {"$inc": {"a.1": 2}}, rawdoc! {"_id": 1, "a": [1, 1]}, Some(rawdoc! {"_id": 1, "a": [1, 3]})),
-            (rawdoc! {"$mul": {"a": 3}}, rawdoc! {"_id": 1, "a": 2}, Some(rawdoc! {"_id": 1, "a": 6})),
-            (rawdoc! {"$mul": {"a": 3_i64}}, rawdoc! {"_id": 1}, Some(rawdoc! {"_id": 1, "a": 0_i64})),
-            (rawdoc! {"$min": {"a": 1}}, rawdoc! {"_id": 1, "a": 2}, Some(rawdoc! {"_id": 1, "a": 1})),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1, "a": i32::MAX},
+                Some(rawdoc! {"_id": 1, "a": 2_147_483_648_i64}),
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1_i64}},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "a": 2_i64}),
+            ),
+            (
+                rawdoc! {"$inc": {"a": 0.5}},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "a": 1.5}),
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1, "a": 1.5},
+                Some(rawdoc! {"_id": 1, "a": 2.5}),
+            ),
+            (
+                rawdoc! {"$inc": {"a.b": 2, "c": 1}},
+                rawdoc! {"_id": 1, "a": {"b": 1}},
+                Some(rawdoc! {"_id": 1, "a": {"b": 3}, "c": 1}),
+            ),
+            (
+                rawdoc! {"$inc": {"a.1": 2}},
+                rawdoc! {"_id": 1, "a": [1, 1]},
+                Some(rawdoc! {"_id": 1, "a": [1, 3]}),
+            ),
+            (
+                rawdoc! {"$mul": {"a": 3}},
+                rawdoc! {"_id": 1, "a": 2},
+                Some(rawdoc! {"_id": 1, "a": 6}),
+            ),
+            (
+                rawdoc! {"$mul": {"a": 3_i64}},
+                rawdoc! {"_id": 1},
+                Some(rawdoc! {"_id": 1, "a": 0_i64}),
+            ),
+            (
+                rawdoc! {"$min": {"a": 1}},
+                rawdoc! {"_id": 1, "a": 2},
+                Some(rawdoc! {"_id": 1, "a": 1}),
+            ),
             (rawdoc! {"$min": {"a": 3}}, rawdoc! {"_id": 1, "a": 2}, None),
-            (rawdoc! {"$max": {"a": "x"}}, rawdoc! {"_id": 1, "a": 2}, Some(rawdoc! {"_id": 1, "a": "x"})),
+            (
+                rawdoc! {"$max": {"a": "x"}},
+                rawdoc! {"_id": 1, "a": 2},
+                Some(rawdoc! {"_id": 1, "a": "x"}),
+            ),
             (rawdoc! {"$setOnInsert": {"a": 1}}, rawdoc! {"_id": 1}, None),
-            (rawdoc! {"$set": {"a": 1}, "$unset": {"b": 1}}, rawdoc! {"_id": 1, "b": 0}, Some(rawdoc! {"_id": 1, "a": 1})),
-            (rawdoc! {"$set": {"a.$x": 1}}, rawdoc! {"_id": 1}, Some(rawdoc! {"_id": 1, "a": {"$x": 1}})),
+            (
+                rawdoc! {"$set": {"a": 1}, "$unset": {"b": 1}},
+                rawdoc! {"_id": 1, "b": 0},
+                Some(rawdoc! {"_id": 1, "a": 1}),
+            ),
+            (
+                rawdoc! {"$set": {"a.$x": 1}},
+                rawdoc! {"_id": 1},
+                Some(rawdoc! {"_id": 1, "a": {"$x": 1}}),
+            ),
         ];
         for (update, doc, want) in cases {
-            assert_eq!(apply(update.clone(), doc.clone())?, want, "{update:?} on {doc:?}");
+            assert_eq!(
+                apply(update.clone(), doc.clone())?,
+                want,
+                "{update:?} on {doc:?}"
+            );
         }
         Ok(())
     }
@@ -771,14 +911,34 @@ mod tests {
     #[test]
     fn replacement_table() -> Result<(), CommandError> {
         let cases: Vec<(RawDocumentBuf, RawDocumentBuf, Option<RawDocumentBuf>)> = vec![
-            (rawdoc! {"b": 2}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "b": 2})),
-            (rawdoc! {}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1})),
-            (rawdoc! {"b": 2, "_id": 1}, rawdoc! {"_id": 1, "a": 1}, Some(rawdoc! {"_id": 1, "b": 2})),
-            (rawdoc! {"b": 2, "_id": 1.0}, rawdoc! {"_id": 1, "b": 2}, None),
+            (
+                rawdoc! {"b": 2},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "b": 2}),
+            ),
+            (
+                rawdoc! {},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1}),
+            ),
+            (
+                rawdoc! {"b": 2, "_id": 1},
+                rawdoc! {"_id": 1, "a": 1},
+                Some(rawdoc! {"_id": 1, "b": 2}),
+            ),
+            (
+                rawdoc! {"b": 2, "_id": 1.0},
+                rawdoc! {"_id": 1, "b": 2},
+                None,
+            ),
             (rawdoc! {"a": 1}, rawdoc! {"_id": 1, "a": 1}, None),
         ];
         for (update, doc, want) in cases {
-            assert_eq!(apply(update.clone(), doc.clone())?, want, "{update:?} on {doc:?}");
+            assert_eq!(
+                apply(update.clone(), doc.clone())?,
+                want,
+                "{update:?} on {doc:?}"
+            );
         }
         assert!(Update::compile(&rawdoc! {"a": 1})?.is_replacement());
         assert!(!Update::compile(&rawdoc! {"$set": {"a": 1}})?.is_replacement());
@@ -788,63 +948,180 @@ mod tests {
     #[test]
     fn errors() {
         let cases: Vec<(RawDocumentBuf, RawDocumentBuf, ErrorCode, &str)> = vec![
-            (rawdoc! {"$set": 1}, rawdoc! {}, ErrorCode::FailedToParse,
-             "Modifiers operate on fields but we found type int instead. For example: {$mod: {<field>: ...}} not {$set: 1}"),
-            (rawdoc! {"$set": "s"}, rawdoc! {}, ErrorCode::FailedToParse,
-             "Modifiers operate on fields but we found type string instead. For example: {$mod: {<field>: ...}} not {$set: \"s\"}"),
-            (rawdoc! {"$set": []}, rawdoc! {}, ErrorCode::FailedToParse,
-             "Modifiers operate on fields but we found type array instead. For example: {$mod: {<field>: ...}} not {$set: []}"),
-            (rawdoc! {"$foo": {"a": 1}}, rawdoc! {}, ErrorCode::FailedToParse,
-             "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array"),
-            (rawdoc! {"$set": {"a": 1}, "b": 1}, rawdoc! {}, ErrorCode::FailedToParse,
-             "Unknown modifier: b. Expected a valid update modifier or pipeline-style update specified as an array"),
-            (rawdoc! {"b": 1, "$set": {"a": 1}}, rawdoc! {}, ErrorCode::DollarPrefixedFieldName,
-             "The dollar ($) prefixed field '$set' in '$set' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."),
-            (rawdoc! {"$set": {"a": 1, "a.b": 1}}, rawdoc! {}, ErrorCode::ConflictingUpdateOperators,
-             "Updating the path 'a.b' would create a conflict at 'a'"),
-            (rawdoc! {"$set": {"a.b": 1}, "$inc": {"a": 1}}, rawdoc! {}, ErrorCode::ConflictingUpdateOperators,
-             "Updating the path 'a' would create a conflict at 'a'"),
-            (rawdoc! {"$set": {"a": 1}, "$unset": {"a": 1}}, rawdoc! {}, ErrorCode::ConflictingUpdateOperators,
-             "Updating the path 'a' would create a conflict at 'a'"),
-            (rawdoc! {"$set": {"": 1}}, rawdoc! {}, ErrorCode::EmptyFieldName, "An empty update path is not valid."),
-            (rawdoc! {"$set": {"a..b": 1}}, rawdoc! {}, ErrorCode::EmptyFieldName,
-             "The update path 'a..b' contains an empty field name, which is not allowed."),
-            (rawdoc! {"$inc": {"a": "x"}}, rawdoc! {}, ErrorCode::TypeMismatch,
-             "Cannot increment with non-numeric argument: {a: \"x\"}"),
-            (rawdoc! {"$mul": {"a": null}}, rawdoc! {}, ErrorCode::TypeMismatch,
-             "Cannot multiply with non-numeric argument: {a: null}"),
-            (rawdoc! {"$set": {"_id": 2}}, rawdoc! {"_id": 1}, ErrorCode::ImmutableField,
-             "Performing an update on the path '_id' would modify the immutable field '_id'"),
-            (rawdoc! {"$set": {"_id": 1.0}}, rawdoc! {"_id": 1}, ErrorCode::ImmutableField,
-             "Performing an update on the path '_id' would modify the immutable field '_id'"),
-            (rawdoc! {"$unset": {"_id": 1}}, rawdoc! {"_id": 1}, ErrorCode::ImmutableField,
-             "Performing an update on the path '_id' would modify the immutable field '_id'"),
-            (rawdoc! {"$set": {"_id.x": 2}}, rawdoc! {"_id": {"x": 1}}, ErrorCode::ImmutableField,
-             "Performing an update on the path '_id.x' would modify the immutable field '_id'"),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1, "a": "x"}, ErrorCode::TypeMismatch,
-             "Cannot apply $inc to a value of non-numeric type. {_id: 1} has the field 'a' of non-numeric type string"),
-            (rawdoc! {"$inc": {"a.0.b": 1}}, rawdoc! {"_id": "i", "a": [{"b": null}]}, ErrorCode::TypeMismatch,
-             "Cannot apply $inc to a value of non-numeric type. {_id: \"i\"} has the field 'b' of non-numeric type null"),
-            (rawdoc! {"$inc": {"a": 1}}, rawdoc! {"_id": 1, "a": i64::MAX}, ErrorCode::BadValue,
-             "Failed to apply $inc operations to current value ((NumberLong)9223372036854775807) for document {_id: 1}"),
-            (rawdoc! {"$inc": {"a": i64::MAX}}, rawdoc! {"_id": 1, "a": 42}, ErrorCode::BadValue,
-             "Failed to apply $inc operations to current value ((NumberInt)42) for document {_id: 1}"),
-            (rawdoc! {"$set": {"a.b": 1}}, rawdoc! {"_id": 1, "a": 5}, ErrorCode::PathNotViable,
-             "Cannot create field 'b' in element {a: 5}"),
-            (rawdoc! {"$set": {"a.b": 1}}, rawdoc! {"_id": 1, "a": [{"b": 0}]}, ErrorCode::PathNotViable,
-             "Cannot create field 'b' in element {a: [ { b: 0 } ]}"),
-            (rawdoc! {"$set": {"a.b.c": 1}}, rawdoc! {"_id": 1, "a": {"b": "x"}}, ErrorCode::PathNotViable,
-             "Cannot create field 'c' in element {b: \"x\"}"),
-            (rawdoc! {"$set": {"$x": 1}}, rawdoc! {"_id": 1}, ErrorCode::DollarPrefixedFieldName,
-             "The dollar ($) prefixed field '$x' in '$x' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."),
-            (rawdoc! {"_id": 2}, rawdoc! {"_id": 1}, ErrorCode::ImmutableField,
-             "After applying the update, the (immutable) field '_id' was found to have been altered to _id: 2"),
-            (rawdoc! {"$set": {"a.2000000": 1}}, rawdoc! {"_id": 1, "a": []}, ErrorCode::CannotBackfillArray,
-             "can't backfill more than 1500000 elements"),
-            (rawdoc! {"$set": {"a.$": 1}}, rawdoc! {}, ErrorCode::NotImplemented,
-             "positional update operators is not supported by Ebb yet"),
-            (rawdoc! {"$push": {"a": 1}}, rawdoc! {}, ErrorCode::NotImplemented,
-             "the $push update operator is not supported by Ebb yet"),
+            (
+                rawdoc! {"$set": 1},
+                rawdoc! {},
+                ErrorCode::FailedToParse,
+                "Modifiers operate on fields but we found type int instead. For example: {$mod: {<field>: ...}} not {$set: 1}",
+            ),
+            (
+                rawdoc! {"$set": "s"},
+                rawdoc! {},
+                ErrorCode::FailedToParse,
+                "Modifiers operate on fields but we found type string instead. For example: {$mod: {<field>: ...}} not {$set: \"s\"}",
+            ),
+            (
+                rawdoc! {"$set": []},
+                rawdoc! {},
+                ErrorCode::FailedToParse,
+                "Modifiers operate on fields but we found type array instead. For example: {$mod: {<field>: ...}} not {$set: []}",
+            ),
+            (
+                rawdoc! {"$foo": {"a": 1}},
+                rawdoc! {},
+                ErrorCode::FailedToParse,
+                "Unknown modifier: $foo. Expected a valid update modifier or pipeline-style update specified as an array",
+            ),
+            (
+                rawdoc! {"$set": {"a": 1}, "b": 1},
+                rawdoc! {},
+                ErrorCode::FailedToParse,
+                "Unknown modifier: b. Expected a valid update modifier or pipeline-style update specified as an array",
+            ),
+            (
+                rawdoc! {"b": 1, "$set": {"a": 1}},
+                rawdoc! {},
+                ErrorCode::DollarPrefixedFieldName,
+                "The dollar ($) prefixed field '$set' in '$set' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.",
+            ),
+            (
+                rawdoc! {"$set": {"a": 1, "a.b": 1}},
+                rawdoc! {},
+                ErrorCode::ConflictingUpdateOperators,
+                "Updating the path 'a.b' would create a conflict at 'a'",
+            ),
+            (
+                rawdoc! {"$set": {"a.b": 1}, "$inc": {"a": 1}},
+                rawdoc! {},
+                ErrorCode::ConflictingUpdateOperators,
+                "Updating the path 'a' would create a conflict at 'a'",
+            ),
+            (
+                rawdoc! {"$set": {"a": 1}, "$unset": {"a": 1}},
+                rawdoc! {},
+                ErrorCode::ConflictingUpdateOperators,
+                "Updating the path 'a' would create a conflict at 'a'",
+            ),
+            (
+                rawdoc! {"$set": {"": 1}},
+                rawdoc! {},
+                ErrorCode::EmptyFieldName,
+                "An empty update path is not valid.",
+            ),
+            (
+                rawdoc! {"$set": {"a..b": 1}},
+                rawdoc! {},
+                ErrorCode::EmptyFieldName,
+                "The update path 'a..b' contains an empty field name, which is not allowed.",
+            ),
+            (
+                rawdoc! {"$inc": {"a": "x"}},
+                rawdoc! {},
+                ErrorCode::TypeMismatch,
+                "Cannot increment with non-numeric argument: {a: \"x\"}",
+            ),
+            (
+                rawdoc! {"$mul": {"a": null}},
+                rawdoc! {},
+                ErrorCode::TypeMismatch,
+                "Cannot multiply with non-numeric argument: {a: null}",
+            ),
+            (
+                rawdoc! {"$set": {"_id": 2}},
+                rawdoc! {"_id": 1},
+                ErrorCode::ImmutableField,
+                "Performing an update on the path '_id' would modify the immutable field '_id'",
+            ),
+            (
+                rawdoc! {"$set": {"_id": 1.0}},
+                rawdoc! {"_id": 1},
+                ErrorCode::ImmutableField,
+                "Performing an update on the path '_id' would modify the immutable field '_id'",
+            ),
+            (
+                rawdoc! {"$unset": {"_id": 1}},
+                rawdoc! {"_id": 1},
+                ErrorCode::ImmutableField,
+                "Performing an update on the path '_id' would modify the immutable field '_id'",
+            ),
+            (
+                rawdoc! {"$set": {"_id.x": 2}},
+                rawdoc! {"_id": {"x": 1}},
+                ErrorCode::ImmutableField,
+                "Performing an update on the path '_id.x' would modify the immutable field '_id'",
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1, "a": "x"},
+                ErrorCode::TypeMismatch,
+                "Cannot apply $inc to a value of non-numeric type. {_id: 1} has the field 'a' of non-numeric type string",
+            ),
+            (
+                rawdoc! {"$inc": {"a.0.b": 1}},
+                rawdoc! {"_id": "i", "a": [{"b": null}]},
+                ErrorCode::TypeMismatch,
+                "Cannot apply $inc to a value of non-numeric type. {_id: \"i\"} has the field 'b' of non-numeric type null",
+            ),
+            (
+                rawdoc! {"$inc": {"a": 1}},
+                rawdoc! {"_id": 1, "a": i64::MAX},
+                ErrorCode::BadValue,
+                "Failed to apply $inc operations to current value ((NumberLong)9223372036854775807) for document {_id: 1}",
+            ),
+            (
+                rawdoc! {"$inc": {"a": i64::MAX}},
+                rawdoc! {"_id": 1, "a": 42},
+                ErrorCode::BadValue,
+                "Failed to apply $inc operations to current value ((NumberInt)42) for document {_id: 1}",
+            ),
+            (
+                rawdoc! {"$set": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": 5},
+                ErrorCode::PathNotViable,
+                "Cannot create field 'b' in element {a: 5}",
+            ),
+            (
+                rawdoc! {"$set": {"a.b": 1}},
+                rawdoc! {"_id": 1, "a": [{"b": 0}]},
+                ErrorCode::PathNotViable,
+                "Cannot create field 'b' in element {a: [ { b: 0 } ]}",
+            ),
+            (
+                rawdoc! {"$set": {"a.b.c": 1}},
+                rawdoc! {"_id": 1, "a": {"b": "x"}},
+                ErrorCode::PathNotViable,
+                "Cannot create field 'c' in element {b: \"x\"}",
+            ),
+            (
+                rawdoc! {"$set": {"$x": 1}},
+                rawdoc! {"_id": 1},
+                ErrorCode::DollarPrefixedFieldName,
+                "The dollar ($) prefixed field '$x' in '$x' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith.",
+            ),
+            (
+                rawdoc! {"_id": 2},
+                rawdoc! {"_id": 1},
+                ErrorCode::ImmutableField,
+                "After applying the update, the (immutable) field '_id' was found to have been altered to _id: 2",
+            ),
+            (
+                rawdoc! {"$set": {"a.2000000": 1}},
+                rawdoc! {"_id": 1, "a": []},
+                ErrorCode::CannotBackfillArray,
+                "can't backfill more than 1500000 elements",
+            ),
+            (
+                rawdoc! {"$set": {"a.$": 1}},
+                rawdoc! {},
+                ErrorCode::NotImplemented,
+                "positional update operators is not supported by Ebb yet",
+            ),
+            (
+                rawdoc! {"$push": {"a": 1}},
+                rawdoc! {},
+                ErrorCode::NotImplemented,
+                "the $push update operator is not supported by Ebb yet",
+            ),
         ];
         for (update, doc, code, msg) in cases {
             let err = apply(update.clone(), doc).unwrap_err();
@@ -855,41 +1132,75 @@ mod tests {
     #[test]
     fn upserts() -> Result<(), CommandError> {
         let eq = |pairs: &[(&str, RawBson)]| -> Vec<(String, RawBson)> {
-            pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
         };
         let set = Update::compile(&rawdoc! {"$set": {"c": 1}, "$setOnInsert": {"d": 2}})?;
         assert_eq!(
-            upsert_seed(&eq(&[("b", RawBson::Int32(1)), ("_id", RawBson::Int32(7)), ("a.x", RawBson::Int32(2))]), &set)?,
+            upsert_seed(
+                &eq(&[
+                    ("b", RawBson::Int32(1)),
+                    ("_id", RawBson::Int32(7)),
+                    ("a.x", RawBson::Int32(2))
+                ]),
+                &set
+            )?,
             rawdoc! {"_id": 7, "a": {"x": 2}, "b": 1, "c": 1, "d": 2}
         );
         let inc = Update::compile(&rawdoc! {"$inc": {"n": 1}})?;
-        assert_eq!(upsert_seed(&eq(&[("n", RawBson::Int32(5))]), &inc)?, rawdoc! {"n": 6});
+        assert_eq!(
+            upsert_seed(&eq(&[("n", RawBson::Int32(5))]), &inc)?,
+            rawdoc! {"n": 6}
+        );
         let id_set = Update::compile(&rawdoc! {"$set": {"_id": 3}})?;
         assert_eq!(upsert_seed(&[], &id_set)?, rawdoc! {"_id": 3});
         let err = upsert_seed(&eq(&[("_id", RawBson::Int32(1))]), &id_set).unwrap_err();
         assert_eq!(err.code, ErrorCode::ImmutableField);
-        let err = upsert_seed(&eq(&[("a", RawBson::Int32(1)), ("a.b", RawBson::Int32(1))]), &set)
-            .unwrap_err();
+        let err = upsert_seed(
+            &eq(&[("a", RawBson::Int32(1)), ("a.b", RawBson::Int32(1))]),
+            &set,
+        )
+        .unwrap_err();
         assert_eq!(
             (err.code, err.errmsg.as_str()),
-            (ErrorCode::NotSingleValueField, "cannot infer query fields to set, both paths 'a.b' and 'a' are matched")
+            (
+                ErrorCode::NotSingleValueField,
+                "cannot infer query fields to set, both paths 'a.b' and 'a' are matched"
+            )
         );
-        let err = upsert_seed(&eq(&[("a", RawBson::Int32(1)), ("a", RawBson::Int32(2))]), &set)
-            .unwrap_err();
-        assert_eq!(err.errmsg, "cannot infer query fields to set, path 'a' is matched twice");
+        let err = upsert_seed(
+            &eq(&[("a", RawBson::Int32(1)), ("a", RawBson::Int32(2))]),
+            &set,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.errmsg,
+            "cannot infer query fields to set, path 'a' is matched twice"
+        );
 
         let repl = Update::compile(&rawdoc! {"x": 1})?;
         assert_eq!(
-            upsert_seed(&eq(&[("a", RawBson::Int32(1)), ("_id", RawBson::Int32(9))]), &repl)?,
+            upsert_seed(
+                &eq(&[("a", RawBson::Int32(1)), ("_id", RawBson::Int32(9))]),
+                &repl
+            )?,
             rawdoc! {"_id": 9, "x": 1}
         );
-        assert_eq!(upsert_seed(&eq(&[("a", RawBson::Int32(1))]), &repl)?, rawdoc! {"x": 1});
+        assert_eq!(
+            upsert_seed(&eq(&[("a", RawBson::Int32(1))]), &repl)?,
+            rawdoc! {"x": 1}
+        );
         let err = upsert_seed(&eq(&[("_id.k", RawBson::Int32(1))]), &repl).unwrap_err();
         assert_eq!(err.code, ErrorCode::NotExactValueField);
         let repl_id = Update::compile(&rawdoc! {"x": 1, "_id": 2})?;
         assert_eq!(upsert_seed(&[], &repl_id)?, rawdoc! {"_id": 2, "x": 1});
         let bad_id = Update::compile(&rawdoc! {"_id": [1]})?;
-        assert_eq!(upsert_seed(&[], &bad_id).unwrap_err().code, ErrorCode::InvalidIdField);
+        assert_eq!(
+            upsert_seed(&[], &bad_id).unwrap_err().code,
+            ErrorCode::InvalidIdField
+        );
         Ok(())
     }
 }

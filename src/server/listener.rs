@@ -34,7 +34,11 @@ pub async fn run(
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
     let background = TaskTracker::new();
-    background.spawn(catalog::purge_task(catalog, Arc::clone(&state.purge_wake), cancel.clone()));
+    background.spawn(catalog::purge_task(
+        catalog,
+        Arc::clone(&state.purge_wake),
+        cancel.clone(),
+    ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
@@ -54,7 +58,9 @@ pub async fn run(
     background.close();
     background.wait().await;
     // Everything acknowledged is already durable; this syncs relaxed (j: false) writes too.
-    tokio::task::spawn_blocking(move || store.shutdown()).await.map_err(std::io::Error::other)?;
+    tokio::task::spawn_blocking(move || store.shutdown())
+        .await
+        .map_err(std::io::Error::other)?;
     info!("shutdown complete");
     Ok(())
 }

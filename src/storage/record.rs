@@ -37,8 +37,12 @@ pub fn encode(modified_ms: i64, expires_ms: i64, doc: &RawDocument) -> Vec<u8> {
 /// Reads a record value.
 pub fn decode(value: &[u8]) -> StorageResult<Record<'_>> {
     let corrupt = |what: &str| StorageError::Corrupt(format!("document record: {what}"));
-    let (head, body) = value.split_at_checked(HEADER_LEN).ok_or_else(|| corrupt("too short"))?;
-    let [format, rest @ ..] = head else { return Err(corrupt("too short")) };
+    let (head, body) = value
+        .split_at_checked(HEADER_LEN)
+        .ok_or_else(|| corrupt("too short"))?;
+    let [format, rest @ ..] = head else {
+        return Err(corrupt("too short"));
+    };
     if *format != FORMAT {
         return Err(corrupt("unknown format"));
     }
@@ -46,7 +50,11 @@ pub fn decode(value: &[u8]) -> StorageResult<Record<'_>> {
     let modified_ms = i64::from_le_bytes(m.try_into().map_err(|_| corrupt("header"))?);
     let expires_ms = i64::from_le_bytes(e.try_into().map_err(|_| corrupt("header"))?);
     let doc = RawDocument::from_bytes(body).map_err(|e| corrupt(&e.to_string()))?;
-    Ok(Record { modified_ms, expires_ms, doc })
+    Ok(Record {
+        modified_ms,
+        expires_ms,
+        doc,
+    })
 }
 
 /// The key prefix of a collection's documents.
