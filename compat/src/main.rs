@@ -3,7 +3,8 @@
 //!
 //! Case kinds, by directory and extension:
 //! - `cases/mongosh/*.js`: a mongosh script (`mongosh <uri> --quiet --file case.js`).
-//! - `cases/mongosh/*.eval`: shell syntax such as `show dbs`, given to `mongosh --eval`.
+//! - `cases/mongosh/*.eval`: lines typed into an interactive mongosh (shell syntax such as
+//!   `show dbs` works there), one statement a line.
 //! - `cases/pymongo/*.py`: a Python script using pymongo; `EBB_URI` names the server.
 //!
 //! A case passes when its client exits 0 within the time limit and its output contains every
@@ -162,13 +163,14 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
             c
         }
     };
+    let input = (case.kind == Kind::MongoshEval).then_some(text.as_str());
     cmd.env("EBB_URI", &uri)
         .env("MONGOSH_NO_TELEMETRY", "1")
         .env("DO_NOT_TRACK", "1")
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let result = run_with_timeout(cmd, CASE_TIMEOUT);
+    let result = run_with_timeout(cmd, input, CASE_TIMEOUT);
     stop.cancel();
     runtime.block_on(server).context("server task")??;
     let (ok, output) = result?;
@@ -187,8 +189,12 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
     Ok(())
 }
 
-fn run_with_timeout(mut cmd: Command, timeout: Duration) -> Result<(bool, String)> {
+fn run_with_timeout(mut cmd: Command, input: Option<&str>, timeout: Duration) -> Result<(bool, String)> {
     let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::io::Write::write_all(&mut stdin, text.as_bytes())?;
+        // Dropping stdin closes it: the shell exits after the last line.
+    }
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
