@@ -150,11 +150,7 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
         }
         Kind::MongoshEval => {
             let mut c = Command::new(client);
-            c.arg(&uri)
-                .arg("--quiet")
-                .arg("--norc")
-                .arg("--eval")
-                .arg(&text);
+            c.arg(&uri).arg("--quiet").arg("--norc");
             c
         }
         Kind::Python => {
@@ -167,7 +163,11 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
     cmd.env("EBB_URI", &uri)
         .env("MONGOSH_NO_TELEMETRY", "1")
         .env("DO_NOT_TRACK", "1")
-        .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let result = run_with_timeout(cmd, input, CASE_TIMEOUT);
@@ -189,7 +189,11 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
     Ok(())
 }
 
-fn run_with_timeout(mut cmd: Command, input: Option<&str>, timeout: Duration) -> Result<(bool, String)> {
+fn run_with_timeout(
+    mut cmd: Command,
+    input: Option<&str>,
+    timeout: Duration,
+) -> Result<(bool, String)> {
     let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
     if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
         std::io::Write::write_all(&mut stdin, text.as_bytes())?;
