@@ -129,15 +129,20 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
 }
 
 /// Checks a document about to be stored: size, `_id` type, top-level field names.
-fn check_storable(doc: &RawDocument) -> Result<(), CommandError> {
-    if doc.as_bytes().len() > MAX_DOC {
-        return Err(CommandError::new(
-            ErrorCode::BSONObjectTooLarge,
-            format!(
-                "object to insert too large. size in bytes: {}, max size: {MAX_DOC}",
-                doc.as_bytes().len()
-            ),
-        ));
+fn check_storable(doc: &RawDocument, updated: bool) -> Result<(), CommandError> {
+    let size = doc.as_bytes().len();
+    if size > MAX_DOC {
+        // mongod's two messages: one for inserted documents, one for update results.
+        return Err(if updated {
+            CommandError::new(
+                ErrorCode::BSONObjectTooLarge,
+                format!("Resulting document after update is larger than {MAX_DOC}"),
+            )
+        } else {
+            CommandError::bad_value(format!(
+                "object to insert too large. size in bytes: {size}, max size: {MAX_DOC}"
+            ))
+        });
     }
     for elem in doc.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -401,7 +406,7 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
         let mut n = 0;
         let mut errors = Vec::new();
         for (index, doc) in docs.iter().enumerate() {
-            let outcome = check_storable(doc)
+            let outcome = check_storable(doc, false)
                 .and_then(|()| with_id_first(doc))
                 .map_err(|e| (e, None))
                 .and_then(|doc| w.insert(&doc));
@@ -534,7 +539,7 @@ fn apply_update(
         }
         let seed = upsert_seed(&s.filter.equality_fields(), &s.update).map_err(|e| (e, None))?;
         let doc = with_id_first(&seed).map_err(|e| (e, None))?;
-        check_storable(&doc).map_err(|e| (e, None))?;
+        check_storable(&doc, true).map_err(|e| (e, None))?;
         w.insert(&doc)?;
         out.upserted = id_of(&doc).ok().map(RawBson::from);
         out.after = Some(doc);
@@ -544,7 +549,7 @@ fn apply_update(
         out.matched += 1;
         let changed = s.update.apply(&doc).map_err(|e| (e, None))?;
         if let Some(new_doc) = &changed {
-            check_storable(new_doc).map_err(|e| (e, None))?;
+            check_storable(new_doc, true).map_err(|e| (e, None))?;
             w.put(&id_key, new_doc);
             out.modified += 1;
         }
