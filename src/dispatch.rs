@@ -71,10 +71,16 @@ pub async fn handle(
         Ok(m) => m,
         Err(e) if e.is_connection_fatal() => return Err(e),
         Err(e) => {
-            // mongod answers these parse errors and reads on.
+            // mongod answers these parse errors and reads on, except that a request marked
+            // moreToCome is never answered.
+            let (op, flags) = original_op_and_flags(&frame.bytes);
+            if op == OpCode::Msg.as_i32() && MessageFlags(flags).contains(MessageFlags::MORE_TO_COME) {
+                info!(error = %e, "invalid moreToCome message dropped");
+                return Ok(());
+            }
             info!(error = %e, "invalid message answered with an error");
             let reply = CommandError::from(e).to_document();
-            let body = if frame.header.op_code == OpCode::Query.as_i32() {
+            let body = if op == OpCode::Query.as_i32() {
                 Body::Reply(OpReply::single(reply))
             } else {
                 Body::Msg(OpMsg::new(reply))
@@ -117,6 +123,18 @@ fn reply_to(request_id: i32, body: Body) -> Message {
         body,
         compressor: None,
     }
+}
+
+/// The opcode a message carries (seen through an OP_COMPRESSED envelope) and, for OP_MSG
+/// sent uncompressed, its flag bits; read straight from the frame for messages that did not
+/// parse.
+fn original_op_and_flags(message: &[u8]) -> (i32, u32) {
+    let word = |at: usize| message.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok());
+    let op = word(12).map_or(0, i32::from_le_bytes);
+    if op == OpCode::Compressed.as_i32() {
+        return (word(16).map_or(0, i32::from_le_bytes), 0);
+    }
+    (op, word(16).map_or(0, u32::from_le_bytes))
 }
 
 /// The size an OP_COMPRESSED message had before compression (header included), read from its

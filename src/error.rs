@@ -77,6 +77,7 @@ error_codes! {
     ShutdownInProgress = 91,
     OperationFailed = 96,
     NotExactValueField = 111,
+    ClientMetadataCannotBeMutated = 186,
     IllegalOpMsgFlag = 223,
     NotImplemented = 238,
     UnsupportedOpQueryCommand = 352,

@@ -192,7 +192,7 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
         Some(other) => return Err(wrong_type("aggregate.pipeline", other, " 'array'")),
         None => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 "BSON field 'aggregate.pipeline' is missing but a required field",
             ));
         }

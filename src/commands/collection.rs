@@ -242,7 +242,7 @@ fn split_namespace(
         Some(other) => return Err(wrong_type(field_name, other, " 'string'")),
         None => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 format!(
                     "BSON field 'renameCollection.{field_name}' is missing but a required field"
                 ),

@@ -48,7 +48,7 @@ pub(super) fn hello(
                     // mongod: the metadata may only be sent once, in the first hello.
                     if ctx.client_metadata.is_some() {
                         return Err(CommandError::new(
-                            ErrorCode::Location(186),
+                            ErrorCode::ClientMetadataCannotBeMutated,
                             "The client metadata document may only be sent in the first hello",
                         ));
                     }

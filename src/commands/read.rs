@@ -196,7 +196,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         Some(other) => return Err(wrong_type("getMore.collection", other, " 'string'")),
         None => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 "BSON field 'getMore.collection' is missing but a required field",
             ));
         }
@@ -234,7 +234,7 @@ pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandRes
         Some(other) => return Err(wrong_type("killCursors.cursors", other, " 'array'")),
         None => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 "BSON field 'killCursors.cursors' is missing but a required field",
             ));
         }
@@ -323,7 +323,7 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
         Some(other) => return Err(wrong_type("distinct.key", other, " 'string'")),
         None => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 "BSON field 'distinct.key' is missing but a required field",
             ));
         }

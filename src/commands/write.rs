@@ -108,7 +108,7 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
         }
         (None, None) => {
             return Err(CommandError::new(
-                ErrorCode::Location(40414),
+                ErrorCode::IDLFailedToParse,
                 format!(
                     "BSON field '{}.{name}' is missing but a required field",
                     req.name
@@ -480,13 +480,13 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> 
     }
     let q = q.ok_or_else(|| {
         CommandError::new(
-            ErrorCode::Location(40414),
+            ErrorCode::IDLFailedToParse,
             "BSON field 'update.updates.q' is missing but a required field",
         )
     })?;
     let u = u.ok_or_else(|| {
         CommandError::new(
-            ErrorCode::Location(40414),
+            ErrorCode::IDLFailedToParse,
             "BSON field 'update.updates.u' is missing but a required field",
         )
     })?;
@@ -655,13 +655,13 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
     }
     let q = q.ok_or_else(|| {
         CommandError::new(
-            ErrorCode::Location(40414),
+            ErrorCode::IDLFailedToParse,
             "BSON field 'delete.deletes.q' is missing but a required field",
         )
     })?;
     let limit = limit.ok_or_else(|| {
         CommandError::new(
-            ErrorCode::Location(40414),
+            ErrorCode::IDLFailedToParse,
             "BSON field 'delete.deletes.limit' is missing but a required field",
         )
     })?;

@@ -218,8 +218,9 @@ mod tests {
             rawbson!("a\u{1}"),
             rawbson!("ab"),
             rawbson!({}),
+            // Type rank comes before the field name.
+            RawBson::Document(rawdoc! {"a": RawBson::MinKey}),
             rawbson!({"": 1}),
-            rawbson!({"a": MinKey}),
             rawbson!({"a": 1}),
             rawbson!({"a": 1, "b": 1}),
             rawbson!({"a": 2}),

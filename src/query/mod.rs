@@ -21,6 +21,8 @@ pub mod filter;
 pub mod keystring;
 pub mod path;
 pub mod projection;
+#[cfg(test)]
+mod props;
 pub mod sort;
 pub mod update;
 

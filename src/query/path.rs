@@ -262,18 +262,19 @@ mod tests {
             ),
             (rawdoc! {"a": [5, 6]}, "a.1", Expand, vec!["6"]),
             (rawdoc! {"a": [[5], 6]}, "a.0", Expand, vec!["[5]"]),
+            // Each document element is also searched for a field named "1" (missing here).
             (
                 rawdoc! {"a": [{"b": 1}, {"b": 2}]},
                 "a.1.b",
                 Expand,
-                vec!["2"],
+                vec!["missing", "missing", "2"],
             ),
             // A numeric component is a field name of embedded documents too.
             (
                 rawdoc! {"a": [{"0": "x"}, 7]},
                 "a.0",
                 Expand,
-                vec!["x", "{ \"0\": \"x\" }"],
+                vec!["\"x\"", "{ \"0\": \"x\" }"],
             ),
             (rawdoc! {"a": {"0": 3}}, "a.0", Expand, vec!["3"]),
             (

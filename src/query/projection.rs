@@ -370,7 +370,7 @@ mod tests {
                 rawdoc! {"z": null, "a": 1},
                 rawdoc! {"_id": 1, "a": 1, "z": null},
             ),
-            (rawdoc! {"q.r": 5, "_id": 0}, rawdoc! {"q": {"r": 5}}),
+            (rawdoc! {"q.r": "v", "_id": 0}, rawdoc! {"q": {"r": "v"}}),
             (rawdoc! {"_id.x": 1}, rawdoc! {}),
         ];
         for (spec, want) in cases {
