@@ -72,9 +72,9 @@ impl Body {
     fn check_encodable(&self) -> Result<(), Error> {
         let nul = |s: &str| s.as_bytes().contains(&0);
         match self {
-            Body::Msg(m) if m.sequences.iter().any(|s| nul(&s.identifier)) => {
-                Err(Error::Malformed("document sequence identifier contains a NUL byte"))
-            }
+            Body::Msg(m) if m.sequences.iter().any(|s| nul(&s.identifier)) => Err(
+                Error::Malformed("document sequence identifier contains a NUL byte"),
+            ),
             Body::Query(q) if nul(&q.full_collection_name) => {
                 Err(Error::Malformed("fullCollectionName contains a NUL byte"))
             }
@@ -107,7 +107,10 @@ impl Message {
         let header = frame.header;
         let op = OpCode::from_i32(header.op_code)?;
         let (body, compressor) = if op == OpCode::Compressed {
-            let input = frame.bytes.get(HEADER_LEN..).ok_or(Error::Malformed("OP_COMPRESSED"))?;
+            let input = frame
+                .bytes
+                .get(HEADER_LEN..)
+                .ok_or(Error::Malformed("OP_COMPRESSED"))?;
             let (input, original) =
                 le_i32::<_, NomErr<'_>>(input).map_err(malformed("originalOpcode"))?;
             let (input, size) =
@@ -118,11 +121,14 @@ impl Message {
                 return Err(Error::Malformed("OP_COMPRESSED inside OP_COMPRESSED"));
             }
             let announced = size;
-            let size = usize::try_from(size)
-                .map_err(|_| Error::Malformed("negative uncompressedSize"))?;
+            let size =
+                usize::try_from(size).map_err(|_| Error::Malformed("negative uncompressedSize"))?;
             // Checked before anything is allocated for the decompressed bytes.
             if size > max.saturating_sub(HEADER_LEN) {
-                return Err(Error::MessageTooLarge { len: i64::from(announced) + 16, max });
+                return Err(Error::MessageTooLarge {
+                    len: i64::from(announced) + 16,
+                    max,
+                });
             }
             let compressor = Compressor::from_id(id)?;
             let inner = compressor.decompress(input, size)?;
@@ -140,7 +146,12 @@ impl Message {
         } else {
             (parse_body(op, &frame.bytes)?, None)
         };
-        Ok(Message { request_id: header.request_id, response_to: header.response_to, body, compressor })
+        Ok(Message {
+            request_id: header.request_id,
+            response_to: header.response_to,
+            body,
+            compressor,
+        })
     }
 
     /// Appends the encoded message to `out`, wrapped in `OP_COMPRESSED` when `compressor` is
@@ -205,7 +216,8 @@ impl Message {
                 header(HEADER_LEN + 9 + compressed.len(), OpCode::Compressed)?.write(out);
                 out.put_i32_le(op.as_i32());
                 out.put_i32_le(
-                    i32::try_from(plain.len()).map_err(|_| Error::Malformed("message too large"))?,
+                    i32::try_from(plain.len())
+                        .map_err(|_| Error::Malformed("message too large"))?,
                 );
                 out.put_u8(compressor.id());
                 out.put_slice(&compressed);
@@ -216,7 +228,9 @@ impl Message {
 }
 
 fn parse_body(op: OpCode, whole: &[u8]) -> Result<Body, Error> {
-    let rest = whole.get(HEADER_LEN..).ok_or(Error::Malformed("message shorter than header"))?;
+    let rest = whole
+        .get(HEADER_LEN..)
+        .ok_or(Error::Malformed("message shorter than header"))?;
     match op {
         OpCode::Msg => Ok(Body::Msg(OpMsg::parse(whole, HEADER_LEN)?)),
         OpCode::Query => Ok(Body::Query(OpQuery::parse(rest)?)),
@@ -262,7 +276,10 @@ mod tests {
             let mut buf = BytesMut::from(&PING[..n]);
             assert!(split(&mut buf)?.is_none(), "{n} bytes");
             assert_eq!(buf.len(), n, "nothing consumed");
-            assert!(buf.capacity() >= PING.len(), "room reserved for the whole frame");
+            assert!(
+                buf.capacity() >= PING.len(),
+                "room reserved for the whole frame"
+            );
         }
         Ok(())
     }
@@ -289,7 +306,10 @@ mod tests {
         let mut buf = header(16, 2013);
         let frame = split(&mut buf)?.ok_or("frame")?;
         assert!(buf.is_empty());
-        assert!(matches!(Message::decode(&frame, MAX_MESSAGE_SIZE), Err(Error::Malformed(_))));
+        assert!(matches!(
+            Message::decode(&frame, MAX_MESSAGE_SIZE),
+            Err(Error::Malformed(_))
+        ));
         Ok(())
     }
 
@@ -297,23 +317,34 @@ mod tests {
     fn bad_lengths_are_rejected_before_reserving() {
         for len in [15, 4, 0, -1, -16, i32::MIN] {
             let mut buf = header(len, 2013);
-            assert_eq!(split(&mut buf), Err(Error::MessageTooSmall(len)));
-            assert!(buf.capacity() < 1024, "capacity {} after length {len}", buf.capacity());
+            assert_eq!(split(&mut buf).err(), Some(Error::MessageTooSmall(len)));
+            assert!(
+                buf.capacity() < 1024,
+                "capacity {} after length {len}",
+                buf.capacity()
+            );
         }
         let too_large = i32::try_from(MAX_MESSAGE_SIZE + 1).unwrap_or(i32::MAX);
         for len in [too_large, i32::MAX] {
             let mut buf = header(len, 2013);
             assert_eq!(
-                split(&mut buf),
-                Err(Error::MessageTooLarge { len: i64::from(len), max: MAX_MESSAGE_SIZE })
+                split(&mut buf).err(),
+                Some(Error::MessageTooLarge {
+                    len: i64::from(len),
+                    max: MAX_MESSAGE_SIZE
+                })
             );
-            assert!(buf.capacity() < 1024, "capacity {} after length {len}", buf.capacity());
+            assert!(
+                buf.capacity() < 1024,
+                "capacity {} after length {len}",
+                buf.capacity()
+            );
         }
         // A caller-chosen limit applies too.
         let mut buf = BytesMut::from(&PING[..]);
         assert_eq!(
-            Frame::split(&mut buf, 50),
-            Err(Error::MessageTooLarge { len: 51, max: 50 })
+            Frame::split(&mut buf, 50).err(),
+            Some(Error::MessageTooLarge { len: 51, max: 50 })
         );
     }
 
@@ -322,21 +353,26 @@ mod tests {
         // OP_UPDATE (removed in 5.1), OP_COMMAND (removed in 4.2), and nonsense.
         for op in [2001, 2010, 9999, 0, -1] {
             let mut buf = header(1_000_000, op);
-            assert_eq!(split(&mut buf), Err(Error::UnknownOpCode(op)));
-            assert!(buf.capacity() < 1024, "capacity {} after opcode {op}", buf.capacity());
+            assert_eq!(split(&mut buf).err(), Some(Error::UnknownOpCode(op)));
+            assert!(
+                buf.capacity() < 1024,
+                "capacity {} after opcode {op}",
+                buf.capacity()
+            );
         }
     }
 
     #[test]
-    fn frame_eq_ignores_nothing() -> TestResult {
-        // `Frame` is not `PartialEq`; what matters is that decode sees exactly the frame.
+    fn decoded_message_carries_the_header_ids() -> TestResult {
         let mut buf = BytesMut::from(&PING[..]);
         let frame = split(&mut buf)?.ok_or("frame")?;
         let msg = Message::decode(&frame, MAX_MESSAGE_SIZE)?;
         assert_eq!(msg.request_id, 1);
         assert_eq!(msg.response_to, 0);
         assert_eq!(msg.compressor, None);
-        let Body::Msg(op) = msg.body else { return Err("not an OP_MSG".into()) };
+        let Body::Msg(op) = msg.body else {
+            return Err("not an OP_MSG".into());
+        };
         assert_eq!(op.body.as_bytes(), PING_DOC);
         Ok(())
     }
@@ -359,8 +395,14 @@ mod tests {
             query: rawdoc! { "isMaster": 1 },
             return_fields_selector: None,
         };
-        roundtrip!(Message { body: Body::Query(query), ..msg.clone() })?;
-        roundtrip!(Message { body: Body::Reply(OpReply::single(body)), ..msg })?;
+        roundtrip!(Message {
+            body: Body::Query(query),
+            ..msg.clone()
+        })?;
+        roundtrip!(Message {
+            body: Body::Reply(OpReply::single(body)),
+            ..msg
+        })?;
         Ok(())
     }
 
@@ -402,10 +444,19 @@ mod tests {
             query: rawdoc! { "isMaster": 1 },
             return_fields_selector: None,
         };
-        for msg in [msg.clone(), Message { body: Body::Query(query), ..msg }] {
+        for msg in [
+            msg.clone(),
+            Message {
+                body: Body::Query(query),
+                ..msg
+            },
+        ] {
             for compressor in [None, Some(Compressor::Zstd)] {
                 let mut out = BytesMut::from(&b"xyz"[..]);
-                assert!(matches!(msg.encode(compressor, &mut out), Err(Error::Malformed(_))));
+                assert!(matches!(
+                    msg.encode(compressor, &mut out),
+                    Err(Error::Malformed(_))
+                ));
                 assert_eq!(out[..], *b"xyz", "output untouched on error");
             }
         }

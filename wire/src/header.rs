@@ -61,7 +61,15 @@ impl MsgHeader {
         let (input, request_id) = le_i32(input)?;
         let (input, response_to) = le_i32(input)?;
         let (input, op_code) = le_i32(input)?;
-        Ok((input, MsgHeader { message_length, request_id, response_to, op_code }))
+        Ok((
+            input,
+            MsgHeader {
+                message_length,
+                request_id,
+                response_to,
+                op_code,
+            },
+        ))
     }
 
     /// Checks `messageLength` against `[HEADER_LEN, max]` and returns it as a `usize`.
@@ -72,7 +80,10 @@ impl MsgHeader {
             return Err(Error::MessageTooSmall(self.message_length));
         }
         if len > max {
-            return Err(Error::MessageTooLarge { len: i64::from(self.message_length), max });
+            return Err(Error::MessageTooLarge {
+                len: i64::from(self.message_length),
+                max,
+            });
         }
         Ok(len)
     }
@@ -103,7 +114,12 @@ mod tests {
         assert_eq!(rest, [0xaa]);
         assert_eq!(
             header,
-            MsgHeader { message_length: 51, request_id: 0x1234_5678, response_to: -1, op_code: 2013 }
+            MsgHeader {
+                message_length: 51,
+                request_id: 0x1234_5678,
+                response_to: -1,
+                op_code: 2013
+            }
         );
         let mut out = Vec::new();
         header.write(&mut out);
@@ -118,31 +134,68 @@ mod tests {
 
     #[test]
     fn checked_length_bounds() {
-        let header = |message_length| MsgHeader { message_length, request_id: 0, response_to: 0, op_code: 2013 };
+        let header = |message_length| MsgHeader {
+            message_length,
+            request_id: 0,
+            response_to: 0,
+            op_code: 2013,
+        };
         assert_eq!(header(16).checked_length(100), Ok(16));
         assert_eq!(header(100).checked_length(100), Ok(100));
-        assert_eq!(header(15).checked_length(100), Err(Error::MessageTooSmall(15)));
-        assert_eq!(header(0).checked_length(100), Err(Error::MessageTooSmall(0)));
-        assert_eq!(header(-1).checked_length(100), Err(Error::MessageTooSmall(-1)));
-        assert_eq!(header(i32::MIN).checked_length(100), Err(Error::MessageTooSmall(i32::MIN)));
+        assert_eq!(
+            header(15).checked_length(100),
+            Err(Error::MessageTooSmall(15))
+        );
+        assert_eq!(
+            header(0).checked_length(100),
+            Err(Error::MessageTooSmall(0))
+        );
+        assert_eq!(
+            header(-1).checked_length(100),
+            Err(Error::MessageTooSmall(-1))
+        );
+        assert_eq!(
+            header(i32::MIN).checked_length(100),
+            Err(Error::MessageTooSmall(i32::MIN))
+        );
         assert_eq!(
             header(101).checked_length(100),
             Err(Error::MessageTooLarge { len: 101, max: 100 })
         );
         assert_eq!(
             header(i32::MAX).checked_length(MAX_MESSAGE_SIZE),
-            Err(Error::MessageTooLarge { len: i64::from(i32::MAX), max: MAX_MESSAGE_SIZE })
+            Err(Error::MessageTooLarge {
+                len: i64::from(i32::MAX),
+                max: MAX_MESSAGE_SIZE
+            })
         );
     }
 
     #[test]
     fn opcodes() {
-        for op in [OpCode::Reply, OpCode::Query, OpCode::Compressed, OpCode::Msg] {
+        for op in [
+            OpCode::Reply,
+            OpCode::Query,
+            OpCode::Compressed,
+            OpCode::Msg,
+        ] {
             assert_eq!(OpCode::from_i32(op.as_i32()), Ok(op));
         }
         // OP_UPDATE, OP_INSERT, OP_GET_MORE, OP_DELETE, OP_KILL_CURSORS, OP_COMMAND,
         // OP_COMMANDREPLY and nonsense.
-        for code in [0, -1, 2001, 2002, 2005, 2006, 2007, 2010, 2011, 9999, i32::MIN] {
+        for code in [
+            0,
+            -1,
+            2001,
+            2002,
+            2005,
+            2006,
+            2007,
+            2010,
+            2011,
+            9999,
+            i32::MIN,
+        ] {
             assert_eq!(OpCode::from_i32(code), Err(Error::UnknownOpCode(code)));
         }
     }

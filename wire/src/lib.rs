@@ -5,12 +5,17 @@
 //! 1. [`Frame::split`] to cut one length-checked frame off a `BytesMut` (or `Ok(None)` while the
 //!    frame is incomplete). The header's `messageLength` is checked against the limit *before*
 //!    any memory is reserved for the body.
-//! 2. [`Message::decode`] to parse the frame's body with `nom`: `OP_MSG`, `OP_QUERY`, `OP_REPLY`, or
-//!    `OP_COMPRESSED` wrapping one of them.
+//! 2. [`Message::decode`] to parse the frame's body with `nom`: `OP_MSG`, `OP_QUERY`,
+//!    `OP_REPLY`, or `OP_COMPRESSED` wrapping one of them. Every received document is checked
+//!    in full by [`validate`], without recursion and with a nesting limit.
 //! 3. [`Message::encode`] to write a reply, optionally compressed.
 //!
 //! Errors say whether they are connection-fatal ([`Error::is_connection_fatal`]); the others are
 //! answered with a command error on the same `responseTo`, as `mongod` does.
+//!
+//! Tests: byte-literal fixtures in each module's `tests`, property tests in `props.rs` (shared
+//! fixtures and the `roundtrip!` macro in `testutil.rs`), and the cargo-fuzz target `decode`
+//! in `wire/fuzz` (`wire/fuzz/run.sh`, `FUZZ_SECONDS=60` by default).
 
 mod codec;
 mod error;

@@ -15,7 +15,7 @@ pub(crate) const PING_DOC: [u8; 30] = [
     0x00, // end of document
 ];
 
-/// The OP_MSG a driver sends for `db.adminCommand({ping: 1})`, requestID 1.
+/// The `OP_MSG` a driver sends for `db.adminCommand({ping: 1})`, requestID 1.
 pub(crate) const PING: [u8; 51] = [
     0x33, 0x00, 0x00, 0x00, // messageLength 51
     0x01, 0x00, 0x00, 0x00, // requestID 1
@@ -25,15 +25,18 @@ pub(crate) const PING: [u8; 51] = [
     0x00, // section kind 0
     0x1e, 0x00, 0x00, 0x00, //
     0x10, b'p', b'i', b'n', b'g', 0x00, 0x01, 0x00, 0x00, 0x00, //
-    0x02, b'$', b'd', b'b', 0x00, 0x06, 0x00, 0x00, 0x00, b'a', b'd', b'm', b'i', b'n', 0x00, //
+    0x02, b'$', b'd', b'b', 0x00, 0x06, 0x00, 0x00, 0x00, b'a', b'd', b'm', b'i', b'n',
+    0x00, //
     0x00,
 ];
 
 /// `{_id: 1}` and `{_id: 2}`, 14 bytes each.
-pub(crate) const ID1: [u8; 14] =
-    [0x0e, 0x00, 0x00, 0x00, 0x10, b'_', b'i', b'd', 0x00, 0x01, 0x00, 0x00, 0x00, 0x00];
-pub(crate) const ID2: [u8; 14] =
-    [0x0e, 0x00, 0x00, 0x00, 0x10, b'_', b'i', b'd', 0x00, 0x02, 0x00, 0x00, 0x00, 0x00];
+pub(crate) const ID1: [u8; 14] = [
+    0x0e, 0x00, 0x00, 0x00, 0x10, b'_', b'i', b'd', 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,
+];
+pub(crate) const ID2: [u8; 14] = [
+    0x0e, 0x00, 0x00, 0x00, 0x10, b'_', b'i', b'd', 0x00, 0x02, 0x00, 0x00, 0x00, 0x00,
+];
 
 /// Prepends a header whose `messageLength` counts the header and `body`.
 pub(crate) fn message(request_id: i32, response_to: i32, op_code: i32, body: &[u8]) -> Vec<u8> {
@@ -46,7 +49,7 @@ pub(crate) fn message(request_id: i32, response_to: i32, op_code: i32, body: &[u
     out
 }
 
-/// An OP_MSG (requestID 7) with `flags` and the given raw sections, without a checksum.
+/// An `OP_MSG` (requestID 7) with `flags` and the given raw sections, without a checksum.
 pub(crate) fn op_msg(flags: u32, sections: &[&[u8]]) -> Vec<u8> {
     let mut body = flags.to_le_bytes().to_vec();
     for section in sections {
@@ -57,7 +60,8 @@ pub(crate) fn op_msg(flags: u32, sections: &[&[u8]]) -> Vec<u8> {
 
 /// Appends the CRC-32C of `msg` after growing its `messageLength` by the four checksum bytes.
 pub(crate) fn with_checksum(mut msg: Vec<u8>) -> Vec<u8> {
-    set_i32(&mut msg, 0, read_i32(&msg, 0) + 4);
+    let len = read_i32(&msg, 0) + 4;
+    set_i32(&mut msg, 0, len);
     let crc = crc32c::crc32c(&msg);
     msg.extend_from_slice(&crc.to_le_bytes());
     msg
@@ -130,7 +134,11 @@ macro_rules! roundtrip {
             msg.encode(compressor, &mut buf)?;
             let frame = $crate::Frame::split(&mut buf, $crate::MAX_MESSAGE_SIZE)?
                 .ok_or("encoding is not a whole frame")?;
-            assert_eq!(::bytes::Buf::remaining(&buf), 0, "bytes left after the frame");
+            assert_eq!(
+                ::bytes::Buf::remaining(&buf),
+                0,
+                "bytes left after the frame"
+            );
             let decoded = $crate::Message::decode(&frame, $crate::MAX_MESSAGE_SIZE)?;
             assert_eq!(decoded, $crate::Message { compressor, ..msg });
             Ok(frame.bytes)
