@@ -114,7 +114,25 @@ pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
     Ok(())
 }
 
-/// Checks a namespace that a client may create or write to.
+/// `system.*` collections a client may create and write, as mongod's `isLegalClientSystemNS`
+/// allows (the others belong to the server).
+const CLIENT_SYSTEM_COLLECTIONS: &[&str] = &["system.js"];
+
+/// Checks a namespace that a client may create or write to: a valid name, and no server-owned
+/// `system.*` collection.
+pub fn validate_writable(db: &str, name: &str) -> Result<(), CommandError> {
+    validate_namespace(db, name)?;
+    if name.starts_with("system.") && !CLIENT_SYSTEM_COLLECTIONS.contains(&name) {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("Invalid system namespace: {db}.{name}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `db.name` is a valid namespace (reads accept any valid one; a missing
+/// collection is simply empty).
 pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
     validate_db_name(db)?;
     let ns = format!("{db}.{name}");
@@ -130,12 +148,6 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
             format!("Invalid namespace specified '{ns}'"),
-        ));
-    }
-    if name.starts_with("system.") {
-        return Err(CommandError::new(
-            ErrorCode::InvalidNamespace,
-            format!("Invalid system namespace: {ns}"),
         ));
     }
     Ok(())
@@ -263,7 +275,7 @@ impl Catalog {
         name: &str,
         options: RawDocumentBuf,
     ) -> Result<(Arc<Collection>, u64), CommandError> {
-        validate_namespace(db, name)?;
+        validate_writable(db, name)?;
         let _ddl = self.ddl();
         if self.get(db, name).is_some() {
             return Err(CommandError::new(
@@ -341,7 +353,7 @@ impl Catalog {
         to: (&str, &str),
         drop_target: bool,
     ) -> Result<u64, CommandError> {
-        validate_namespace(to.0, to.1)?;
+        validate_writable(to.0, to.1)?;
         let _ddl = self.ddl();
         let Some(source) = self.get(from.0, from.1) else {
             return Err(CommandError::new(

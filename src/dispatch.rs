@@ -74,7 +74,9 @@ pub async fn handle(
             // mongod answers these parse errors and reads on, except that a request marked
             // moreToCome is never answered.
             let (op, flags) = original_op_and_flags(&frame.bytes);
-            if op == OpCode::Msg.as_i32() && MessageFlags(flags).contains(MessageFlags::MORE_TO_COME) {
+            if op == OpCode::Msg.as_i32()
+                && MessageFlags(flags).contains(MessageFlags::MORE_TO_COME)
+            {
                 info!(error = %e, "invalid moreToCome message dropped");
                 return Ok(());
             }
@@ -129,7 +131,11 @@ fn reply_to(request_id: i32, body: Body) -> Message {
 /// sent uncompressed, its flag bits; read straight from the frame for messages that did not
 /// parse.
 fn original_op_and_flags(message: &[u8]) -> (i32, u32) {
-    let word = |at: usize| message.get(at..at + 4).and_then(|b| <[u8; 4]>::try_from(b).ok());
+    let word = |at: usize| {
+        message
+            .get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+    };
     let op = word(12).map_or(0, i32::from_le_bytes);
     if op == OpCode::Compressed.as_i32() {
         return (word(16).map_or(0, i32::from_le_bytes), 0);

@@ -240,9 +240,10 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
             },
             "$group" => Stage::Group(parse_group(doc_arg("$group")?)?),
             other => {
-                return Err(bad_stage(format!(
-                    "Unrecognized pipeline stage name: '{other}'"
-                )));
+                return Err(CommandError::new(
+                    ErrorCode::Location(40324),
+                    format!("Unrecognized pipeline stage name: '{other}'"),
+                ));
             }
         });
     }

@@ -181,8 +181,8 @@ impl WriteConcern {
                 ("wtimeout" | "fsync" | "provenance" | "wtimeoutMS", _) => {}
                 (other, _) => {
                     return Err(CommandError::new(
-                        crate::error::ErrorCode::FailedToParse,
-                        format!("unrecognized write concern field: {other}"),
+                        crate::error::ErrorCode::IDLUnknownField,
+                        format!("BSON field 'writeConcern.{other}' is an unknown field."),
                     ));
                 }
             }

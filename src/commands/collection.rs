@@ -7,7 +7,7 @@ use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, rawdoc};
 
 use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, wrong_type};
-use crate::catalog::{Collection, validate_db_name, validate_namespace};
+use crate::catalog::{Collection, validate_db_name, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::Filter;
@@ -265,7 +265,7 @@ pub(super) async fn rename_collection(req: &Request<'_>, state: &ServerState) ->
     let to = split_namespace("to", field(req, "to")?)?;
     let drop_target = opt_bool(req, "dropTarget")?.unwrap_or(false);
     let concern = WriteConcern::parse(req)?;
-    validate_namespace(&to.0, &to.1)?;
+    validate_writable(&to.0, &to.1)?;
     if from == to {
         return Err(CommandError::new(
             ErrorCode::IllegalOperation,
@@ -291,17 +291,17 @@ pub(super) async fn rename_collection(req: &Request<'_>, state: &ServerState) ->
 pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     let ns = format!("{}.{name}", req.db);
-    let Some(collection) = state.catalog.get(req.db, name) else {
-        return Err(CommandError::new(
-            ErrorCode::NamespaceNotFound,
-            format!("Collection [{ns}] not found."),
-        ));
+    // MongoDB 7.0 answers a missing collection with zeros.
+    let exists = state.catalog.get(req.db, name).is_some();
+    let (count, size) = match state.catalog.get(req.db, name) {
+        None => (0, 0),
+        Some(collection) => {
+            let catalog = std::sync::Arc::clone(&state.catalog);
+            tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection))
+                .await
+                .map_err(|e| CommandError::internal(e.to_string()))??
+        }
     };
-    let catalog = std::sync::Arc::clone(&state.catalog);
-    let (count, size) =
-        tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection))
-            .await
-            .map_err(|e| CommandError::internal(e.to_string()))??;
     let mut reply = rawdoc! {
         "ns": ns,
         "size": size,
@@ -312,8 +312,15 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
     }
     reply.append(cstr!("storageSize"), size);
     reply.append(cstr!("capped"), false);
-    reply.append(cstr!("nindexes"), 1);
-    reply.append(cstr!("indexSizes"), rawdoc! { "_id_": 0_i64 });
+    reply.append(cstr!("nindexes"), i32::from(exists));
+    reply.append(
+        cstr!("indexSizes"),
+        if exists {
+            rawdoc! { "_id_": 0_i64 }
+        } else {
+            rawdoc! {}
+        },
+    );
     reply.append(cstr!("totalIndexSize"), 0_i64);
     reply.append(cstr!("totalSize"), size);
     reply.append(cstr!("scaleFactor"), 1);

@@ -19,13 +19,14 @@ use crate::query::{keystring, path};
 use crate::state::{Metrics, ServerState};
 use crate::storage::{Snapshot, prefix_end, record};
 
-/// A non-negative count option (`skip`, `limit`, `batchSize`), with MongoDB's message.
-fn non_negative(req: &Request<'_>, name: &str, label: &str) -> CommandResult<Option<u64>> {
+/// A non-negative count option (`skip`, `limit`, `batchSize`), with MongoDB 7.0's IDL error.
+fn non_negative(req: &Request<'_>, name: &str, _label: &str) -> CommandResult<Option<u64>> {
     match opt_i64(req, name)? {
         None => Ok(None),
-        Some(n) if n < 0 => Err(CommandError::bad_value(format!(
-            "{label} value must be non-negative, but received: {n}"
-        ))),
+        Some(n) if n < 0 => Err(CommandError::new(
+            ErrorCode::Location(51024),
+            format!("BSON field '{name}' value must be >= 0, actual value '{n}'"),
+        )),
         Some(n) => Ok(Some(u64::try_from(n).unwrap_or(0))),
     }
 }

@@ -12,7 +12,7 @@ use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, wrong_type};
-use crate::catalog::{Collection, validate_namespace};
+use crate::catalog::{Collection, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::Filter;
@@ -57,9 +57,7 @@ fn dup_key_error(
 ) -> (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>) {
     let mut value = RawDocumentBuf::new();
     value.append(cstr!("_id"), id);
-    let shown = bson::Document::try_from(value.clone())
-        .map(|d| d.to_string())
-        .unwrap_or_default();
+    let shown = format!("{{ {} }}", crate::query::display::element("_id", id));
     (
         CommandError::new(
             ErrorCode::DuplicateKey,
@@ -78,9 +76,10 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
     let from_body = field(req, name)?;
     let docs: Vec<&RawDocument> = match (from_sequence, from_body) {
         (Some(_), Some(_)) => {
-            return Err(CommandError::bad_value(format!(
-                "Duplicate field '{name}' in the command body and a document sequence"
-            )));
+            return Err(CommandError::new(
+                ErrorCode::Location(40433),
+                format!("Duplicate field between body and document sequence {name}"),
+            ));
         }
         (Some(seq), None) => seq.documents.iter().map(AsRef::as_ref).collect(),
         (None, Some(RawBsonRef::Array(items))) => {
@@ -167,16 +166,41 @@ fn check_storable(doc: &RawDocument, updated: bool) -> Result<(), CommandError> 
                         "can't use a undefined for _id",
                     ));
                 }
+                bson::spec::ElementType::EmbeddedDocument => check_id_document(&elem)?,
                 _ => {}
             }
-        } else if key.starts_with('$') {
-            return Err(CommandError::new(
-                ErrorCode::DollarPrefixedFieldName,
-                format!("Document can't have $ prefixed field names: {key}"),
-            ));
         }
+        // Since MongoDB 5.0, other `$`-prefixed field names are stored as given.
     }
     Ok(())
+}
+
+/// An `_id` that is a document may hold no `$`-prefixed field, at any depth.
+fn check_id_document(elem: &bson::raw::RawElement<'_>) -> Result<(), CommandError> {
+    fn walk(d: &RawDocument) -> Result<(), CommandError> {
+        for entry in d {
+            let (k, v) =
+                entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+            if k.as_str().starts_with('$') {
+                return Err(CommandError::new(
+                    ErrorCode::DollarPrefixedFieldName,
+                    format!(
+                        "_id fields may not contain '$'-prefixed fields: {} is not valid for storage.",
+                        k.as_str()
+                    ),
+                ));
+            }
+            if let RawBsonRef::Document(inner) = v {
+                walk(inner)?;
+            }
+        }
+        Ok(())
+    }
+    match elem.value() {
+        Ok(RawBsonRef::Document(d)) => walk(d),
+        Ok(_) => Ok(()),
+        Err(e) => Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
 }
 
 /// The document as stored: `_id` first, generated as an ObjectId when missing. Returns the
@@ -217,6 +241,9 @@ fn id_of(doc: &RawDocument) -> CommandResult<RawBsonRef<'_>> {
 /// What a write statement sees and changes: one collection, at one instant.
 pub(crate) struct Writer<'a> {
     pub collection: &'a Collection,
+    catalog: &'a crate::catalog::Catalog,
+    /// The ticket of this writer's last commit.
+    ticket: Option<u64>,
     pub snapshot: Box<dyn Snapshot>,
     pub now_ms: i64,
     pub batch: Batch,
@@ -225,10 +252,16 @@ pub(crate) struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    pub fn new(collection: &'a Collection, snapshot: Box<dyn Snapshot>, now_ms: i64) -> Self {
+    pub fn new(
+        collection: &'a Collection,
+        catalog: &'a crate::catalog::Catalog,
+        now_ms: i64,
+    ) -> Self {
         Writer {
             collection,
-            snapshot,
+            catalog,
+            ticket: None,
+            snapshot: catalog.snapshot(),
             now_ms,
             batch: Batch::new(),
             pending: HashSet::new(),
@@ -269,6 +302,22 @@ impl<'a> Writer<'a> {
         let value = record::encode(self.now_ms, record::NEVER, doc);
         self.batch.put(Keyspace::Docs, self.key(id_key), value);
         self.pending.insert(id_key.to_vec());
+    }
+
+    /// Commits what this writer holds so far and reads on from a fresh snapshot, so that the
+    /// next statement of the command sees this one's writes. Returns the commit ticket.
+    fn flush(&mut self) -> CommandResult<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        self.ticket = Some(
+            self.catalog
+                .store()
+                .commit(std::mem::take(&mut self.batch))?,
+        );
+        self.snapshot = self.catalog.snapshot();
+        self.pending.clear();
+        Ok(())
     }
 
     fn delete(&mut self, id_key: &[u8]) {
@@ -340,22 +389,17 @@ async fn with_writer<T>(
         let Some(_guard) = collection.lock() else {
             continue;
         };
-        let mut writer = Writer::new(&collection, state.catalog.snapshot(), state.now_ms());
+        let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
         let result = f(&mut writer);
-        let batch = std::mem::take(&mut writer.batch);
-        let ticket = if batch.is_empty() {
-            None
-        } else {
-            Some(state.catalog.store().commit(batch)?)
-        };
-        break (result, ticket, created);
+        writer.flush()?;
+        break (result, writer.ticket, created);
     };
     concern.wait(state, ticket.or(created)).await?;
     Ok(Some(result))
 }
 
-/// The write errors of statements that did not parse (when nothing else ran).
-fn parse_errors<T>(parsed: Vec<CommandResult<T>>, ordered: bool) -> Vec<WriteError> {
+/// The write errors of statements that did not compile, for when nothing else ran.
+fn compile_errors<T>(parsed: Vec<CommandResult<T>>, ordered: bool) -> Vec<WriteError> {
     parsed
         .into_iter()
         .enumerate()
@@ -398,7 +442,7 @@ fn write_reply(n: i64, extra: Option<(i64, RawArrayBuf)>, errors: &[WriteError])
 
 pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
-    validate_namespace(req.db, name)?;
+    validate_writable(req.db, name)?;
     let docs = statements(req, "documents")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
@@ -439,7 +483,10 @@ struct UpdateStatement {
     multi: bool,
 }
 
-fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> {
+/// Parses one `updates` entry. The outer error is structural (a bad field, a missing `q`):
+/// mongod fails the whole command for it. The inner one comes from compiling the filter or
+/// the update, which mongod reports for that statement alone, in `writeErrors`.
+fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<UpdateStatement>> {
     let mut q = None;
     let mut u = None;
     let (mut upsert, mut multi) = (false, false);
@@ -490,19 +537,21 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<UpdateStatement> 
             "BSON field 'update.updates.u' is missing but a required field",
         )
     })?;
-    let update = Update::compile(u)?;
-    if multi && update.is_replacement() {
-        return Err(CommandError::new(
-            ErrorCode::FailedToParse,
-            "multi update is not supported for replacement-style update",
-        ));
-    }
-    Ok(UpdateStatement {
-        filter: Filter::compile(q)?,
-        update,
-        upsert,
-        multi,
-    })
+    Ok((|| {
+        let update = Update::compile(u)?;
+        if multi && update.is_replacement() {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "multi update is not supported for replacement-style update",
+            ));
+        }
+        Ok(UpdateStatement {
+            filter: Filter::compile(q)?,
+            update,
+            upsert,
+            multi,
+        })
+    })())
 }
 
 /// Outcome of one update statement.
@@ -561,24 +610,27 @@ fn apply_update(
 
 pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
-    validate_namespace(req.db, name)?;
+    validate_writable(req.db, name)?;
     let raw = statements(req, "updates")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
-    let mut parsed = Vec::with_capacity(raw.len());
-    for stmt in &raw {
-        parsed.push(parse_update_statement(stmt));
-    }
-    let create = parsed.iter().any(|p| p.as_ref().is_ok_and(|s| s.upsert));
+    // mongod parses every statement before running any: one bad statement fails the command.
+    let parsed = raw
+        .iter()
+        .map(|s| parse_update_statement(s))
+        .collect::<CommandResult<Vec<_>>>()?;
+    let create = parsed.iter().any(|s| s.as_ref().is_ok_and(|s| s.upsert));
     let result = with_writer(state, req.db, name, concern, create, |w| {
         let (mut n, mut modified) = (0, 0);
         let mut upserted = RawArrayBuf::new();
         let mut errors = Vec::new();
         for (index, stmt) in parsed.iter().enumerate() {
+            // Each statement sees the ones before it.
             let outcome = stmt
                 .as_ref()
                 .map_err(|e| (e.clone(), None))
-                .and_then(|s| apply_update(w, s, None));
+                .and_then(|s| apply_update(w, s, None))
+                .and_then(|u| w.flush().map(|()| u).map_err(|e| (e, None)));
             match outcome {
                 Ok(u) => {
                     n += u.matched;
@@ -602,9 +654,10 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         (n, modified, upserted, errors)
     })
     .await?;
-    // No such collection and no upsert: nothing matched, but statements may still be invalid.
+    // No such collection and no upsert: nothing matched; statements that did not compile are
+    // still reported.
     let (n, modified, upserted, errors) =
-        result.unwrap_or_else(|| (0, 0, RawArrayBuf::new(), parse_errors(parsed, ordered)));
+        result.unwrap_or_else(|| (0, 0, RawArrayBuf::new(), compile_errors(parsed, ordered)));
     state
         .metrics
         .op_update
@@ -617,7 +670,7 @@ struct DeleteStatement {
     limit_one: bool,
 }
 
-fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> {
+fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<DeleteStatement>> {
     let mut q = None;
     let mut limit = None;
     for elem in stmt {
@@ -629,7 +682,7 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
             ("limit", RawBsonRef::Int64(n)) => limit = Some(n),
             #[expect(clippy::cast_possible_truncation, reason = "compared exactly below")]
             ("limit", RawBsonRef::Double(d)) => {
-                limit = Some(if d.fract() == 0.0 { d as i64 } else { -1 })
+                limit = Some(if d.fract() == 0.0 { d as i64 } else { -1 });
             }
             ("limit", other) => {
                 return Err(wrong_type(
@@ -671,29 +724,34 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<DeleteStatement> 
             format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
         ));
     }
-    Ok(DeleteStatement {
-        filter: Filter::compile(q)?,
+    // As for updates, a filter that does not compile fails only its statement.
+    Ok(Filter::compile(q).map(|filter| DeleteStatement {
+        filter,
         limit_one: limit == 1,
-    })
+    }))
 }
 
 pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
-    validate_namespace(req.db, name)?;
+    validate_writable(req.db, name)?;
     let raw = statements(req, "deletes")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
-    let parsed: Vec<CommandResult<DeleteStatement>> =
-        raw.iter().map(|s| parse_delete_statement(s)).collect();
+    let parsed = raw
+        .iter()
+        .map(|s| parse_delete_statement(s))
+        .collect::<CommandResult<Vec<_>>>()?;
     let result = with_writer(state, req.db, name, concern, false, |w| {
         let mut n = 0;
         let mut errors = Vec::new();
         for (index, stmt) in parsed.iter().enumerate() {
-            let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|s| {
-                let found = w.matching(&s.filter, s.limit_one.then_some(1))?;
+            let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|stmt| {
+                let found = w.matching(&stmt.filter, stmt.limit_one.then_some(1))?;
                 for (id_key, _) in &found {
                     w.delete(id_key);
                 }
+                // Each statement sees the ones before it.
+                w.flush()?;
                 Ok(found.len())
             });
             match outcome {
@@ -713,7 +771,7 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         (n, errors)
     })
     .await?;
-    let (n, errors) = result.unwrap_or_else(|| (0, parse_errors(parsed, ordered)));
+    let (n, errors) = result.unwrap_or_else(|| (0, compile_errors(parsed, ordered)));
     state
         .metrics
         .op_delete
@@ -723,7 +781,7 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
 
 pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
-    validate_namespace(req.db, name)?;
+    validate_writable(req.db, name)?;
     let query = opt_doc(req, "query")?;
     let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
     let fields = opt_doc(req, "fields")?

@@ -12,7 +12,7 @@
 //! - binData by length, then subtype, then bytes;
 //! - ObjectId by its 12 bytes; booleans `false < true`; dates as signed milliseconds;
 //!   timestamps as unsigned 64-bit `(time, increment)`; regexes by pattern, then options;
-//!   DBPointers by namespace length, namespace, then id; JavaScript by code, then scope.
+//!   `DBPointer`s by namespace length, namespace, then id; JavaScript by code, then scope.
 //!
 //! As in mongod, `undefined` ranks just below `null` (mongod's `canonicalizeBSONType` gives
 //! undefined 0 and null 5); the manual's list omits undefined because it is deprecated. Query
@@ -35,7 +35,7 @@ use bson::{RawArray, RawBinaryRef, RawBsonRef, RawDocument, RawDocumentBuf, RawR
 /// Canonical type ranks, in MongoDB's order. The numbers are Ebb's own (they appear in
 /// [`keystring`](super::keystring) encodings) and are all non-zero, so 0 can end a sequence.
 pub mod rank {
-    /// MinKey, below everything.
+    /// `MinKey`, below everything.
     pub const MIN_KEY: u8 = 1;
     /// undefined (deprecated), just below null.
     pub const UNDEFINED: u8 = 2;
@@ -67,7 +67,7 @@ pub mod rank {
     pub const JAVASCRIPT: u8 = 60;
     /// javascriptWithScope (deprecated).
     pub const JAVASCRIPT_WITH_SCOPE: u8 = 65;
-    /// MaxKey, above everything.
+    /// `MaxKey`, above everything.
     pub const MAX_KEY: u8 = 127;
 }
 
@@ -249,7 +249,7 @@ fn compare_code_with_scope(
         .then_with(|| compare_docs(x.scope, y.scope))
 }
 
-/// The namespace bytes and id of a DBPointer. The `bson` crate keeps both fields private, so
+/// The namespace bytes and id of a `DBPointer`. The `bson` crate keeps both fields private, so
 /// they are read back from the value's BSON encoding (a rare, deprecated type).
 pub(crate) fn db_pointer_parts(p: RawDbPointerRef<'_>) -> (Vec<u8>, [u8; 12]) {
     let mut doc = RawDocumentBuf::new();
@@ -440,12 +440,12 @@ mod tests {
             // i64::MAX rounds up to 2^63 as a double; exact comparison keeps them apart.
             (
                 RawBson::Int64(i64::MAX),
-                RawBson::Double(9.223_372_036_854_775_807e18),
+                RawBson::Double(2f64.powi(63)),
                 Less,
             ),
             (
                 RawBson::Int64(i64::MIN),
-                RawBson::Double(-9.223_372_036_854_775_808e18),
+                RawBson::Double(-(2f64.powi(63))),
                 Equal,
             ),
             (RawBson::Int32(-5), RawBson::Int64(3), Less),

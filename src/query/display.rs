@@ -1,4 +1,5 @@
-//! Values rendered as mongod renders them in error messages (`BSONElement::toString`):
+//! Values rendered as mongod renders them in error messages (`BSONElement::toString`), for
+//! messages that must match mongod's:
 //! `{ a: 1, b: "x" }`, `[ 1, 2 ]`, `1.0` for whole doubles, `ObjectId('…')`, `new Date(…)`.
 
 use std::fmt::Write;
@@ -6,11 +7,11 @@ use std::fmt::Write;
 use bson::spec::ElementType;
 use bson::{RawBsonRef, RawDocument};
 
-use super::compare::decimal_to_f64;
+use super::compare::{db_pointer_parts, decimal_to_f64};
 
 /// MongoDB's name for a BSON type (`$type` aliases, error messages). Kept here rather than
 /// imported from `commands::args` so that `query` does not depend on `commands`.
-pub(crate) fn type_name(t: ElementType) -> &'static str {
+pub fn type_name(t: ElementType) -> &'static str {
     match t {
         ElementType::Double => "double",
         ElementType::String => "string",
@@ -37,7 +38,7 @@ pub(crate) fn type_name(t: ElementType) -> &'static str {
 }
 
 /// `name: value`, as mongod prints an element.
-pub(crate) fn element(name: &str, v: RawBsonRef<'_>) -> String {
+pub fn element(name: &str, v: RawBsonRef<'_>) -> String {
     let mut out = String::new();
     out.push_str(name);
     out.push_str(": ");
@@ -46,7 +47,7 @@ pub(crate) fn element(name: &str, v: RawBsonRef<'_>) -> String {
 }
 
 /// A value, as mongod prints it.
-pub(crate) fn value(v: RawBsonRef<'_>) -> String {
+pub fn value(v: RawBsonRef<'_>) -> String {
     let mut out = String::new();
     write_value(&mut out, v);
     out
@@ -67,7 +68,7 @@ fn write_document(out: &mut String, d: &RawDocument) {
 fn write_value(out: &mut String, v: RawBsonRef<'_>) {
     match v {
         RawBsonRef::Double(d) => out.push_str(&double(d)),
-        RawBsonRef::String(s) => {
+        RawBsonRef::String(s) | RawBsonRef::Symbol(s) => {
             let _ = write!(out, "\"{s}\"");
         }
         RawBsonRef::Document(d) => write_document(out, d),
@@ -101,11 +102,15 @@ fn write_value(out: &mut String, v: RawBsonRef<'_>) {
         RawBsonRef::RegularExpression(re) => {
             let _ = write!(out, "/{}/{}", re.pattern.as_str(), re.options.as_str());
         }
-        RawBsonRef::DbPointer(_) => out.push_str("DBRef(...)"),
-        RawBsonRef::JavaScriptCode(c) => out.push_str(c),
-        RawBsonRef::Symbol(s) => {
-            let _ = write!(out, "\"{s}\"");
+        RawBsonRef::DbPointer(p) => {
+            let (ns, id) = db_pointer_parts(p);
+            let _ = write!(out, "DBRef('{}',", String::from_utf8_lossy(&ns));
+            for byte in id {
+                let _ = write!(out, "{byte:02x}");
+            }
+            out.push(')');
         }
+        RawBsonRef::JavaScriptCode(c) => out.push_str(c),
         RawBsonRef::JavaScriptCodeWithScope(c) => {
             let _ = write!(out, "CodeWScope( {}, ", c.code);
             write_document(out, c.scope);
@@ -130,7 +135,7 @@ fn write_value(out: &mut String, v: RawBsonRef<'_>) {
 
 /// A double as mongod prints it: C's `%.16g`, with `.0` appended when the result has no `.`,
 /// `E` or `N` (so `1.0`, `42.12345`, `1e+20.0`, `inf.0`).
-pub(crate) fn double(d: f64) -> String {
+pub fn double(d: f64) -> String {
     let mut s = format_g16(d);
     if !s.contains(['.', 'E', 'N']) {
         s.push_str(".0");
@@ -172,7 +177,7 @@ fn trim_zeros(s: &str) -> String {
 }
 
 /// mongod's `SafeNum::debugString` of a number, e.g. `(NumberLong)9223372036854775807`.
-pub(crate) fn safe_num(v: RawBsonRef<'_>) -> String {
+pub fn safe_num(v: RawBsonRef<'_>) -> String {
     match v {
         RawBsonRef::Int32(i) => format!("(NumberInt){i}"),
         RawBsonRef::Int64(i) => format!("(NumberLong){i}"),

@@ -23,6 +23,8 @@ use crate::error::CommandError;
 #[derive(Debug, Clone)]
 pub struct Filter {
     root: Expr,
+    /// The distinct first components of the paths in `root`, fetched in one pass per document.
+    fields: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -32,7 +34,12 @@ enum Expr {
     Nor(Vec<Expr>),
     Not(Box<Expr>),
     Const(bool),
-    Path { path: FieldPath, pred: Pred },
+    Path {
+        path: FieldPath,
+        /// Index of the path's first component in `Filter::fields`.
+        field: usize,
+        pred: Pred,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -61,21 +68,43 @@ struct InSet {
 impl Filter {
     /// Compiles a filter document, with MongoDB's errors for malformed ones.
     pub fn compile(query: &RawDocument) -> Result<Filter, CommandError> {
-        Ok(Filter {
-            root: parse_doc(query)?,
-        })
+        let mut root = parse_doc(query)?;
+        let mut fields = Vec::new();
+        root.assign_fields(&mut fields);
+        Ok(Filter { root, fields })
     }
 
     /// A filter that matches every document (`{}`).
     pub fn match_all() -> Filter {
         Filter {
             root: Expr::And(Vec::new()),
+            fields: Vec::new(),
         }
     }
 
     /// Whether `doc` satisfies the filter.
     pub fn matches(&self, doc: &RawDocument) -> bool {
-        self.root.matches(doc)
+        // One pass over the document fetches every top-level field the filter reads (the first
+        // occurrence of each, as `RawDocument::get` would), instead of one scan per predicate.
+        let mut values: Vec<Option<RawBsonRef<'_>>> = vec![None; self.fields.len()];
+        let mut missing = self.fields.len();
+        if missing > 0 {
+            for elem in doc.iter_elements() {
+                let Ok(elem) = elem else { break };
+                let key = elem.key().as_str();
+                let Some(i) = self.fields.iter().position(|f| f == key) else {
+                    continue;
+                };
+                if values[i].is_none() {
+                    values[i] = elem.value().ok();
+                    missing -= 1;
+                    if missing == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        self.root.matches(&values)
     }
 
     /// Whether the filter is `{}` (or reduces to an empty conjunction).
@@ -95,6 +124,7 @@ impl Filter {
             Expr::Path {
                 path,
                 pred: Pred::Cmp(CmpOp::Eq, v),
+                ..
             } if path.dotted() == "_id"
                 && !matches!(
                     v,
@@ -136,22 +166,46 @@ fn collect_equalities(e: &Expr, out: &mut Vec<(String, RawBson)>) {
         Expr::Path {
             path,
             pred: Pred::Cmp(CmpOp::Eq, v),
+            ..
         } => out.push((path.dotted().to_owned(), v.clone())),
         _ => {}
     }
 }
 
 impl Expr {
-    fn matches(&self, doc: &RawDocument) -> bool {
+    /// `fields` holds the document's value for each of `Filter::fields`.
+    fn matches(&self, fields: &[Option<RawBsonRef<'_>>]) -> bool {
         match self {
-            Expr::And(v) => v.iter().all(|e| e.matches(doc)),
-            Expr::Or(v) => v.iter().any(|e| e.matches(doc)),
-            Expr::Nor(v) => !v.iter().any(|e| e.matches(doc)),
-            Expr::Not(e) => !e.matches(doc),
+            Expr::And(v) => v.iter().all(|e| e.matches(fields)),
+            Expr::Or(v) => v.iter().any(|e| e.matches(fields)),
+            Expr::Nor(v) => !v.iter().any(|e| e.matches(fields)),
+            Expr::Not(e) => !e.matches(fields),
             Expr::Const(b) => *b,
-            Expr::Path { path, pred } => path::any(doc, path.parts(), LeafArrays::Expand, |v| {
-                pred.matches_one(v)
-            }),
+            Expr::Path { path, field, pred } => {
+                let first = fields.get(*field).copied().flatten();
+                let rest = path.parts().get(1..).unwrap_or_default();
+                path::any_at(first, rest, LeafArrays::Expand, |v| pred.matches_one(v))
+            }
+        }
+    }
+
+    /// Numbers each path by its first component, collecting the distinct components.
+    fn assign_fields(&mut self, fields: &mut Vec<String>) {
+        match self {
+            Expr::And(v) | Expr::Or(v) | Expr::Nor(v) => {
+                for e in v {
+                    e.assign_fields(fields);
+                }
+            }
+            Expr::Not(e) => e.assign_fields(fields),
+            Expr::Const(_) => {}
+            Expr::Path { path, field, .. } => {
+                let first = path.parts().first().map_or("", String::as_str);
+                *field = fields.iter().position(|f| f == first).unwrap_or_else(|| {
+                    fields.push(first.to_owned());
+                    fields.len() - 1
+                });
+            }
         }
     }
 
@@ -233,7 +287,7 @@ fn bad_value(msg: impl Into<String>) -> CommandError {
 /// Parses a filter document (the top level, or an entry of `$and`/`$or`/`$nor`).
 fn parse_doc(doc: &RawDocument) -> Result<Expr, CommandError> {
     let mut children = Vec::new();
-    for item in doc.iter() {
+    for item in doc {
         let (key, value) = item.map_err(|e| invalid_bson(&e))?;
         let key = key.as_str();
         if let Some(op) = key.strip_prefix('$') {
@@ -273,7 +327,7 @@ fn parse_doc(doc: &RawDocument) -> Result<Expr, CommandError> {
 
 /// `{$id: …}` etc.: whether a document is an operator document (`{$gt: 1}`) rather than a value
 /// to compare with. As in mongod, a document whose first field starts with `$` is one, unless it
-/// is a DBRef (`$ref` and `$id`).
+/// is a `DBRef` (`$ref` and `$id`).
 fn is_operator_doc(sub: &RawDocument) -> bool {
     let Some(Ok((first, _))) = sub.iter().next() else {
         return false;
@@ -294,6 +348,7 @@ fn is_integer_one(v: RawBsonRef<'_>) -> bool {
     match v {
         RawBsonRef::Int32(i) => i == 1,
         RawBsonRef::Int64(i) => i == 1,
+        #[expect(clippy::float_cmp, reason = "exactly 1, as mongod requires")]
         RawBsonRef::Double(d) => d == 1.0,
         _ => false,
     }
@@ -326,6 +381,7 @@ fn parse_tree(key: &str, value: RawBsonRef<'_>) -> Result<Expr, CommandError> {
 fn leaf(path: &str, pred: Pred) -> Expr {
     Expr::Path {
         path: FieldPath::new(path),
+        field: 0,
         pred,
     }
 }
@@ -349,7 +405,7 @@ fn comparison(path: &str, op: CmpOp, value: RawBsonRef<'_>) -> Result<Expr, Comm
 
 /// The operators of `{path: {$op: …, …}}`, appended to `out` (they are AND-ed).
 fn parse_operators(path: &str, ops: &RawDocument, out: &mut Vec<Expr>) -> Result<(), CommandError> {
-    for item in ops.iter() {
+    for item in ops {
         let (op, value) = item.map_err(|e| invalid_bson(&e))?;
         let op = op.as_str();
         let expr = match op {
@@ -444,8 +500,8 @@ mod tests {
     use crate::query::testutil::regex;
     use bson::{RawDocumentBuf, rawdoc};
 
-    fn matches(filter: RawDocumentBuf, doc: RawDocumentBuf) -> bool {
-        Filter::compile(&filter).unwrap().matches(&doc)
+    fn matches(filter: &RawDocumentBuf, doc: &RawDocumentBuf) -> bool {
+        Filter::compile(filter).unwrap().matches(doc)
     }
 
     #[test]
@@ -514,11 +570,7 @@ mod tests {
             ),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(
-                matches(filter.clone(), doc.clone()),
-                want,
-                "{filter:?} on {doc:?}"
-            );
+            assert_eq!(matches(&filter, &doc), want, "{filter:?} on {doc:?}");
         }
     }
 
@@ -604,11 +656,7 @@ mod tests {
             ),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(
-                matches(filter.clone(), doc.clone()),
-                want,
-                "{filter:?} on {doc:?}"
-            );
+            assert_eq!(matches(&filter, &doc), want, "{filter:?} on {doc:?}");
         }
     }
 
@@ -700,15 +748,12 @@ mod tests {
             (rawdoc! {"$alwaysTrue": 1}, rawdoc! {}, true),
         ];
         for (filter, doc, want) in cases {
-            assert_eq!(
-                matches(filter.clone(), doc.clone()),
-                want,
-                "{filter:?} on {doc:?}"
-            );
+            assert_eq!(matches(&filter, &doc), want, "{filter:?} on {doc:?}");
         }
     }
 
     #[test]
+    #[expect(clippy::too_many_lines, reason = "one table")]
     fn compile_errors() {
         let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
             (

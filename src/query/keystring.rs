@@ -11,7 +11,7 @@
 //!
 //! | rank | payload |
 //! | --- | --- |
-//! | MinKey, undefined, null, MaxKey | none |
+//! | `MinKey`, undefined, null, `MaxKey` | none |
 //! | number | class byte; finite non-zero numbers add a 2-byte exponent and 8-byte mantissa, complemented when negative (see `NumKey`) |
 //! | string, symbol, javascript | escaped bytes, then `00 00` |
 //! | object | per element: type byte, escaped field name + `00 00`, payload; then `00` |
@@ -206,7 +206,7 @@ mod tests {
             RawBson::Int64(1 << 53),
             RawBson::Int64((1 << 53) + 1),
             RawBson::Int64(i64::MAX),
-            RawBson::Double(9.223_372_036_854_775_808e18),
+            RawBson::Double(2f64.powi(63)),
             RawBson::Double(f64::MAX),
             RawBson::Double(f64::INFINITY),
             rawbson!(""),

@@ -13,10 +13,11 @@
 //! projection  Projection::compile(&spec)?.apply(&doc)
 //! sort        SortSpec::compile(&spec)?.compare(&a, &b)
 //! update      Update::compile(&update)?.apply(&doc) → Some(new doc) or None (unchanged)
+//! display     values printed as mongod prints them in error messages
 //! ```
 
 pub mod compare;
-mod display;
+pub mod display;
 pub mod filter;
 pub mod keystring;
 pub mod path;

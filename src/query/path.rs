@@ -73,6 +73,28 @@ pub fn for_each_value<'a, S: AsRef<str>>(
     walk_doc(doc, path, leaf, f)
 }
 
+/// Like [`for_each_value`], for a path whose first component was already looked up: `first` is
+/// that field's value (`None` if missing) and `rest` the remaining components. Callers that
+/// evaluate several paths fetch all first components in one pass over the document.
+pub fn for_each_value_at<'a, S: AsRef<str>>(
+    first: Option<RawBsonRef<'a>>,
+    rest: &[S],
+    leaf: LeafArrays,
+    f: &mut dyn FnMut(Option<RawBsonRef<'a>>) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    let Some(v) = first else {
+        return f(None);
+    };
+    if rest.is_empty() {
+        return emit_leaf(v, leaf, f);
+    }
+    match v {
+        RawBsonRef::Document(d) => walk_doc(d, rest, leaf, f),
+        RawBsonRef::Array(a) => walk_array(a, rest, leaf, f),
+        _ => f(None),
+    }
+}
+
 /// Every value `path` reaches in `doc`, in traversal order (`None` for "missing").
 pub fn values<'a, S: AsRef<str>>(
     doc: &'a RawDocument,
@@ -95,6 +117,23 @@ pub fn any<'a, S: AsRef<str>>(
     mut pred: impl FnMut(Option<RawBsonRef<'a>>) -> bool,
 ) -> bool {
     for_each_value(doc, path, leaf, &mut |v| {
+        if pred(v) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
+/// [`any`] for a path whose first component was already looked up (see [`for_each_value_at`]).
+pub fn any_at<'a, S: AsRef<str>>(
+    first: Option<RawBsonRef<'a>>,
+    rest: &[S],
+    leaf: LeafArrays,
+    mut pred: impl FnMut(Option<RawBsonRef<'a>>) -> bool,
+) -> bool {
+    for_each_value_at(first, rest, leaf, &mut |v| {
         if pred(v) {
             ControlFlow::Break(())
         } else {

@@ -54,7 +54,7 @@ impl Projection {
     pub fn compile(spec: &RawDocument) -> Result<Projection, CommandError> {
         let mut ctx = Ctx::default();
         let mut root = Node::default();
-        for item in spec.iter() {
+        for item in spec {
             let (name, value) = item.map_err(|e| invalid_bson(&e))?;
             let name = name.as_str();
             ctx.id_specified |= name == "_id" || name.starts_with("_id.");
@@ -117,7 +117,7 @@ fn parse_element(
                 ));
             }
             let node = parent.node_at_path(&parts, name)?;
-            for item in sub.iter() {
+            for item in sub {
                 let (k, v) = item.map_err(|e| invalid_bson(&e))?;
                 parse_element(ctx, k.as_str(), v, node, false)?;
             }

@@ -22,11 +22,15 @@ use crate::error::{CommandError, ErrorCode};
 #[derive(Debug, Clone, Default)]
 pub struct SortSpec {
     keys: Vec<SortKeyPart>,
+    /// The distinct first components of the key paths, fetched in one pass per document.
+    fields: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
 struct SortKeyPart {
     path: Vec<String>,
+    /// Index of `path[0]` in `SortSpec::fields`.
+    field: usize,
     ascending: bool,
 }
 
@@ -38,7 +42,8 @@ impl SortSpec {
     /// Compiles a sort document. An empty document is a valid "no sort".
     pub fn compile(spec: &RawDocument) -> Result<SortSpec, CommandError> {
         let mut keys: Vec<SortKeyPart> = Vec::new();
-        for item in spec.iter() {
+        let mut fields: Vec<String> = Vec::new();
+        for item in spec {
             let (name, value) = item.map_err(|e| invalid_bson(&e))?;
             let name = name.as_str();
             let direction = match value {
@@ -86,12 +91,20 @@ impl SortSpec {
                     format!("$sort key must not contain duplicate keys (duplicate: '{name}')"),
                 ));
             }
+            let field = fields
+                .iter()
+                .position(|f| *f == path[0])
+                .unwrap_or_else(|| {
+                    fields.push(path[0].clone());
+                    fields.len() - 1
+                });
             keys.push(SortKeyPart {
                 path,
+                field,
                 ascending: direction == 1,
             });
         }
-        Ok(SortSpec { keys })
+        Ok(SortSpec { keys, fields })
     }
 
     /// Whether there is nothing to sort by.
@@ -102,11 +115,31 @@ impl SortSpec {
     /// The sort key of `doc`: one value per key part, borrowed from `doc`. Sorting many
     /// documents should compute keys once and compare them with [`SortSpec::compare_keys`].
     pub fn key<'a>(&self, doc: &'a RawDocument) -> Vec<RawBsonRef<'a>> {
+        // One pass fetches every top-level field the keys read (first occurrence of each).
+        let mut values: Vec<Option<RawBsonRef<'a>>> = vec![None; self.fields.len()];
+        let mut missing = self.fields.len();
+        if missing > 0 {
+            for elem in doc.iter_elements() {
+                let Ok(elem) = elem else { break };
+                let key = elem.key().as_str();
+                let Some(i) = self.fields.iter().position(|f| f == key) else {
+                    continue;
+                };
+                if values[i].is_none() {
+                    values[i] = elem.value().ok();
+                    missing -= 1;
+                    if missing == 0 {
+                        break;
+                    }
+                }
+            }
+        }
         self.keys
             .iter()
             .map(|k| {
                 let mut best: Option<RawBsonRef<'a>> = None;
-                key_values(RawBsonRef::Document(doc), &k.path, &mut |v| {
+                let first = values.get(k.field).copied().flatten();
+                let mut consider = |v: RawBsonRef<'a>| {
                     let better = best.is_none_or(|b| {
                         let ord = compare(v, b);
                         if k.ascending {
@@ -118,7 +151,11 @@ impl SortSpec {
                     if better {
                         best = Some(v);
                     }
-                });
+                };
+                match first {
+                    Some(v) => key_values(v, &k.path[1..], &mut consider),
+                    None => consider(RawBsonRef::Null),
+                }
                 best.unwrap_or(RawBsonRef::Null)
             })
             .collect()
@@ -148,7 +185,11 @@ fn key_values<'a>(v: RawBsonRef<'a>, path: &[String], f: &mut dyn FnMut(RawBsonR
     let Some((part, rest)) = path.split_first() else {
         match v {
             RawBsonRef::Array(a) if a.is_empty() => f(RawBsonRef::Undefined),
-            RawBsonRef::Array(a) => a.into_iter().map_while(Result::ok).for_each(|e| f(e)),
+            RawBsonRef::Array(a) => {
+                for e in a.into_iter().map_while(Result::ok) {
+                    f(e);
+                }
+            }
             other => f(other),
         }
         return;
@@ -170,10 +211,8 @@ fn array_key_values<'a>(
     f: &mut dyn FnMut(RawBsonRef<'a>),
 ) {
     // A numeric component selects that element (mongod's positional key path).
-    if let Some(i) = array_index(part) {
-        if let Some(e) = a.get(i).ok().flatten() {
-            return key_values(e, rest, f);
-        }
+    if let Some(e) = array_index(part).and_then(|i| a.get(i).ok().flatten()) {
+        return key_values(e, rest, f);
     }
     let mut any = false;
     for e in a.into_iter().map_while(Result::ok) {
@@ -196,8 +235,8 @@ mod tests {
     use super::*;
     use bson::{RawDocumentBuf, rawdoc};
 
-    fn sorted(spec: RawDocumentBuf, docs: &[RawDocumentBuf]) -> Vec<i32> {
-        let s = SortSpec::compile(&spec).unwrap();
+    fn sorted(spec: &RawDocumentBuf, docs: &[RawDocumentBuf]) -> Vec<i32> {
+        let s = SortSpec::compile(spec).unwrap();
         let mut docs: Vec<&RawDocumentBuf> = docs.iter().collect();
         docs.sort_by(|a, b| s.compare(a, b));
         docs.iter().map(|d| d.get_i32("_id").unwrap()).collect()
@@ -215,9 +254,9 @@ mod tests {
             rawdoc! {"_id": 7, "a": 2.5},
         ];
         // Stable sort: equal keys keep input order (3 missing == 6 null).
-        assert_eq!(sorted(rawdoc! {"a": 1}, &docs), vec![5, 3, 6, 4, 7, 1, 2]);
-        assert_eq!(sorted(rawdoc! {"a": -1}, &docs), vec![2, 4, 1, 7, 3, 6, 5]);
-        assert_eq!(sorted(rawdoc! {}, &docs), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(sorted(&rawdoc! {"a": 1}, &docs), vec![5, 3, 6, 4, 7, 1, 2]);
+        assert_eq!(sorted(&rawdoc! {"a": -1}, &docs), vec![2, 4, 1, 7, 3, 6, 5]);
+        assert_eq!(sorted(&rawdoc! {}, &docs), vec![1, 2, 3, 4, 5, 6, 7]);
 
         let docs = vec![
             rawdoc! {"_id": 1, "a": {"b": 2}, "c": 1},
@@ -225,16 +264,16 @@ mod tests {
             rawdoc! {"_id": 3, "a": {"b": 2}, "c": 0},
             rawdoc! {"_id": 4, "a": [{"x": 1}, {"b": 5}], "c": 0},
         ];
-        assert_eq!(sorted(rawdoc! {"a.b": 1, "c": 1}, &docs), vec![4, 2, 3, 1]);
+        assert_eq!(sorted(&rawdoc! {"a.b": 1, "c": 1}, &docs), vec![4, 2, 3, 1]);
         assert_eq!(
-            sorted(rawdoc! {"a.b": -1, "c": -1}, &docs),
+            sorted(&rawdoc! {"a.b": -1, "c": -1}, &docs),
             vec![2, 4, 1, 3]
         );
         assert_eq!(
-            sorted(rawdoc! {"c": 1.0, "_id": -1}, &docs),
+            sorted(&rawdoc! {"c": 1.0, "_id": -1}, &docs),
             vec![4, 3, 2, 1]
         );
-        assert_eq!(sorted(rawdoc! {"a.1.b": 1}, &docs), vec![1, 3, 2, 4]);
+        assert_eq!(sorted(&rawdoc! {"a.1.b": 1}, &docs), vec![1, 3, 2, 4]);
     }
 
     #[test]

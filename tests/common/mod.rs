@@ -722,3 +722,91 @@ pub fn assert_error(reply: &Document, code: i32, code_name: &str) {
         "errmsg in {reply}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Driver helpers
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `command` on `db` through the driver and returns the reply of a command that succeeded
+/// (`ok: 1`, which may still carry `writeErrors`).
+pub async fn run_command(client: &Client, db: &str, command: Document) -> TestResult<Document> {
+    Ok(client.database(db).run_command(command).await?)
+}
+
+/// Runs `command` on `db` through the driver; it must fail with a command error (`ok: 0`), which
+/// is returned.
+pub async fn run_command_err(
+    client: &Client,
+    db: &str,
+    command: Document,
+) -> TestResult<mongodb::error::CommandError> {
+    match client.database(db).run_command(command.clone()).await {
+        Ok(reply) => Err(format!("{command} succeeded: {reply}").into()),
+        Err(e) => match command_error(&e) {
+            Some(ce) => Ok(ce.clone()),
+            None => Err(format!("{command} failed without a command error: {e}").into()),
+        },
+    }
+}
+
+/// The server's command error (`ok: 0`) inside a driver error, if that is what it is.
+pub fn command_error(err: &mongodb::error::Error) -> Option<&mongodb::error::CommandError> {
+    match &*err.kind {
+        mongodb::error::ErrorKind::Command(ce) => Some(ce),
+        _ => None,
+    }
+}
+
+/// The write error (`writeErrors[0]`) inside a driver error from a single-statement write, if
+/// that is what it is.
+pub fn write_error(err: &mongodb::error::Error) -> Option<&mongodb::error::WriteError> {
+    match &*err.kind {
+        mongodb::error::ErrorKind::Write(mongodb::error::WriteFailure::WriteError(we)) => Some(we),
+        _ => None,
+    }
+}
+
+/// Checks a command error's `code` and `codeName`, and that it carries a message.
+pub fn assert_command_error(err: &mongodb::error::CommandError, code: i32, code_name: &str) {
+    assert_eq!(err.code, code, "code of {err:?}");
+    assert_eq!(err.code_name, code_name, "codeName of {err:?}");
+    assert!(!err.message.is_empty(), "message of {err:?}");
+}
+
+/// The `writeErrors` of a write command's reply (empty when there are none).
+pub fn write_errors(reply: &Document) -> Vec<Document> {
+    reply
+        .get_array("writeErrors")
+        .map(|errors| {
+            errors
+                .iter()
+                .map(|e| {
+                    e.as_document()
+                        .cloned()
+                        .unwrap_or_else(|| panic!("write error {e} is not a document"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The keys of `doc`, in order.
+pub fn raw_keys(doc: &bson::RawDocument) -> Vec<String> {
+    doc.iter_elements()
+        .map(|e| {
+            e.expect("stored documents are valid BSON")
+                .key()
+                .as_str()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every document of a driver cursor, in the order the server returned them.
+pub async fn drain(mut cursor: mongodb::Cursor<Document>) -> TestResult<Vec<Document>> {
+    let mut out = Vec::new();
+    while cursor.advance().await? {
+        out.push(cursor.deserialize_current()?);
+    }
+    Ok(out)
+}
