@@ -60,11 +60,15 @@ async fn run(
 ) -> Result<(), ConnError> {
     let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
+    // One wait for shutdown per connection, not one per request (each is a registration on a
+    // notifier every connection shares).
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         // Shutdown is only observed between requests, so a request in flight always finishes.
         let frame = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Ok(()),
+            () = &mut cancelled => return Ok(()),
             frame = read_frame(&mut stream, &mut input) => frame?,
         };
         let Some(frame) = frame else { return Ok(()) };
