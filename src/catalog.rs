@@ -11,6 +11,7 @@ use tracing::{info, warn};
 
 use crate::error::{CommandError, ErrorCode};
 use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageError, prefix_end, record};
+use crate::ttl::TtlPolicy;
 
 const RECORD_PREFIX: u8 = 0x01;
 const DROPPED_PREFIX: u8 = 0x02;
@@ -21,6 +22,43 @@ const PURGE_BATCH: usize = 1000;
 const MAX_NAMESPACE_LEN: usize = 255;
 /// Longest database name MongoDB accepts.
 const MAX_DB_NAME_LEN: usize = 63;
+
+/// An index as the catalog keeps it: the spec `listIndexes` shows, and the parts Ebb acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSpec {
+    /// `name`.
+    pub name: String,
+    /// `key`: the key pattern.
+    pub key: RawDocumentBuf,
+    /// `expireAfterSeconds`, for TTL indexes.
+    pub expire_after_seconds: Option<i64>,
+    /// `partialFilterExpression`.
+    pub partial_filter: Option<RawDocumentBuf>,
+    /// The whole spec, as stored and listed (`{v: 2, key, name, …}`).
+    pub spec: RawDocumentBuf,
+}
+
+impl IndexSpec {
+    /// Reads a stored spec.
+    pub fn from_spec(spec: &RawDocument) -> Result<Self, StorageError> {
+        Ok(IndexSpec {
+            name: spec.get_str("name").map_err(corrupt)?.to_owned(),
+            key: spec.get_document("key").map_err(corrupt)?.to_owned(),
+            expire_after_seconds: match spec.get("expireAfterSeconds").map_err(corrupt)? {
+                Some(bson::RawBsonRef::Int32(n)) => Some(i64::from(n)),
+                Some(bson::RawBsonRef::Int64(n)) => Some(n),
+                #[expect(clippy::cast_possible_truncation, reason = "validated when created")]
+                Some(bson::RawBsonRef::Double(d)) => Some(d as i64),
+                _ => None,
+            },
+            partial_filter: spec
+                .get_document("partialFilterExpression")
+                .ok()
+                .map(ToOwned::to_owned),
+            spec: spec.to_owned(),
+        })
+    }
+}
 
 /// A collection and what writers of it share.
 #[derive(Debug)]
@@ -33,6 +71,10 @@ pub struct Collection {
     pub name: String,
     /// The options it was created with (`listCollections.options`).
     pub options: RawDocumentBuf,
+    /// Its indexes other than `_id_`, in creation order.
+    pub indexes: Vec<IndexSpec>,
+    /// What its TTL indexes say about expiry.
+    pub ttl: TtlPolicy,
     /// Serialises writers of this collection from their checks to their commit.
     write_lock: Mutex<()>,
     /// Set, under the write lock, when the collection is dropped or renamed away.
@@ -40,6 +82,25 @@ pub struct Collection {
 }
 
 impl Collection {
+    fn new(
+        id: u64,
+        db: &str,
+        name: &str,
+        options: RawDocumentBuf,
+        indexes: Vec<IndexSpec>,
+    ) -> Self {
+        Collection {
+            id,
+            db: db.to_owned(),
+            name: name.to_owned(),
+            options,
+            ttl: TtlPolicy::from_indexes(&indexes),
+            indexes,
+            write_lock: Mutex::new(()),
+            retired: AtomicBool::new(false),
+        }
+    }
+
     /// Takes the write lock. `None` if the collection was dropped or renamed meanwhile: the
     /// caller looks it up again.
     pub fn lock(&self) -> Option<MutexGuard<'_, ()>> {
@@ -169,14 +230,22 @@ impl Catalog {
             let doc = RawDocument::from_bytes(&value).map_err(corrupt)?;
             let get_str = |k: &str| doc.get_str(k).map(str::to_owned).map_err(corrupt);
             let id = u64::try_from(doc.get_i64("id").map_err(corrupt)?).map_err(corrupt)?;
-            let collection = Collection {
+            let mut indexes = Vec::new();
+            if let Ok(list) = doc.get_array("indexes") {
+                for spec in list {
+                    match spec.map_err(corrupt)? {
+                        bson::RawBsonRef::Document(d) => indexes.push(IndexSpec::from_spec(d)?),
+                        _ => return Err(corrupt("index spec is not a document")),
+                    }
+                }
+            }
+            let collection = Collection::new(
                 id,
-                db: get_str("db")?,
-                name: get_str("name")?,
-                options: doc.get_document("options").map_err(corrupt)?.to_owned(),
-                write_lock: Mutex::new(()),
-                retired: AtomicBool::new(false),
-            };
+                &get_str("db")?,
+                &get_str("name")?,
+                doc.get_document("options").map_err(corrupt)?.to_owned(),
+                indexes,
+            );
             names.insert(
                 (collection.db.clone(), collection.name.clone()),
                 Arc::new(collection),
@@ -259,11 +328,16 @@ impl Catalog {
     }
 
     fn record(c: &Collection) -> RawDocumentBuf {
+        let mut indexes = bson::RawArrayBuf::new();
+        for i in &c.indexes {
+            indexes.push(i.spec.clone());
+        }
         rawdoc! {
             "db": c.db.as_str(),
             "name": c.name.as_str(),
             "id": i64::try_from(c.id).unwrap_or(i64::MAX),
             "options": c.options.clone(),
+            "indexes": indexes,
         }
     }
 
@@ -284,14 +358,7 @@ impl Catalog {
             ));
         }
         let mut batch = Batch::new();
-        let collection = Collection {
-            id: self.next_id(&mut batch)?,
-            db: db.to_owned(),
-            name: name.to_owned(),
-            options,
-            write_lock: Mutex::new(()),
-            retired: AtomicBool::new(false),
-        };
+        let collection = Collection::new(self.next_id(&mut batch)?, db, name, options, Vec::new());
         batch.put(
             Keyspace::Catalog,
             record_key(db, name),
@@ -323,6 +390,64 @@ impl Catalog {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Every collection.
+    pub fn all_collections(&self) -> Vec<Arc<Collection>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// Changes the indexes of `db.name` (created if `create` and missing) with `change`, which
+    /// sees the collection and edits its index list, or refuses with an error. When the change
+    /// alters the TTL policy, every document's expiry is recomputed in the same atomic commit:
+    /// a document whose instant had already passed at `now_ms` is removed rather than
+    /// recomputed, so no policy change brings anything back. Returns `change`'s result, the
+    /// commit ticket (none if nothing changed), and whether the collection was created.
+    pub fn change_indexes<T>(
+        &self,
+        db: &str,
+        name: &str,
+        create: bool,
+        now_ms: i64,
+        change: impl FnOnce(&Collection, &mut Vec<IndexSpec>) -> Result<T, CommandError>,
+    ) -> Result<(T, Option<u64>, bool), CommandError> {
+        let (created_ticket, created) = if create {
+            let (_, t) = self.get_or_create(db, name)?;
+            (t, t.is_some())
+        } else {
+            (None, false)
+        };
+        let _ddl = self.ddl();
+        let Some(old) = self.get(db, name) else {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("ns does not exist: {db}.{name}"),
+            ));
+        };
+        let _writers = old
+            .write_lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut indexes = old.indexes.clone();
+        let result = change(&old, &mut indexes)?;
+        if indexes == old.indexes {
+            return Ok((result, created_ticket, created));
+        }
+        let new = Collection::new(old.id, db, name, old.options.clone(), indexes);
+        let mut batch = Batch::new();
+        if TtlPolicy::from_indexes(&old.indexes).describe() != new.ttl.describe() {
+            crate::ttl::recompute(&*self.snapshot(), &new, now_ms, &mut batch)?;
+        }
+        batch.put(
+            Keyspace::Catalog,
+            record_key(db, name),
+            Self::record(&new).into_bytes(),
+        );
+        let ticket = self.store.commit(batch)?;
+        old.retired.store(true, Ordering::SeqCst);
+        self.write()
+            .insert((db.to_owned(), name.to_owned()), Arc::new(new));
+        Ok((result, Some(ticket), created))
     }
 
     /// Drops `db.name`; `None` if it did not exist. Its data is removed in the background.
@@ -377,14 +502,13 @@ impl Catalog {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         });
-        let renamed = Collection {
-            id: source.id,
-            db: to.0.to_owned(),
-            name: to.1.to_owned(),
-            options: source.options.clone(),
-            write_lock: Mutex::new(()),
-            retired: AtomicBool::new(false),
-        };
+        let renamed = Collection::new(
+            source.id,
+            to.0,
+            to.1,
+            source.options.clone(),
+            source.indexes.clone(),
+        );
         let mut batch = Batch::new();
         if let Some(t) = &target {
             batch.put(Keyspace::Catalog, dropped_key(t.id), Vec::new());

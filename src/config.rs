@@ -36,6 +36,9 @@ pub struct Config {
     /// past `maxIncomingConnections`.
     #[arg(long, alias = "maxConns", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Enables test-only commands (`ebbAdvanceClock`). Never on a server with real data.
+    #[arg(long)]
+    pub enable_test_commands: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -56,6 +59,7 @@ impl Default for Config {
             port: 27017,
             data_dir: PathBuf::from("./data"),
             in_memory: true,
+            enable_test_commands: false,
             max_connections: 10_000,
             log_format: LogFormat::Text,
             shutdown_timeout_secs: 10,

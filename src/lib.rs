@@ -13,6 +13,7 @@
 //! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
 
 pub mod catalog;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod cursor;
@@ -22,6 +23,7 @@ pub mod query;
 pub mod server;
 pub mod state;
 pub mod storage;
+pub mod ttl;
 
 pub use config::Config;
 pub use error::{CommandError, ErrorCode};

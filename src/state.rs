@@ -8,7 +8,9 @@ use bson::oid::ObjectId;
 
 use crate::Config;
 use crate::catalog::Catalog;
+use crate::clock::Clock;
 use crate::cursor::Cursors;
+use crate::ttl::TtlMetrics;
 
 /// Cheap to clone; every connection task holds one.
 #[derive(Clone, Debug)]
@@ -35,6 +37,10 @@ pub struct Inner {
     pub catalog: Arc<Catalog>,
     /// Open cursors.
     pub cursors: Cursors,
+    /// The clock every expiry decision reads.
+    pub clock: Arc<Clock>,
+    /// `serverStatus.metrics.ttl`.
+    pub ttl_metrics: Arc<TtlMetrics>,
     /// Wakes the task that removes dropped collections' data.
     pub purge_wake: Arc<tokio::sync::Notify>,
 }
@@ -125,12 +131,14 @@ impl ServerState {
             catalog,
             purge_wake: Arc::new(tokio::sync::Notify::new()),
             cursors: Cursors::default(),
+            clock: Arc::new(Clock::default()),
+            ttl_metrics: Arc::new(TtlMetrics::default()),
         }))
     }
 
     /// The server's clock, in milliseconds since the epoch. Every expiry decision reads it.
     pub fn now_ms(&self) -> i64 {
-        bson::DateTime::now().timestamp_millis()
+        self.clock.now_ms()
     }
 
     /// Hands out the next connection id (`hello.connectionId`), starting at 1.

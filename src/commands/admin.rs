@@ -294,8 +294,8 @@ pub(super) fn get_log(req: &Request<'_>, state: &ServerState) -> CommandResult {
     }
 }
 
-pub(super) fn list_commands() -> RawDocumentBuf {
-    let mut sorted: Vec<_> = COMMANDS.iter().collect();
+pub(super) fn list_commands(state: &ServerState) -> RawDocumentBuf {
+    let mut sorted: Vec<_> = COMMANDS.iter().filter(|c| c.available(state)).collect();
     sorted.sort_by_key(|c| c.name);
     let mut commands = RawDocumentBuf::new();
     for c in sorted {
@@ -371,6 +371,15 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             "command": Metrics::read(&m.op_command),
         },
         "mem": { "bits": 64, "resident": resident, "virtual": virt, "supported": true },
+        "metrics": {
+            "ttl": {
+                "deletedDocuments": i64::try_from(state.ttl_metrics.deleted.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+                "passes": i64::try_from(state.ttl_metrics.passes.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            },
+            "cursor": {
+                "open": { "total": i64::try_from(state.cursors.len()).unwrap_or(i64::MAX) },
+            },
+        },
         "ok": 1.0,
     }
 }
@@ -397,6 +406,38 @@ fn compression(m: &Metrics) -> RawDocumentBuf {
         );
     }
     doc
+}
+
+/// The test-only `ebbAdvanceClock: <ms>` (optionally `freeze: true|false`, applied first):
+/// moves the server's clock forward; a frozen clock stands still between calls. The dispatcher
+/// only routes here when the server runs with `--enable-test-commands`.
+pub(super) fn advance_clock(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let ms = match req.body.get("ebbAdvanceClock").ok().flatten() {
+        Some(RawBsonRef::Int32(n)) => i64::from(n),
+        Some(RawBsonRef::Int64(n)) => n,
+        #[expect(clippy::cast_possible_truncation, reason = "checked to be integral")]
+        Some(RawBsonRef::Double(d)) if d.fract() == 0.0 => d as i64,
+        Some(other) => return Err(wrong_type("ebbAdvanceClock", other, " 'long'")),
+        None => {
+            return Err(CommandError::bad_value(
+                "ebbAdvanceClock needs a number of milliseconds",
+            ));
+        }
+    };
+    if ms < 0 {
+        return Err(CommandError::bad_value("the clock only moves forward"));
+    }
+    if let Some(freeze) = req.body.get("freeze").ok().flatten() {
+        state
+            .clock
+            .freeze(truthy("ebbAdvanceClock.freeze", freeze)?);
+    }
+    state.clock.advance(ms);
+    Ok(rawdoc! {
+        "now": bson::DateTime::from_millis(state.now_ms()),
+        "frozen": state.clock.is_frozen(),
+        "ok": 1.0,
+    })
 }
 
 pub(super) fn end_sessions(req: &Request<'_>) -> CommandResult {

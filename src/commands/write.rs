@@ -4,7 +4,7 @@
 //! so checks and writes of concurrent clients cannot interleave. Documents are stored as the
 //! raw bytes received (with `_id` generated and placed first when needed).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
@@ -247,8 +247,19 @@ pub(crate) struct Writer<'a> {
     pub snapshot: Box<dyn Snapshot>,
     pub now_ms: i64,
     pub batch: Batch,
-    /// `_id` keys written or removed by this batch, which the snapshot does not see yet.
-    pending: HashSet<Vec<u8>>,
+    /// `_id` keys written by this batch, which the snapshot does not see yet, with the expiry
+    /// instant written for each.
+    pending: HashMap<Vec<u8>, i64>,
+}
+
+/// A live document a statement matched.
+pub(crate) struct Found {
+    /// The keystring of its `_id`.
+    pub id_key: Vec<u8>,
+    /// The document.
+    pub doc: RawDocumentBuf,
+    /// Its expiry instant as stored.
+    pub expires_ms: i64,
 }
 
 impl<'a> Writer<'a> {
@@ -264,7 +275,7 @@ impl<'a> Writer<'a> {
             snapshot: catalog.snapshot(),
             now_ms,
             batch: Batch::new(),
-            pending: HashSet::new(),
+            pending: HashMap::new(),
         }
     }
 
@@ -272,14 +283,15 @@ impl<'a> Writer<'a> {
         record::doc_key(self.collection.id, id_key)
     }
 
-    /// Whether a live document with this `_id` key exists (in the snapshot or this batch).
-    fn exists(&self, id_key: &[u8]) -> CommandResult<bool> {
-        if self.pending.contains(id_key) {
-            return Ok(true);
+    /// The expiry instant of the record stored under this `_id` key (in this batch or the
+    /// snapshot), expired or not; `None` if there is none.
+    fn stored_expiry(&self, id_key: &[u8]) -> CommandResult<Option<i64>> {
+        if let Some(expires) = self.pending.get(id_key) {
+            return Ok(Some(*expires));
         }
         match self.snapshot.get(Keyspace::Docs, &self.key(id_key))? {
-            Some(value) => Ok(record::decode(&value)?.expires_ms > self.now_ms),
-            None => Ok(false),
+            Some(value) => Ok(Some(record::decode(&value)?.expires_ms)),
+            None => Ok(None),
         }
     }
 
@@ -290,18 +302,35 @@ impl<'a> Writer<'a> {
     ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
         let id = id_of(doc).map_err(|e| (e, None))?;
         let id_key = keystring::to_key(id);
-        if self.exists(&id_key).map_err(|e| (e, None))? {
+        let stored = self.stored_expiry(&id_key).map_err(|e| (e, None))?;
+        // An expired document holds no `_id`: inserting it again succeeds (and replaces it).
+        if stored.is_some_and(|expires| expires > self.now_ms) {
             return Err(dup_key_error(self.collection, id));
         }
-        self.put(&id_key, doc);
+        self.put(&id_key, doc, stored);
         Ok(())
     }
 
-    /// Writes `doc` under `id_key`, replacing what is there.
-    fn put(&mut self, id_key: &[u8], doc: &RawDocument) {
-        let value = record::encode(self.now_ms, record::NEVER, doc);
+    /// Writes `doc` under `id_key`, replacing the record there (whose expiry was `old_expiry`):
+    /// the modification time is now, and the expiry is what the collection's TTL policy gives.
+    fn put(&mut self, id_key: &[u8], doc: &RawDocument, old_expiry: Option<i64>) {
+        let expires = self.collection.ttl.expiry(doc, self.now_ms);
+        let id = self.collection.id;
+        // A batch never changes one key twice, so an unchanged expiry entry is left alone.
+        if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
+            self.batch
+                .delete(Keyspace::Expiry, crate::ttl::expiry_key(id, old, id_key));
+        }
+        if expires != record::NEVER && old_expiry != Some(expires) {
+            self.batch.put(
+                Keyspace::Expiry,
+                crate::ttl::expiry_key(id, expires, id_key),
+                Vec::new(),
+            );
+        }
+        let value = record::encode(self.now_ms, expires, doc);
         self.batch.put(Keyspace::Docs, self.key(id_key), value);
-        self.pending.insert(id_key.to_vec());
+        self.pending.insert(id_key.to_vec(), expires);
     }
 
     /// Commits what this writer holds so far and reads on from a fresh snapshot, so that the
@@ -320,24 +349,28 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    fn delete(&mut self, id_key: &[u8]) {
-        self.batch.delete(Keyspace::Docs, self.key(id_key));
+    fn delete(&mut self, found: &Found) {
+        self.batch.delete(Keyspace::Docs, self.key(&found.id_key));
+        if found.expires_ms != record::NEVER {
+            let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, &found.id_key);
+            self.batch.delete(Keyspace::Expiry, key);
+        }
     }
 
     /// The live documents matching `filter`, in `_id` order (or one point lookup when the
     /// filter pins `_id`), at most `limit` of them.
-    fn matching(
-        &self,
-        filter: &Filter,
-        limit: Option<usize>,
-    ) -> CommandResult<Vec<(Vec<u8>, RawDocumentBuf)>> {
+    fn matching(&self, filter: &Filter, limit: Option<usize>) -> CommandResult<Vec<Found>> {
         let mut out = Vec::new();
         if let Some(id) = filter.id_equality() {
             let id_key = keystring::to_key(id.as_raw_bson_ref());
             if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
                 let rec = record::decode(&value)?;
                 if rec.expires_ms > self.now_ms && filter.matches(rec.doc) {
-                    out.push((id_key, rec.doc.to_owned()));
+                    out.push(Found {
+                        id_key,
+                        doc: rec.doc.to_owned(),
+                        expires_ms: rec.expires_ms,
+                    });
                 }
             }
             return Ok(out);
@@ -355,10 +388,11 @@ impl<'a> Writer<'a> {
             if rec.expires_ms <= self.now_ms || !filter.matches(rec.doc) {
                 continue;
             }
-            out.push((
-                key.get(8..).unwrap_or_default().to_vec(),
-                rec.doc.to_owned(),
-            ));
+            out.push(Found {
+                id_key: key.get(8..).unwrap_or_default().to_vec(),
+                doc: rec.doc.to_owned(),
+                expires_ms: rec.expires_ms,
+            });
             if limit.is_some_and(|l| out.len() >= l) {
                 break;
             }
@@ -578,7 +612,7 @@ fn apply_update(
     };
     let mut matches = w.matching(&s.filter, limit).map_err(|e| (e, None))?;
     if let Some(sort) = sort {
-        matches.sort_by(|a, b| sort.compare(&a.1, &b.1));
+        matches.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
         matches.truncate(1);
     }
     let mut out = Updated::default();
@@ -594,12 +628,17 @@ fn apply_update(
         out.after = Some(doc);
         return Ok(out);
     }
-    for (id_key, doc) in matches {
+    for Found {
+        id_key,
+        doc,
+        expires_ms,
+    } in matches
+    {
         out.matched += 1;
         let changed = s.update.apply(&doc).map_err(|e| (e, None))?;
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
-            w.put(&id_key, new_doc);
+            w.put(&id_key, new_doc, Some(expires_ms));
             out.modified += 1;
         }
         out.after = Some(changed.unwrap_or_else(|| doc.clone()));
@@ -747,8 +786,8 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         for (index, stmt) in parsed.iter().enumerate() {
             let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|stmt| {
                 let found = w.matching(&stmt.filter, stmt.limit_one.then_some(1))?;
-                for (id_key, _) in &found {
-                    w.delete(id_key);
+                for f in &found {
+                    w.delete(f);
                 }
                 // Each statement sees the ones before it.
                 w.flush()?;
@@ -836,13 +875,13 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
             if remove {
                 let mut found = w.matching(&filter, if sort.is_some() { None } else { Some(1) })?;
                 if let Some(sort) = &sort {
-                    found.sort_by(|a, b| sort.compare(&a.1, &b.1));
+                    found.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
                 }
-                let Some((id_key, doc)) = found.into_iter().next() else {
+                let Some(first) = found.into_iter().next() else {
                     return Ok((0, false, None, None));
                 };
-                w.delete(&id_key);
-                return Ok((1, false, None, Some(doc)));
+                w.delete(&first);
+                return Ok((1, false, None, Some(first.doc)));
             }
             let Some(update) = update else {
                 return Ok((0, false, None, None));

@@ -40,6 +40,12 @@ pub async fn run(
         cancel.clone(),
     ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
+    background.spawn(crate::ttl::purge_task(
+        Arc::clone(&state.catalog),
+        Arc::clone(&state.clock),
+        Arc::clone(&state.ttl_metrics),
+        cancel.clone(),
+    ));
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
     tokio::select! {

@@ -118,6 +118,13 @@ impl Storage for DiskStorage {
         true
     }
 
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<()> {
+        for ks in keyspaces {
+            self.ks(*ks).major_compact().map_err(engine)?;
+        }
+        Ok(())
+    }
+
     fn approximate_size(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
     }

@@ -109,6 +109,11 @@ impl Storage for MemoryStorage {
         false
     }
 
+    fn compact(&self, _keyspaces: &[Keyspace]) -> StorageResult<()> {
+        // Deleted entries leave nothing behind in memory.
+        Ok(())
+    }
+
     fn approximate_size(&self) -> u64 {
         let maps = self.read();
         maps.iter()

@@ -158,6 +158,9 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Bytes used on disk (or in memory), for `dbStats`/`listDatabases`.
     fn approximate_size(&self) -> u64;
+
+    /// Rewrites `keyspaces` to drop deleted entries (tombstones slow scans until then).
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<()>;
 }
 
 /// The smallest key greater than every key starting with `prefix`, or `None` if there is none

@@ -1,0 +1,657 @@
+//! Index commands: `createIndexes`, `listIndexes`, `dropIndexes`, and `collMod` for index
+//! options. TTL indexes (on `_ts` for Cosmos DB's model, on date fields for MongoDB's) are
+//! fully live; other indexes are kept in the catalog and listed, but queries do not use them
+//! yet (results are the same, only slower), and `unique` and special index types are refused
+//! until secondary indexes exist.
+
+use bson::raw::{CStr, cstr};
+use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use super::args::{WriteConcern, collection_name, field, wrong_type};
+use crate::catalog::{IndexSpec, validate_namespace, validate_writable};
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::display;
+use crate::state::ServerState;
+use crate::ttl::is_ts_key;
+
+/// MongoDB's `InvalidIndexSpecificationOption`.
+const INVALID_INDEX_OPTION: ErrorCode = ErrorCode::Location(197);
+
+/// Index options accepted and kept in the spec.
+const KEPT_OPTIONS: &[&str] = &[
+    "expireAfterSeconds",
+    "partialFilterExpression",
+    "sparse",
+    "hidden",
+    "storageEngine",
+];
+/// Options accepted and dropped (they mean nothing here).
+const IGNORED_OPTIONS: &[&str] = &["v", "ns", "background", "dropDups"];
+/// Options for index features Ebb does not have yet.
+const UNSUPPORTED_OPTIONS: &[&str] = &[
+    "unique",
+    "collation",
+    "weights",
+    "default_language",
+    "language_override",
+    "textIndexVersion",
+    "2dsphereIndexVersion",
+    "bits",
+    "min",
+    "max",
+    "bucketSize",
+    "wildcardProjection",
+    "clustered",
+    "prepareUnique",
+];
+
+fn show(doc: &RawDocument) -> String {
+    display::value(RawBsonRef::Document(doc))
+}
+
+fn cannot_create(msg: String) -> CommandError {
+    CommandError::new(ErrorCode::CannotCreateIndex, msg)
+}
+
+/// The index name MongoDB generates from a key pattern: `a_1_b_-1`.
+fn default_name(key: &RawDocument) -> String {
+    let mut parts = Vec::new();
+    for (k, v) in key.iter().map_while(Result::ok) {
+        parts.push(k.as_str().to_owned());
+        parts.push(match v {
+            RawBsonRef::String(s) => s.to_owned(),
+            other => display::value(other),
+        });
+    }
+    parts.join("_")
+}
+
+/// Validates a key pattern: non-empty, each value a non-zero number. Special index types are
+/// refused clearly.
+fn check_key(key: &RawDocument, spec: &RawDocument) -> CommandResult<()> {
+    let mut fields = 0;
+    for entry in key {
+        let (name, value) =
+            entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        fields += 1;
+        if name.as_str().is_empty() {
+            return Err(cannot_create(format!(
+                "Error in specification {} :: caused by :: Index keys cannot be an empty field.",
+                show(spec)
+            )));
+        }
+        match value {
+            RawBsonRef::Int32(n) if n != 0 => {}
+            RawBsonRef::Int64(n) if n != 0 => {}
+            RawBsonRef::Double(d) if d != 0.0 && !d.is_nan() => {}
+            RawBsonRef::Decimal128(_) => {}
+            RawBsonRef::String(kind @ ("text" | "2dsphere" | "2d" | "hashed" | "geoHaystack")) => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    format!("'{kind}' indexes are not supported by Ebb yet"),
+                ));
+            }
+            RawBsonRef::String(other) => {
+                return Err(cannot_create(format!(
+                    "Error in specification {} :: caused by :: Unknown index plugin '{other}'",
+                    show(spec)
+                )));
+            }
+            other => {
+                return Err(cannot_create(format!(
+                    "Error in specification {} :: caused by :: Values in v:2 index key pattern \
+                     cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                    show(spec),
+                    display::type_name(other.element_type())
+                )));
+            }
+        }
+    }
+    if fields == 0 {
+        return Err(cannot_create(format!(
+            "Error in specification {} :: caused by :: Index keys cannot be empty.",
+            show(spec)
+        )));
+    }
+    Ok(())
+}
+
+/// Validates `expireAfterSeconds` for an index on `key`; returns the seconds Ebb applies.
+/// The `_ts` index takes Cosmos DB's values (`-1`, or 1 to 2147483647, whole numbers only);
+/// date-field TTL indexes take MongoDB's (0 to 2147483647; a fraction is truncated).
+pub(crate) fn check_expire_after_seconds(
+    key: &RawDocument,
+    value: RawBsonRef<'_>,
+    spec: &RawDocument,
+) -> CommandResult<i64> {
+    let fields = key.iter().count();
+    let first = key
+        .iter()
+        .next()
+        .and_then(Result::ok)
+        .map(|(k, _)| k.as_str().to_owned());
+    if first.as_deref() == Some("_id") && fields == 1 {
+        return Err(CommandError::new(
+            INVALID_INDEX_OPTION,
+            format!(
+                "The field 'expireAfterSeconds' is not valid for an _id index specification. \
+                 Specification: {}",
+                show(spec)
+            ),
+        ));
+    }
+    if fields != 1 {
+        return Err(cannot_create(format!(
+            "Error in specification {} :: caused by :: TTL indexes are single-field indexes, \
+             compound indexes do not support TTL",
+            show(spec)
+        )));
+    }
+    let number = match value {
+        RawBsonRef::Int32(n) => f64::from(n),
+        #[expect(clippy::cast_precision_loss, reason = "range-checked right below")]
+        RawBsonRef::Int64(n) => n as f64,
+        RawBsonRef::Double(d) => d,
+        other => {
+            return Err(cannot_create(format!(
+                "Error in specification {} :: caused by :: TTL index 'expireAfterSeconds' option \
+                 must be numeric, but received a type of '{}'",
+                show(spec),
+                display::type_name(other.element_type())
+            )));
+        }
+    };
+    if number.is_nan() {
+        return Err(cannot_create(format!(
+            "Error in specification {} :: caused by :: TTL index 'expireAfterSeconds' option \
+             must not be NaN",
+            show(spec)
+        )));
+    }
+    let max = f64::from(i32::MAX);
+    if is_ts_key(key) {
+        // Cosmos DB's DefaultTimeToLive: -1, or a whole number of seconds from 1 to 2^31-1.
+        if number.fract() != 0.0 || !(number == -1.0 || (1.0..=max).contains(&number)) {
+            return Err(cannot_create(format!(
+                "Error in specification {} :: caused by :: the 'expireAfterSeconds' of a TTL \
+                 index on '_ts' must be -1 (documents live until their own 'ttl' says \
+                 otherwise) or a whole number of seconds from 1 to 2147483647",
+                show(spec)
+            )));
+        }
+    } else if !(0.0..=max).contains(&number) {
+        return Err(cannot_create(format!(
+            "Error in specification {} :: caused by :: TTL index 'expireAfterSeconds' option \
+             must be within an acceptable range, try a lower number",
+            show(spec)
+        )));
+    }
+    #[expect(clippy::cast_possible_truncation, reason = "range-checked above")]
+    Ok(number.trunc() as i64)
+}
+
+/// Parses and validates one `indexes` entry into the spec the catalog keeps.
+fn parse_spec(raw: &RawDocument) -> CommandResult<IndexSpec> {
+    let key = match raw
+        .get("key")
+        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?
+    {
+        Some(RawBsonRef::Document(k)) => k,
+        Some(other) => return Err(wrong_type("createIndexes.indexes.key", other, " 'object'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                format!(
+                    "Error in specification {} :: caused by :: The 'key' field is a required \
+                     property of an index specification",
+                    show(raw)
+                ),
+            ));
+        }
+    };
+    check_key(key, raw)?;
+    let name = match raw.get("name").ok().flatten() {
+        Some(RawBsonRef::String(n)) if !n.is_empty() => n.to_owned(),
+        Some(RawBsonRef::String(_)) => {
+            return Err(cannot_create(format!(
+                "Error in specification {} :: caused by :: index name cannot be empty",
+                show(raw)
+            )));
+        }
+        Some(other) => return Err(wrong_type("createIndexes.indexes.name", other, " 'string'")),
+        None => default_name(key),
+    };
+    let mut spec = rawdoc! { "v": 2, "key": key.to_owned(), "name": name.as_str() };
+    let mut expire_after_seconds = None;
+    let mut partial_filter = None;
+    for entry in raw {
+        let (option, value) =
+            entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let option = option.as_str();
+        if matches!(option, "key" | "name") || IGNORED_OPTIONS.contains(&option) {
+            continue;
+        }
+        if UNSUPPORTED_OPTIONS.contains(&option) {
+            // `unique: false` asks for nothing special.
+            if option == "unique" && matches!(value, RawBsonRef::Boolean(false)) {
+                continue;
+            }
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                format!("index option '{option}' is not supported by Ebb yet"),
+            ));
+        }
+        if !KEPT_OPTIONS.contains(&option) {
+            return Err(CommandError::new(
+                INVALID_INDEX_OPTION,
+                format!(
+                    "The field '{option}' is not valid for an index specification. \
+                     Specification: {}",
+                    show(raw)
+                ),
+            ));
+        }
+        match (option, value) {
+            ("expireAfterSeconds", v) => {
+                expire_after_seconds = Some(check_expire_after_seconds(key, v, raw)?);
+            }
+            ("partialFilterExpression", RawBsonRef::Document(f)) => {
+                crate::query::filter::Filter::compile(f)?;
+                partial_filter = Some(f.to_owned());
+            }
+            ("partialFilterExpression", other) => {
+                return Err(wrong_type("partialFilterExpression", other, " 'object'"));
+            }
+            _ => {}
+        }
+        let key = <&CStr>::try_from(option).map_err(|e| CommandError::bad_value(e.to_string()))?;
+        spec.append(key, value);
+    }
+    Ok(IndexSpec {
+        name,
+        key: key.to_owned(),
+        expire_after_seconds,
+        partial_filter,
+        spec,
+    })
+}
+
+/// The spec minus its name and version, to compare options of two indexes.
+fn options_of(spec: &RawDocumentBuf) -> Vec<(String, bson::RawBson)> {
+    let mut out: Vec<(String, bson::RawBson)> = spec
+        .iter()
+        .map_while(Result::ok)
+        .filter(|(k, _)| !matches!(k.as_str(), "v" | "name"))
+        .map(|(k, v)| (k.as_str().to_owned(), bson::RawBson::from(v)))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_writable(req.db, name)?;
+    let concern = WriteConcern::parse(req)?;
+    let list = match field(req, "indexes")? {
+        Some(RawBsonRef::Array(a)) => a,
+        Some(other) => return Err(wrong_type("createIndexes.indexes", other, " 'array'")),
+        None => {
+            return Err(CommandError::new(
+                ErrorCode::IDLFailedToParse,
+                "BSON field 'createIndexes.indexes' is missing but a required field",
+            ));
+        }
+    };
+    let mut requested = Vec::new();
+    for item in list {
+        match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+            RawBsonRef::Document(d) => requested.push(parse_spec(d)?),
+            other => return Err(wrong_type("createIndexes.indexes.0", other, " 'object'")),
+        }
+    }
+    if requested.is_empty() {
+        return Err(CommandError::bad_value("Must specify at least one index."));
+    }
+    let ((before, after), ticket, created) =
+        state.catalog.change_indexes(req.db, name, true, state.now_ms(), |_, indexes| {
+            let before = indexes.len() + 1;
+            for new in requested {
+                if new.name == "_id_" || new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
+                    if new.name == "_id_" && new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
+                        continue;
+                    }
+                    return Err(CommandError::new(
+                        ErrorCode::IndexKeySpecsConflict,
+                        format!(
+                            "An existing index has the same name as the requested index. Requested \
+                             index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
+                            show(&new.spec)
+                        ),
+                    ));
+                }
+                let same_name = indexes.iter().find(|i| i.name == new.name);
+                let same_key = indexes.iter().find(|i| i.key == new.key);
+                match (same_name, same_key) {
+                    (Some(existing), _) if existing.key != new.key => {
+                        return Err(CommandError::new(
+                            ErrorCode::IndexKeySpecsConflict,
+                            format!(
+                                "An existing index has the same name as the requested index. When \
+                                 index names are not specified, they are auto generated and can \
+                                 cause conflicts. Please refer to our documentation. Requested \
+                                 index: {}, existing index: {}",
+                                show(&new.spec),
+                                show(&existing.spec)
+                            ),
+                        ));
+                    }
+                    (Some(existing), _) if options_of(&existing.spec) != options_of(&new.spec) => {
+                        return Err(CommandError::new(
+                            ErrorCode::IndexOptionsConflict,
+                            format!(
+                                "An equivalent index already exists with the same name but \
+                                 different options. Requested index: {}, existing index: {}",
+                                show(&new.spec),
+                                show(&existing.spec)
+                            ),
+                        ));
+                    }
+                    (Some(_), _) => {}
+                    (None, Some(existing)) => {
+                        return Err(CommandError::new(
+                            ErrorCode::IndexOptionsConflict,
+                            format!("Index already exists with a different name: {}", existing.name),
+                        ));
+                    }
+                    (None, None) => indexes.push(new),
+                }
+            }
+            Ok((before, indexes.len() + 1))
+        })?;
+    concern.wait(state, ticket).await?;
+    let mut reply = rawdoc! {
+        "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
+        "numIndexesAfter": i32::try_from(after).unwrap_or(i32::MAX),
+        "createdCollectionAutomatically": created,
+    };
+    if before == after {
+        reply.append(cstr!("note"), "all indexes already exist");
+    }
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}
+
+fn id_index() -> RawDocumentBuf {
+    rawdoc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }
+}
+
+pub(super) fn list_indexes(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("ns does not exist: {}.{name}", req.db),
+        ));
+    };
+    let mut batch = RawArrayBuf::new();
+    batch.push(id_index());
+    for i in &collection.indexes {
+        batch.push(i.spec.clone());
+    }
+    Ok(rawdoc! {
+        "cursor": { "id": 0_i64, "ns": format!("{}.{name}", req.db), "firstBatch": batch },
+        "ok": 1.0,
+    })
+}
+
+pub(super) async fn drop_indexes(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_writable(req.db, name)?;
+    let concern = WriteConcern::parse(req)?;
+    let target = field(req, "index")?.map(bson::RawBson::from);
+    if state.catalog.get(req.db, name).is_none() {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("ns not found {}.{name}", req.db),
+        ));
+    }
+    let (was, ticket, _) =
+        state
+            .catalog
+            .change_indexes(req.db, name, false, state.now_ms(), |_, indexes| {
+                let was = indexes.len() + 1;
+                let cannot_drop_id =
+                    || CommandError::new(ErrorCode::InvalidOptions, "cannot drop _id index");
+                match target.as_ref().map(bson::RawBson::as_raw_bson_ref) {
+                    Some(RawBsonRef::String("*")) => indexes.clear(),
+                    Some(RawBsonRef::String("_id_")) => return Err(cannot_drop_id()),
+                    Some(RawBsonRef::String(n)) => {
+                        let Some(at) = indexes.iter().position(|i| i.name == n) else {
+                            return Err(CommandError::new(
+                                ErrorCode::IndexNotFound,
+                                format!("index not found with name [{n}]"),
+                            ));
+                        };
+                        indexes.remove(at);
+                    }
+                    Some(RawBsonRef::Array(names)) => {
+                        let mut wanted = Vec::new();
+                        for n in names {
+                            match n.map_err(|e| {
+                                CommandError::new(ErrorCode::InvalidBSON, e.to_string())
+                            })? {
+                                RawBsonRef::String("_id_") => return Err(cannot_drop_id()),
+                                RawBsonRef::String(n) => wanted.push(n.to_owned()),
+                                other => {
+                                    return Err(wrong_type(
+                                        "dropIndexes.index.0",
+                                        other,
+                                        " 'string'",
+                                    ));
+                                }
+                            }
+                        }
+                        if let Some(missing) = wanted
+                            .iter()
+                            .find(|n| !indexes.iter().any(|i| &i.name == *n))
+                        {
+                            return Err(CommandError::new(
+                                ErrorCode::IndexNotFound,
+                                format!("index not found with name [{missing}]"),
+                            ));
+                        }
+                        indexes.retain(|i| !wanted.contains(&i.name));
+                    }
+                    Some(RawBsonRef::Document(key)) => {
+                        if key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
+                            return Err(cannot_drop_id());
+                        }
+                        let Some(at) = indexes
+                            .iter()
+                            .position(|i| i.key.as_bytes() == key.as_bytes())
+                        else {
+                            return Err(CommandError::new(
+                                ErrorCode::IndexNotFound,
+                                format!("can't find index with key: {}", show(key)),
+                            ));
+                        };
+                        indexes.remove(at);
+                    }
+                    Some(other) => {
+                        return Err(wrong_type(
+                            "dropIndexes.index",
+                            other,
+                            "s '[string, object, array]'",
+                        ));
+                    }
+                    None => {
+                        return Err(CommandError::new(
+                            ErrorCode::IDLFailedToParse,
+                            "BSON field 'dropIndexes.index' is missing but a required field",
+                        ));
+                    }
+                }
+                Ok(was)
+            })?;
+    concern.wait(state, ticket).await?;
+    let mut reply = rawdoc! { "nIndexesWas": i32::try_from(was).unwrap_or(i32::MAX) };
+    if matches!(target, Some(bson::RawBson::String(ref s)) if s == "*") {
+        reply.append(cstr!("msg"), "non-_id indexes dropped for collection");
+    }
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}
+
+pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_writable(req.db, name)?;
+    let concern = WriteConcern::parse(req)?;
+    let mut index = None;
+    for entry in req.body {
+        let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            (k, _) if k == req.name || super::collection::GENERIC_FIELDS.contains(&k) => {}
+            ("index", RawBsonRef::Document(d)) => index = Some(d),
+            ("index", other) => return Err(wrong_type("collMod.index", other, " 'object'")),
+            (
+                "validator"
+                | "validationLevel"
+                | "validationAction"
+                | "viewOn"
+                | "pipeline"
+                | "expireAfterSeconds"
+                | "changeStreamPreAndPostImages"
+                | "timeseries"
+                | "clusteredIndex"
+                | "cappedSize"
+                | "cappedMax",
+                _,
+            ) => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    format!(
+                        "collMod option '{}' is not supported by Ebb yet",
+                        k.as_str()
+                    ),
+                ));
+            }
+            (other, _) => {
+                return Err(CommandError::new(
+                    ErrorCode::IDLUnknownField,
+                    format!("BSON field 'collMod.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    if state.catalog.get(req.db, name).is_none() {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("ns does not exist: {}.{name}", req.db),
+        ));
+    }
+    let Some(index) = index else {
+        // Nothing to change.
+        return Ok(rawdoc! { "ok": 1.0 });
+    };
+    let mut by_key = None;
+    let mut by_name = None;
+    let mut new_expire = None;
+    let mut new_hidden = None;
+    for entry in index {
+        let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            ("keyPattern", RawBsonRef::Document(d)) => by_key = Some(d),
+            ("name", RawBsonRef::String(s)) => by_name = Some(s),
+            ("expireAfterSeconds", v) => new_expire = Some(v),
+            ("hidden", RawBsonRef::Boolean(b)) => new_hidden = Some(b),
+            ("keyPattern" | "name" | "hidden", other) => {
+                return Err(wrong_type(
+                    &format!("collMod.index.{}", k.as_str()),
+                    other,
+                    " of the right kind",
+                ));
+            }
+            (other, _) => {
+                return Err(CommandError::new(
+                    ErrorCode::IDLUnknownField,
+                    format!("BSON field 'collMod.index.{other}' is an unknown field."),
+                ));
+            }
+        }
+    }
+    if by_key.is_some() == by_name.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "must specify either index name or key pattern",
+        ));
+    }
+    if new_expire.is_none() && new_hidden.is_none() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "no expireAfterSeconds or hidden field",
+        ));
+    }
+    let (reply, ticket, _) =
+        state
+            .catalog
+            .change_indexes(req.db, name, false, state.now_ms(), |c, indexes| {
+                let found = indexes.iter_mut().find(|i| match (by_key, by_name) {
+                    (Some(k), _) => i.key.as_bytes() == k.as_bytes(),
+                    (_, Some(n)) => i.name == n,
+                    _ => false,
+                });
+                let Some(found) = found else {
+                    let what =
+                        by_name.map_or_else(|| by_key.map(show).unwrap_or_default(), str::to_owned);
+                    return Err(CommandError::new(
+                        ErrorCode::IndexNotFound,
+                        format!("cannot find index {what} for ns {}", c.namespace()),
+                    ));
+                };
+                let mut reply = RawDocumentBuf::new();
+                let mut spec = RawDocumentBuf::new();
+                let old_expire = found
+                    .spec
+                    .get("expireAfterSeconds")
+                    .ok()
+                    .flatten()
+                    .map(bson::RawBson::from);
+                let old_hidden = matches!(
+                    found.spec.get("hidden").ok().flatten(),
+                    Some(RawBsonRef::Boolean(true))
+                );
+                if let Some(v) = new_expire {
+                    let seconds = check_expire_after_seconds(&found.key, v, &found.spec)?;
+                    found.expire_after_seconds = Some(seconds);
+                    if let Some(old) = &old_expire {
+                        reply.append(cstr!("expireAfterSeconds_old"), old.clone());
+                    }
+                    reply.append(cstr!("expireAfterSeconds_new"), v);
+                }
+                if let Some(h) = new_hidden {
+                    reply.append(cstr!("hidden_old"), old_hidden);
+                    reply.append(cstr!("hidden_new"), h);
+                }
+                for (k, v) in found.spec.iter().map_while(Result::ok) {
+                    match k.as_str() {
+                        "expireAfterSeconds" if new_expire.is_some() => {}
+                        "hidden" if new_hidden.is_some() => {}
+                        _ => spec.append(k, v),
+                    }
+                }
+                if let Some(v) = new_expire {
+                    spec.append(cstr!("expireAfterSeconds"), v);
+                }
+                if new_hidden == Some(true) {
+                    spec.append(cstr!("hidden"), true);
+                }
+                found.spec = spec;
+                Ok(reply)
+            })?;
+    concern.wait(state, ticket).await?;
+    let mut reply = reply;
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}

@@ -1,0 +1,515 @@
+//! Time to live: the expiry policy a collection's TTL indexes define, the expiry instant of
+//! each document, and the background purge. The specification is the project's `ttl.md`;
+//! in short:
+//!
+//! - a `{_ts: 1}` (or `{_ts: -1}`) index with `expireAfterSeconds` is Cosmos DB's collection
+//!   default: `-1` (live forever unless a document says otherwise) or `n ≥ 1` seconds after the
+//!   document's last modification; while it exists, a document's root `ttl` field, when it is a
+//!   valid int32 value, overrides it (`-1` never, `n ≥ 1` seconds);
+//! - any other single-field index with `expireAfterSeconds` is MongoDB's TTL index on a date
+//!   field: the document expires that many seconds after the (earliest) date in the field;
+//! - a document's expiry is the earliest instant any rule gives it; from that millisecond on it
+//!   is gone for every command, and the purge removes its bytes later.
+//!
+//! Expiry instants are computed when a document is written and stored beside it (the record
+//! header and the `expiry` keyspace), never in it.
+
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bson::{RawBsonRef, RawDocument};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::catalog::{Catalog, Collection, IndexSpec};
+use crate::query::filter::Filter;
+use crate::query::path;
+use crate::storage::{Batch, Keyspace, StorageError, prefix_end, record};
+
+/// Documents removed per purge batch (one atomic commit, collection lock held).
+pub const PURGE_BATCH: usize = 1000;
+/// The longest the purge sleeps when nothing is due.
+const PURGE_IDLE: Duration = Duration::from_secs(1);
+
+/// One MongoDB-style TTL rule: a date field plus a number of seconds.
+#[derive(Debug)]
+pub struct DateRule {
+    path: Vec<String>,
+    seconds: i64,
+    partial: Option<Filter>,
+}
+
+/// What a collection's TTL indexes say about expiry.
+#[derive(Debug, Default)]
+pub struct TtlPolicy {
+    /// The Cosmos default from the `_ts` TTL index: `Some(-1)` or `Some(n ≥ 1)`; `None` when
+    /// there is no such index (then document `ttl` fields are not interpreted either).
+    pub cosmos_default: Option<i64>,
+    /// Date-field TTL indexes.
+    pub dates: Vec<DateRule>,
+}
+
+/// Whether `key` is the `_ts` key pattern that carries Cosmos DB's collection default.
+pub fn is_ts_key(key: &RawDocument) -> bool {
+    let mut it = key.iter();
+    matches!(
+        (it.next(), it.next()),
+        (Some(Ok((name, RawBsonRef::Int32(1 | -1) | RawBsonRef::Int64(1 | -1)))), None) if name.as_str() == "_ts"
+    ) || matches!(
+        (key.iter().next(), key.iter().nth(1)),
+        (Some(Ok((name, RawBsonRef::Double(d)))), None) if name.as_str() == "_ts" && (d == 1.0 || d == -1.0)
+    )
+}
+
+impl TtlPolicy {
+    /// The policy of an index list.
+    pub fn from_indexes(indexes: &[IndexSpec]) -> Self {
+        let mut policy = TtlPolicy::default();
+        for spec in indexes {
+            let Some(seconds) = spec.expire_after_seconds else {
+                continue;
+            };
+            if is_ts_key(&spec.key) {
+                policy.cosmos_default = Some(seconds);
+                continue;
+            }
+            let Some(Ok((field, _))) = spec.key.iter().next() else {
+                continue;
+            };
+            let partial = match &spec.partial_filter {
+                Some(p) => match Filter::compile(p) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        warn!(index = %spec.name, error = %e.errmsg, "ignoring a TTL index whose partial filter does not compile");
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            policy.dates.push(DateRule {
+                path: field.as_str().split('.').map(str::to_owned).collect(),
+                seconds,
+                partial,
+            });
+        }
+        policy
+    }
+
+    /// A comparable summary of the rules (the defaults and each index's field, seconds and
+    /// partial filter), to tell whether an index change alters expiry.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("{:?}", self.cosmos_default);
+        for r in &self.dates {
+            let _ = write!(
+                out,
+                "|{}:{}:{:?}",
+                r.path.join("."),
+                r.seconds,
+                r.partial.is_some()
+            );
+        }
+        out
+    }
+
+    /// Whether no document of the collection can expire.
+    pub fn is_empty(&self) -> bool {
+        self.cosmos_default.is_none() && self.dates.is_empty()
+    }
+
+    /// The expiry instant (ms since the epoch) of `doc`, last modified at `modified_ms`;
+    /// [`record::NEVER`] when no rule applies.
+    pub fn expiry(&self, doc: &RawDocument, modified_ms: i64) -> i64 {
+        let mut at = record::NEVER;
+        if let Some(default) = self.cosmos_default {
+            let seconds = match document_ttl(doc) {
+                Some(-1) => None,
+                Some(n) if n >= 1 => Some(n),
+                // Not a TTL (absent, invalid, 0 or below -1): the default applies.
+                _ => (default >= 1).then_some(default),
+            };
+            if let Some(s) = seconds {
+                at = at.min(modified_ms.saturating_add(s.saturating_mul(1000)));
+            }
+        }
+        for rule in &self.dates {
+            if rule.partial.as_ref().is_some_and(|f| !f.matches(doc)) {
+                continue;
+            }
+            // The earliest date the field holds (directly or in an array) counts.
+            let earliest = path::values(doc, &rule.path, path::LeafArrays::ExpandOmitArray)
+                .into_iter()
+                .flatten()
+                .filter_map(|v| match v {
+                    RawBsonRef::DateTime(d) => Some(d.timestamp_millis()),
+                    _ => None,
+                })
+                .min();
+            if let Some(date) = earliest {
+                at = at.min(date.saturating_add(rule.seconds.saturating_mul(1000)));
+            }
+        }
+        at
+    }
+}
+
+/// The document's own `ttl`, when it is valid: an int32, an int64 within int32's range, or a
+/// double with no fractional part within int32's range. Everything else is not a TTL.
+pub fn document_ttl(doc: &RawDocument) -> Option<i64> {
+    let value = doc.get("ttl").ok().flatten()?;
+    let in_range = |n: i64| (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&n);
+    match value {
+        RawBsonRef::Int32(n) => Some(i64::from(n)),
+        RawBsonRef::Int64(n) if in_range(n) => Some(n),
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "integral and within int32's range"
+        )]
+        RawBsonRef::Double(d)
+            if d.is_finite()
+                && d.fract() == 0.0
+                && d >= f64::from(i32::MIN)
+                && d <= f64::from(i32::MAX) =>
+        {
+            Some(d as i64)
+        }
+        _ => None,
+    }
+}
+
+/// An expiry instant as an order-preserving 8-byte key part.
+fn instant_key(ms: i64) -> [u8; 8] {
+    (ms.cast_unsigned() ^ (1 << 63)).to_be_bytes()
+}
+
+/// The `expiry` keyspace key of a document: collection id, instant, `_id` keystring.
+pub fn expiry_key(collection_id: u64, expires_ms: i64, id_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + id_key.len());
+    key.extend_from_slice(&collection_id.to_be_bytes());
+    key.extend_from_slice(&instant_key(expires_ms));
+    key.extend_from_slice(id_key);
+    key
+}
+
+/// Adds to `batch` what makes every document of `collection` carry the expiry its (new) policy
+/// gives it. A document already expired at `now_ms` is removed instead: a policy change never
+/// brings a document back.
+pub fn recompute(
+    snapshot: &dyn crate::storage::Snapshot,
+    collection: &Collection,
+    now_ms: i64,
+    batch: &mut Batch,
+) -> Result<(), StorageError> {
+    let prefix = record::collection_prefix(collection.id);
+    let upper = prefix_end(&prefix).unwrap_or_default();
+    for entry in snapshot.range(
+        Keyspace::Docs,
+        Bound::Included(&prefix[..]),
+        Bound::Excluded(&upper[..]),
+        false,
+    ) {
+        let (key, value) = entry?;
+        let rec = record::decode(&value)?;
+        let Some(id_key) = key.get(8..) else { continue };
+        // (A batch never touches one key twice: the order of two changes to one key within a
+        // batch is not something to rely on.)
+        let is_expired = rec.expires_ms <= now_ms;
+        let expires = if is_expired {
+            rec.expires_ms
+        } else {
+            collection.ttl.expiry(rec.doc, rec.modified_ms)
+        };
+        if expires == rec.expires_ms && !is_expired {
+            continue;
+        }
+        if rec.expires_ms != record::NEVER {
+            batch.delete(
+                Keyspace::Expiry,
+                expiry_key(collection.id, rec.expires_ms, id_key),
+            );
+        }
+        if is_expired {
+            batch.delete(Keyspace::Docs, key);
+            continue;
+        }
+        batch.put(
+            Keyspace::Docs,
+            key.clone(),
+            record::encode(rec.modified_ms, expires, rec.doc),
+        );
+        if expires != record::NEVER {
+            batch.put(
+                Keyspace::Expiry,
+                expiry_key(collection.id, expires, id_key),
+                Vec::new(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `serverStatus.metrics.ttl`.
+#[derive(Debug, Default)]
+pub struct TtlMetrics {
+    /// `deletedDocuments`.
+    pub deleted: AtomicU64,
+    /// `passes`.
+    pub passes: AtomicU64,
+}
+
+/// Removes up to [`PURGE_BATCH`] documents of `collection` that expired at or before `now_ms`,
+/// oldest first, with their expiry entries, in one commit under the collection's write lock.
+/// Returns how many documents it removed, and whether more are due.
+pub fn purge_collection(
+    catalog: &Catalog,
+    collection: &Collection,
+    now_ms: i64,
+) -> Result<(usize, bool), StorageError> {
+    let Some(_guard) = collection.lock() else {
+        return Ok((0, false));
+    };
+    let snapshot = catalog.snapshot();
+    let prefix = collection.id.to_be_bytes();
+    let mut upper = prefix.to_vec();
+    // Everything whose instant is ≤ now: keys below (prefix, now + 1).
+    upper.extend_from_slice(&instant_key(now_ms.saturating_add(1)));
+    let mut batch = Batch::new();
+    let mut removed = 0;
+    let mut more = false;
+    for entry in snapshot.range(
+        Keyspace::Expiry,
+        Bound::Included(&prefix[..]),
+        Bound::Excluded(&upper[..]),
+        false,
+    ) {
+        if removed >= PURGE_BATCH {
+            more = true;
+            break;
+        }
+        let (key, _) = entry?;
+        let Some(id_key) = key.get(16..) else {
+            continue;
+        };
+        let Some(instant) = key.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+            continue;
+        };
+        let expires = (u64::from_be_bytes(instant) ^ (1 << 63)).cast_signed();
+        let doc_key = record::doc_key(collection.id, id_key);
+        // The entry is current only if the document still carries this instant.
+        if let Some(value) = snapshot.get(Keyspace::Docs, &doc_key)?
+            && record::decode(&value)?.expires_ms == expires
+        {
+            batch.delete(Keyspace::Docs, doc_key);
+            removed += 1;
+        }
+        batch.delete(Keyspace::Expiry, key);
+    }
+    if !batch.is_empty() {
+        catalog.store().commit(batch)?;
+    }
+    Ok((removed, more))
+}
+
+/// The earliest expiry instant pending in `collection`, if any.
+fn next_due(catalog: &Catalog, collection: &Collection) -> Result<Option<i64>, StorageError> {
+    let prefix = collection.id.to_be_bytes();
+    let upper = prefix_end(&prefix).unwrap_or_default();
+    let snapshot = catalog.snapshot();
+    let first = snapshot
+        .range(
+            Keyspace::Expiry,
+            Bound::Included(&prefix[..]),
+            Bound::Excluded(&upper[..]),
+            false,
+        )
+        .next()
+        .transpose()?;
+    Ok(first.and_then(|(key, _)| {
+        key.get(8..16)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(|b| (u64::from_be_bytes(b) ^ (1 << 63)).cast_signed())
+    }))
+}
+
+/// One pass over every collection with a TTL policy: removes what is due. Returns documents
+/// removed and the next instant something falls due.
+pub fn purge_pass(catalog: &Catalog, now_ms: i64) -> Result<(usize, Option<i64>), StorageError> {
+    let mut removed = 0;
+    let mut next: Option<i64> = None;
+    for collection in catalog.all_collections() {
+        if collection.ttl.is_empty() && next_due(catalog, &collection)?.is_none() {
+            continue;
+        }
+        loop {
+            let (n, more) = purge_collection(catalog, &collection, now_ms)?;
+            removed += n;
+            if !more {
+                break;
+            }
+        }
+        if let Some(due) = next_due(catalog, &collection)? {
+            next = Some(next.map_or(due, |n| n.min(due)));
+        }
+    }
+    Ok((removed, next))
+}
+
+/// The background purge: runs a pass whenever something is due (or the clock was moved),
+/// counts `metrics.ttl`, and compacts after large purges so tombstones do not slow scans.
+pub async fn purge_task(
+    catalog: Arc<Catalog>,
+    clock: Arc<crate::clock::Clock>,
+    metrics: Arc<TtlMetrics>,
+    cancel: CancellationToken,
+) {
+    let mut since_compaction = 0_usize;
+    loop {
+        let now = clock.now_ms();
+        let pass = {
+            let catalog = Arc::clone(&catalog);
+            tokio::task::spawn_blocking(move || purge_pass(&catalog, now)).await
+        };
+        let next = match pass {
+            Ok(Ok((removed, next))) => {
+                metrics.passes.fetch_add(1, Ordering::Relaxed);
+                metrics.deleted.fetch_add(removed as u64, Ordering::Relaxed);
+                if removed > 0 {
+                    debug!(removed, "TTL purge");
+                }
+                since_compaction += removed;
+                next
+            }
+            Ok(Err(e)) => {
+                warn!(error = %e, "TTL purge failed");
+                None
+            }
+            Err(e) => {
+                warn!(error = %e, "TTL purge task failed");
+                None
+            }
+        };
+        if since_compaction >= 100_000 {
+            since_compaction = 0;
+            let catalog = Arc::clone(&catalog);
+            let compacted = tokio::task::spawn_blocking(move || {
+                catalog
+                    .store()
+                    .storage()
+                    .compact(&[Keyspace::Docs, Keyspace::Expiry])
+            })
+            .await;
+            match compacted {
+                Ok(Ok(())) => info!("compacted after TTL purges"),
+                Ok(Err(e)) => warn!(error = %e, "compaction after TTL purges failed"),
+                Err(e) => warn!(error = %e, "compaction task failed"),
+            }
+        }
+        let wait = next.map_or(PURGE_IDLE, |due| {
+            let ms = due.saturating_sub(clock.now_ms()).clamp(0, 1000);
+            Duration::from_millis(ms.cast_unsigned())
+        });
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+            () = clock.changed() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::rawdoc;
+
+    use super::*;
+
+    #[test]
+    fn document_ttl_validation() {
+        let cases: Vec<(bson::RawDocumentBuf, Option<i64>)> = vec![
+            (rawdoc! { "ttl": 20 }, Some(20)),
+            (rawdoc! { "ttl": 20_i64 }, Some(20)),
+            (rawdoc! { "ttl": 20.0 }, Some(20)),
+            (rawdoc! { "ttl": 20.5 }, None),
+            (rawdoc! { "ttl": 2_147_483_649_i64 }, None),
+            (rawdoc! { "ttl": 2_147_483_647_i64 }, Some(2_147_483_647)),
+            (rawdoc! { "ttl": 2_147_483_648.0 }, None),
+            (rawdoc! { "ttl": -1 }, Some(-1)),
+            (rawdoc! { "ttl": -0.0 }, Some(0)),
+            (rawdoc! { "ttl": f64::NAN }, None),
+            (rawdoc! { "ttl": f64::INFINITY }, None),
+            (rawdoc! { "ttl": "20" }, None),
+            (rawdoc! { "ttl": bson::RawBson::Null }, None),
+            (rawdoc! { "TTL": 20 }, None),
+            (rawdoc! { "a": { "ttl": 20 } }, None),
+        ];
+        for (doc, expected) in cases {
+            assert_eq!(document_ttl(&doc), expected, "{doc:?}");
+        }
+    }
+
+    fn cosmos(default: i64) -> TtlPolicy {
+        TtlPolicy {
+            cosmos_default: Some(default),
+            dates: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_matrix() {
+        let none = TtlPolicy::default();
+        let t0 = 1_000_000;
+        let doc_none = rawdoc! { "a": 1 };
+        let doc_never = rawdoc! { "ttl": -1 };
+        let doc_m = rawdoc! { "ttl": 20 };
+        // no _ts TTL index: nothing expires, ttl ignored
+        for d in [&doc_none, &doc_never, &doc_m] {
+            assert_eq!(none.expiry(d, t0), record::NEVER);
+        }
+        // default -1
+        assert_eq!(cosmos(-1).expiry(&doc_none, t0), record::NEVER);
+        assert_eq!(cosmos(-1).expiry(&doc_never, t0), record::NEVER);
+        assert_eq!(cosmos(-1).expiry(&doc_m, t0), t0 + 20_000);
+        // default n
+        assert_eq!(cosmos(10).expiry(&doc_none, t0), t0 + 10_000);
+        assert_eq!(cosmos(10).expiry(&doc_never, t0), record::NEVER);
+        assert_eq!(cosmos(10).expiry(&doc_m, t0), t0 + 20_000);
+        // invalid ttl values fall back to the default
+        assert_eq!(cosmos(10).expiry(&rawdoc! { "ttl": 20.5 }, t0), t0 + 10_000);
+        assert_eq!(cosmos(10).expiry(&rawdoc! { "ttl": 0 }, t0), t0 + 10_000);
+        assert_eq!(cosmos(10).expiry(&rawdoc! { "ttl": -2 }, t0), t0 + 10_000);
+        assert_eq!(cosmos(-1).expiry(&rawdoc! { "ttl": 0 }, t0), record::NEVER);
+    }
+
+    #[test]
+    fn date_rules_take_the_earliest_date() {
+        let policy = TtlPolicy {
+            cosmos_default: None,
+            dates: vec![DateRule {
+                path: vec!["at".into()],
+                seconds: 5,
+                partial: None,
+            }],
+        };
+        let d = |ms| bson::DateTime::from_millis(ms);
+        assert_eq!(policy.expiry(&rawdoc! { "at": d(100_000) }, 0), 105_000);
+        assert_eq!(
+            policy.expiry(&rawdoc! { "at": [d(300_000), d(100_000), 7] }, 0),
+            105_000
+        );
+        assert_eq!(
+            policy.expiry(&rawdoc! { "at": "yesterday" }, 0),
+            record::NEVER
+        );
+        assert_eq!(policy.expiry(&rawdoc! { "b": 1 }, 0), record::NEVER);
+    }
+
+    #[test]
+    fn expiry_keys_order_by_instant() {
+        let a = expiry_key(7, -5, b"x");
+        let b = expiry_key(7, 0, b"a");
+        let c = expiry_key(7, 10, b"a");
+        assert!(a < b && b < c);
+        assert!(expiry_key(7, i64::MAX - 1, b"z") < expiry_key(8, i64::MIN, b"a"));
+    }
+}
