@@ -190,23 +190,32 @@ async fn run(
 /// Runs an OP_MSG command and returns the reply document, `{ok: 0, …}` on error.
 async fn run_op_msg(msg: &OpMsg, ctx: &mut ConnCtx, state: &ServerState) -> RawDocumentBuf {
     let body = msg.body.as_ref();
-    let result = match body.get_str("$db") {
-        Ok(db) => match command_name(body) {
-            Some(name) => {
-                let req = Request {
-                    name,
-                    db,
-                    body,
-                    sequences: &msg.sequences,
-                };
-                run_command(&req, ctx, state).await
-            }
-            None => Err(CommandError::command_not_found("")),
-        },
-        Err(_) if body.get("$db").ok().flatten().is_some() => Err(CommandError::type_mismatch(
+    // One pass over the body finds the command name (first key) and `$db` (usually last).
+    let mut name = None;
+    let mut db = None;
+    for elem in body.iter_elements().map_while(Result::ok) {
+        let key = elem.key().as_str();
+        if name.is_none() {
+            name = Some(key);
+        }
+        if key == "$db" {
+            db = Some(elem.value());
+        }
+    }
+    let result = match (db, name) {
+        (Some(Ok(bson::RawBsonRef::String(db))), Some(name)) => {
+            let req = Request {
+                name,
+                db,
+                body,
+                sequences: &msg.sequences,
+            };
+            run_command(&req, ctx, state).await
+        }
+        (Some(_), _) => Err(CommandError::type_mismatch(
             "BSON field '$db' is the wrong type, expected type 'string'",
         )),
-        Err(_) => Err(CommandError::new(
+        (None, _) => Err(CommandError::new(
             ErrorCode::Location(40571),
             "OP_MSG requests require a $db argument",
         )),
