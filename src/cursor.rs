@@ -56,6 +56,19 @@ impl Scan {
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<RawDocumentBuf>> {
+        Ok(self
+            .next_entries(max_docs, max_bytes)?
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect())
+    }
+
+    /// Like [`Scan::next_batch`], with each document's expiry instant.
+    pub fn next_entries(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
         let mut out = Vec::new();
         let mut bytes = 0;
         if self.done || max_docs == 0 {
@@ -101,7 +114,7 @@ impl Scan {
                 break;
             }
             bytes += size;
-            out.push(doc);
+            out.push((doc, rec.expires_ms));
             if let Some(r) = &mut self.remaining {
                 *r -= 1;
                 if *r == 0 {
@@ -125,32 +138,44 @@ impl Scan {
 
 /// Where a cursor's documents come from.
 pub enum Source {
-    /// Results computed up front (sorted finds, aggregation output).
-    Buffered(VecDeque<RawDocumentBuf>),
+    /// Results computed up front (sorted finds, aggregation output), each with the expiry
+    /// instant of the stored document it shows ([`record::NEVER`] for computed documents).
+    Buffered(VecDeque<(RawDocumentBuf, i64)>),
     /// A live scan over a snapshot.
     Scan(Box<Scan>),
 }
 
 impl Source {
-    /// The next batch; see [`Scan::next_batch`].
+    /// The next batch, judged at `now_ms`: a document whose instant has passed since the
+    /// cursor opened is left out of every later batch. See [`Scan::next_batch`].
     pub fn next_batch(
         &mut self,
         max_docs: usize,
         max_bytes: usize,
+        now_ms: i64,
     ) -> CommandResult<Vec<RawDocumentBuf>> {
         match self {
-            Source::Scan(scan) => scan.next_batch(max_docs, max_bytes),
+            Source::Scan(scan) => {
+                scan.now_ms = now_ms;
+                scan.next_batch(max_docs, max_bytes)
+            }
             Source::Buffered(docs) => {
                 let mut out = Vec::new();
                 let mut bytes = 0;
                 while out.len() < max_docs {
-                    let Some(next) = docs.front() else { break };
+                    let Some((next, expires)) = docs.front() else {
+                        break;
+                    };
+                    if *expires <= now_ms {
+                        docs.pop_front();
+                        continue;
+                    }
                     let size = next.as_bytes().len();
                     if !out.is_empty() && bytes + size > max_bytes {
                         break;
                     }
                     bytes += size;
-                    if let Some(doc) = docs.pop_front() {
+                    if let Some((doc, _)) = docs.pop_front() {
                         out.push(doc);
                     }
                 }

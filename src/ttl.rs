@@ -47,19 +47,21 @@ pub struct TtlPolicy {
     /// The Cosmos default from the `_ts` TTL index: `Some(-1)` or `Some(n ≥ 1)`; `None` when
     /// there is no such index (then document `ttl` fields are not interpreted either).
     pub cosmos_default: Option<i64>,
+    /// The `_ts` TTL index's `partialFilterExpression`: documents it does not match are outside
+    /// the Cosmos rules.
+    pub cosmos_partial: Option<Filter>,
     /// Date-field TTL indexes.
     pub dates: Vec<DateRule>,
 }
 
-/// Whether `key` is the `_ts` key pattern that carries Cosmos DB's collection default.
+/// Whether `key` is a single-field key on `_ts` (any direction): the index whose
+/// `expireAfterSeconds` carries Cosmos DB's collection default.
 pub fn is_ts_key(key: &RawDocument) -> bool {
     let mut it = key.iter();
     matches!(
         (it.next(), it.next()),
-        (Some(Ok((name, RawBsonRef::Int32(1 | -1) | RawBsonRef::Int64(1 | -1)))), None) if name.as_str() == "_ts"
-    ) || matches!(
-        (key.iter().next(), key.iter().nth(1)),
-        (Some(Ok((name, RawBsonRef::Double(d)))), None) if name.as_str() == "_ts" && (d == 1.0 || d == -1.0)
+        (Some(Ok((name, RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_) | RawBsonRef::Decimal128(_)))), None)
+            if name.as_str() == "_ts"
     )
 }
 
@@ -71,13 +73,6 @@ impl TtlPolicy {
             let Some(seconds) = spec.expire_after_seconds else {
                 continue;
             };
-            if is_ts_key(&spec.key) {
-                policy.cosmos_default = Some(seconds);
-                continue;
-            }
-            let Some(Ok((field, _))) = spec.key.iter().next() else {
-                continue;
-            };
             let partial = match &spec.partial_filter {
                 Some(p) => match Filter::compile(p) {
                     Ok(f) => Some(f),
@@ -87,6 +82,14 @@ impl TtlPolicy {
                     }
                 },
                 None => None,
+            };
+            if is_ts_key(&spec.key) {
+                policy.cosmos_default = Some(seconds);
+                policy.cosmos_partial = partial;
+                continue;
+            }
+            let Some(Ok((field, _))) = spec.key.iter().next() else {
+                continue;
             };
             policy.dates.push(DateRule {
                 path: field.as_str().split('.').map(str::to_owned).collect(),
@@ -101,7 +104,11 @@ impl TtlPolicy {
     /// partial filter), to tell whether an index change alters expiry.
     pub fn describe(&self) -> String {
         use std::fmt::Write as _;
-        let mut out = format!("{:?}", self.cosmos_default);
+        let mut out = format!(
+            "{:?}:{:?}",
+            self.cosmos_default,
+            self.cosmos_partial.is_some()
+        );
         for r in &self.dates {
             let _ = write!(
                 out,
@@ -123,7 +130,10 @@ impl TtlPolicy {
     /// [`record::NEVER`] when no rule applies.
     pub fn expiry(&self, doc: &RawDocument, modified_ms: i64) -> i64 {
         let mut at = record::NEVER;
-        if let Some(default) = self.cosmos_default {
+        if let Some(default) = self
+            .cosmos_default
+            .filter(|_| self.cosmos_partial.as_ref().is_none_or(|f| f.matches(doc)))
+        {
             let seconds = match document_ttl(doc) {
                 Some(-1) => None,
                 Some(n) if n >= 1 => Some(n),
@@ -451,6 +461,7 @@ mod tests {
     fn cosmos(default: i64) -> TtlPolicy {
         TtlPolicy {
             cosmos_default: Some(default),
+            cosmos_partial: None,
             dates: Vec::new(),
         }
     }
@@ -485,6 +496,7 @@ mod tests {
     fn date_rules_take_the_earliest_date() {
         let policy = TtlPolicy {
             cosmos_default: None,
+            cosmos_partial: None,
             dates: vec![DateRule {
                 path: vec!["at".into()],
                 seconds: 5,

@@ -395,17 +395,23 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
         .collect()
 }
 
-fn run_pipeline(stages: &[Stage], mut docs: Vec<RawDocumentBuf>) -> Vec<RawDocumentBuf> {
+/// Runs the stages over documents paired with the expiry instant of the stored document they
+/// show; documents a stage computes (`$group`, `$count`) never expire.
+fn run_pipeline(
+    stages: &[Stage],
+    mut docs: Vec<(RawDocumentBuf, i64)>,
+) -> Vec<(RawDocumentBuf, i64)> {
+    let computed = |d: RawDocumentBuf| (d, crate::storage::record::NEVER);
     for stage in stages {
         docs = match stage {
-            Stage::Match(f) => docs.into_iter().filter(|d| f.matches(d)).collect(),
+            Stage::Match(f) => docs.into_iter().filter(|(d, _)| f.matches(d)).collect(),
             Stage::Sort(s) => {
-                docs.sort_by(|a, b| s.compare(a, b));
+                super::read::sort_entries(s, &mut docs);
                 docs
             }
             Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
             Stage::Limit(n) => docs.into_iter().take(*n).collect(),
-            Stage::Project(p) => docs.iter().map(|d| p.apply(d)).collect(),
+            Stage::Project(p) => docs.iter().map(|(d, e)| (p.apply(d), *e)).collect(),
             Stage::Count(name) => {
                 if docs.is_empty() {
                     Vec::new()
@@ -414,10 +420,13 @@ fn run_pipeline(stages: &[Stage], mut docs: Vec<RawDocumentBuf>) -> Vec<RawDocum
                     if let Ok(key) = <&CStr>::try_from(name.as_str()) {
                         out.append(key, i32::try_from(docs.len()).unwrap_or(i32::MAX));
                     }
-                    vec![out]
+                    vec![computed(out)]
                 }
             }
-            Stage::Group(g) => run_group(g, &docs),
+            Stage::Group(g) => {
+                let plain: Vec<RawDocumentBuf> = docs.into_iter().map(|(d, _)| d).collect();
+                run_group(g, &plain).into_iter().map(computed).collect()
+            }
         };
     }
     docs

@@ -63,6 +63,7 @@ pub const GENERIC_FIELDS: &[&str] = &[
 pub(crate) fn data_size(
     snapshot: &dyn Snapshot,
     collection: &Collection,
+    now_ms: i64,
 ) -> CommandResult<(i64, i64)> {
     let prefix = record::collection_prefix(collection.id);
     let upper = prefix_end(&prefix).unwrap_or_default();
@@ -74,6 +75,10 @@ pub(crate) fn data_size(
         false,
     ) {
         let (_, value) = entry?;
+        // Expired documents are gone, whether or not the purge has removed their bytes yet.
+        if record::decode(&value)?.expires_ms <= now_ms {
+            continue;
+        }
         count += 1;
         size += i64::try_from(value.len().saturating_sub(record::HEADER_LEN)).unwrap_or(0);
     }
@@ -194,13 +199,14 @@ pub(super) async fn list_databases(req: &Request<'_>, state: &ServerState) -> Co
     let name_only = opt_bool(req, "nameOnly")?.unwrap_or(false);
     let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
     let catalog = std::sync::Arc::clone(&state.catalog);
+    let now = state.now_ms();
     let sizes = tokio::task::spawn_blocking(move || -> CommandResult<Vec<(String, i64)>> {
         let snapshot = catalog.snapshot();
         let mut out = Vec::new();
         for db in catalog.databases() {
             let mut size = 0;
             for c in catalog.collections(&db) {
-                size += data_size(&*snapshot, &c)?.1;
+                size += data_size(&*snapshot, &c, now)?.1;
             }
             out.push((db, size));
         }
@@ -297,7 +303,8 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
         None => (0, 0),
         Some(collection) => {
             let catalog = std::sync::Arc::clone(&state.catalog);
-            tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection))
+            let now = state.now_ms();
+            tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection, now))
                 .await
                 .map_err(|e| CommandError::internal(e.to_string()))??
         }
@@ -335,13 +342,14 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
 pub(super) async fn db_stats(req: &Request<'_>, state: &ServerState) -> CommandResult {
     validate_db_name(req.db)?;
     let catalog = std::sync::Arc::clone(&state.catalog);
+    let now = state.now_ms();
     let db = req.db.to_owned();
     let (collections, objects, size) =
         tokio::task::spawn_blocking(move || -> CommandResult<(i64, i64, i64)> {
             let snapshot = catalog.snapshot();
             let (mut n, mut objects, mut size) = (0, 0, 0);
             for c in catalog.collections(&db) {
-                let (count, bytes) = data_size(&*snapshot, &c)?;
+                let (count, bytes) = data_size(&*snapshot, &c, now)?;
                 n += 1;
                 objects += count;
                 size += bytes;

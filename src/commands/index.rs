@@ -15,8 +15,8 @@ use crate::query::display;
 use crate::state::ServerState;
 use crate::ttl::is_ts_key;
 
-/// MongoDB's `InvalidIndexSpecificationOption`.
-const INVALID_INDEX_OPTION: ErrorCode = ErrorCode::Location(197);
+/// MongoDB's `InvalidIndexSpecificationOption` (197).
+const INVALID_INDEX_OPTION: ErrorCode = ErrorCode::InvalidIndexSpecificationOption;
 
 /// Index options accepted and kept in the spec.
 const KEPT_OPTIONS: &[&str] = &[
@@ -153,6 +153,7 @@ pub(crate) fn check_expire_after_seconds(
         #[expect(clippy::cast_precision_loss, reason = "range-checked right below")]
         RawBsonRef::Int64(n) => n as f64,
         RawBsonRef::Double(d) => d,
+        RawBsonRef::Decimal128(d) => d.to_string().parse::<f64>().unwrap_or(f64::NAN),
         other => {
             return Err(cannot_create(format!(
                 "Error in specification {} :: caused by :: TTL index 'expireAfterSeconds' option \
@@ -171,8 +172,10 @@ pub(crate) fn check_expire_after_seconds(
     }
     let max = f64::from(i32::MAX);
     if is_ts_key(key) {
-        // Cosmos DB's DefaultTimeToLive: -1, or a whole number of seconds from 1 to 2^31-1.
-        if number.fract() != 0.0 || !(number == -1.0 || (1.0..=max).contains(&number)) {
+        // Cosmos DB's DefaultTimeToLive: an int32, int64 or whole double (not a decimal): -1,
+        // or a number of seconds from 1 to 2^31-1.
+        let decimal = matches!(value, RawBsonRef::Decimal128(_));
+        if decimal || number.fract() != 0.0 || !(number == -1.0 || (1.0..=max).contains(&number)) {
             return Err(cannot_create(format!(
                 "Error in specification {} :: caused by :: the 'expireAfterSeconds' of a TTL \
                  index on '_ts' must be -1 (documents live until their own 'ttl' says \
@@ -180,7 +183,7 @@ pub(crate) fn check_expire_after_seconds(
                 show(spec)
             )));
         }
-    } else if !(0.0..=max).contains(&number) {
+    } else if !(0.0..=max).contains(&number.trunc()) {
         return Err(cannot_create(format!(
             "Error in specification {} :: caused by :: TTL index 'expireAfterSeconds' option \
              must be within an acceptable range, try a lower number",
@@ -364,7 +367,28 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                             format!("Index already exists with a different name: {}", existing.name),
                         ));
                     }
-                    (None, None) => indexes.push(new),
+                    (None, None) => {
+                        // One collection, one default TTL: a second `_ts` TTL index (say
+                        // `{_ts: -1}` beside `{_ts: 1}`) would make two.
+                        if new.expire_after_seconds.is_some()
+                            && is_ts_key(&new.key)
+                            && let Some(existing) = indexes
+                                .iter()
+                                .find(|i| i.expire_after_seconds.is_some() && is_ts_key(&i.key))
+                        {
+                            {
+                                return Err(CommandError::new(
+                                    ErrorCode::IndexOptionsConflict,
+                                    format!(
+                                        "the collection already has a TTL index on '_ts' ({}); \
+                                         change its expireAfterSeconds with collMod",
+                                        existing.name
+                                    ),
+                                ));
+                            }
+                        }
+                        indexes.push(new);
+                    }
                 }
             }
             Ok((before, indexes.len() + 1))
@@ -373,10 +397,11 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
     let mut reply = rawdoc! {
         "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
         "numIndexesAfter": i32::try_from(after).unwrap_or(i32::MAX),
-        "createdCollectionAutomatically": created,
     };
     if before == after {
         reply.append(cstr!("note"), "all indexes already exist");
+    } else {
+        reply.append(cstr!("createdCollectionAutomatically"), created);
     }
     reply.append(cstr!("ok"), 1.0);
     Ok(reply)
@@ -623,7 +648,12 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
                     Some(RawBsonRef::Boolean(true))
                 );
                 if let Some(v) = new_expire {
-                    let seconds = check_expire_after_seconds(&found.key, v, &found.spec)?;
+                    // mongod reports an invalid value given to collMod as InvalidOptions,
+                    // naming the requested change.
+                    let mut requested = rawdoc! { "keyPattern": found.key.clone() };
+                    requested.append(cstr!("expireAfterSeconds"), v);
+                    let seconds = check_expire_after_seconds(&found.key, v, &requested)
+                        .map_err(|e| CommandError::new(ErrorCode::InvalidOptions, e.errmsg))?;
                     found.expire_after_seconds = Some(seconds);
                     if let Some(old) = &old_expire {
                         reply.append(cstr!("expireAfterSeconds_old"), old.clone());

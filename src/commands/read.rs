@@ -95,8 +95,9 @@ pub(crate) async fn first_batch(
     no_timeout: bool,
 ) -> CommandResult {
     let max_docs = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
+    let now = state.now_ms();
     let (docs, source) = tokio::task::spawn_blocking(move || {
-        let docs = source.next_batch(max_docs, MAX_BATCH_BYTES);
+        let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, source)
     })
     .await
@@ -154,17 +155,17 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         }
         Some(sort) => {
             // A blocking sort: every match is read, sorted, then skipped and limited.
-            let sorted =
-                tokio::task::spawn_blocking(move || -> CommandResult<VecDeque<RawDocumentBuf>> {
+            let sorted = tokio::task::spawn_blocking(
+                move || -> CommandResult<VecDeque<(RawDocumentBuf, i64)>> {
                     let mut all = Vec::new();
                     loop {
-                        let batch = scan.next_batch(usize::MAX, usize::MAX)?;
+                        let batch = scan.next_entries(usize::MAX, usize::MAX)?;
                         if batch.is_empty() {
                             break;
                         }
                         all.extend(batch);
                     }
-                    all.sort_by(|a, b| sort.compare(a, b));
+                    sort_entries(&sort, &mut all);
                     let skip = usize::try_from(skip).unwrap_or(usize::MAX);
                     let take =
                         limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
@@ -172,14 +173,15 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
                         .into_iter()
                         .skip(skip)
                         .take(take)
-                        .map(|d| match &projection {
-                            Some(p) => p.apply(&d),
-                            None => d,
+                        .map(|(d, expires)| match &projection {
+                            Some(p) => (p.apply(&d), expires),
+                            None => (d, expires),
                         })
                         .collect())
-                })
-                .await
-                .map_err(|e| CommandError::internal(e.to_string()))??;
+                },
+            )
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))??;
             Source::Buffered(sorted)
         }
     };
@@ -211,8 +213,9 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .filter(|&b| b > 0)
         .or(cursor.batch_size.filter(|&b| b > 0))
         .unwrap_or(usize::MAX);
+    let now = state.now_ms();
     let (docs, cursor) = tokio::task::spawn_blocking(move || {
-        let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES);
+        let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, cursor)
     })
     .await
@@ -268,16 +271,30 @@ pub(crate) async fn collect(
     state: &ServerState,
     collection: Arc<Collection>,
     filter: Option<Filter>,
-) -> CommandResult<Vec<RawDocumentBuf>> {
+) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
     let mut scan = scan(
         &collection,
         state.catalog.snapshot(),
         filter,
         state.now_ms(),
     );
-    tokio::task::spawn_blocking(move || scan.next_batch(usize::MAX, usize::MAX))
+    tokio::task::spawn_blocking(move || scan.next_entries(usize::MAX, usize::MAX))
         .await
         .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
+/// Sorts documents (with their expiry) by `sort`, computing each document's key once.
+pub(crate) fn sort_entries(sort: &SortSpec, entries: &mut Vec<(RawDocumentBuf, i64)>) {
+    let mut keyed: Vec<(Vec<RawBson>, (RawDocumentBuf, i64))> = std::mem::take(entries)
+        .into_iter()
+        .map(|e| (sort.key(&e.0).into_iter().map(RawBson::from).collect(), e))
+        .collect();
+    keyed.sort_by(|a, b| {
+        let ka: Vec<RawBsonRef<'_>> = a.0.iter().map(RawBson::as_raw_bson_ref).collect();
+        let kb: Vec<RawBsonRef<'_>> = b.0.iter().map(RawBson::as_raw_bson_ref).collect();
+        sort.compare_keys(&ka, &kb)
+    });
+    entries.extend(keyed.into_iter().map(|(_, e)| e));
 }
 
 pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -336,7 +353,7 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
     let docs = collect(state, collection, filter).await?;
     let parts: Vec<&str> = key.split('.').collect();
     let mut values: Vec<RawBson> = Vec::new();
-    for doc in &docs {
+    for (doc, _) in &docs {
         for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray)
             .into_iter()
             .flatten()

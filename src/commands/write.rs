@@ -640,6 +640,10 @@ fn apply_update(
             check_storable(new_doc, true).map_err(|e| (e, None))?;
             w.put(&id_key, new_doc, Some(expires_ms));
             out.modified += 1;
+        } else if s.update.is_replacement() {
+            // A replacement is a write even when the bytes are the same: it resets the
+            // modification time (and so the TTL), though MongoDB counts nothing modified.
+            w.put(&id_key, &doc, Some(expires_ms));
         }
         out.after = Some(changed.unwrap_or_else(|| doc.clone()));
         out.before = Some(doc);

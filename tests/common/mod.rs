@@ -15,7 +15,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -85,6 +85,9 @@ pub struct TestServer {
     shutdown: Option<oneshot::Sender<()>>,
     handle: Option<JoinHandle<io::Result<()>>>,
     data_dir: PathBuf,
+    /// Whether the data directory is this server's own, removed when it is dropped (not one a
+    /// test passed in to reuse across restarts).
+    owns_data_dir: bool,
 }
 
 /// A directory of its own for each server, so that no test writes into the working tree or
@@ -114,9 +117,36 @@ impl TestServer {
     /// before `ebb::run` is called, so the port is known and connections are accepted (queued
     /// by the kernel) as soon as this returns.
     pub async fn start_with(configure: impl FnOnce(&mut Config)) -> io::Result<TestServer> {
+        Self::launch(fresh_data_dir()?, true, configure).await
+    }
+
+    /// Starts a server with test-only commands enabled (`ebbAdvanceClock`, see
+    /// [`advance_clock`]), in memory.
+    pub async fn start_with_test_clock() -> io::Result<TestServer> {
+        Self::start_with(|c| c.enable_test_commands = true).await
+    }
+
+    /// Starts a server with the durable store (`in_memory: false`) in `data_dir`, which the
+    /// caller owns: it is left in place when the server stops, so that another server can be
+    /// started on it. `configure` adjusts the rest of the configuration.
+    pub async fn start_durable(
+        data_dir: &Path,
+        configure: impl FnOnce(&mut Config),
+    ) -> io::Result<TestServer> {
+        Self::launch(data_dir.to_path_buf(), false, |config| {
+            config.in_memory = false;
+            configure(config);
+        })
+        .await
+    }
+
+    async fn launch(
+        data_dir: PathBuf,
+        owns_data_dir: bool,
+        configure: impl FnOnce(&mut Config),
+    ) -> io::Result<TestServer> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let data_dir = fresh_data_dir()?;
         let mut config = Config {
             bind: "127.0.0.1".into(),
             port: addr.port(),
@@ -136,6 +166,7 @@ impl TestServer {
             shutdown: Some(tx),
             handle: Some(handle),
             data_dir,
+            owns_data_dir,
         })
     }
 
@@ -205,7 +236,9 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.trigger_shutdown();
-        let _ = std::fs::remove_dir_all(&self.data_dir);
+        if self.owns_data_dir {
+            let _ = std::fs::remove_dir_all(&self.data_dir);
+        }
     }
 }
 
@@ -809,4 +842,25 @@ pub async fn drain(mut cursor: mongodb::Cursor<Document>) -> TestResult<Vec<Docu
         out.push(cursor.deserialize_current()?);
     }
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test clock
+// ---------------------------------------------------------------------------------------------
+
+/// Freezes the server's clock (if it runs) and moves it forward by `ms` with the test-only
+/// `{ebbAdvanceClock: ms, freeze: true}` on `admin`; returns the server's instant afterwards.
+/// The server must run with test commands enabled ([`TestServer::start_with_test_clock`]).
+/// Frozen, the clock stands still between calls, so instants are exact to the millisecond.
+pub async fn advance_clock(client: &Client, ms: i64) -> TestResult<bson::DateTime> {
+    let reply = run_command(
+        client,
+        "admin",
+        doc! { "ebbAdvanceClock": ms, "freeze": true },
+    )
+    .await?;
+    if reply.get_bool("frozen").ok() != Some(true) {
+        return Err(format!("ebbAdvanceClock did not freeze the clock: {reply}").into());
+    }
+    Ok(*reply.get_datetime("now")?)
 }
