@@ -184,6 +184,18 @@ impl Source {
         }
     }
 
+    /// Whether the next batch is cheap enough to read on the runtime: a scan of at most one
+    /// key, or documents already in memory.
+    pub fn is_point(&self) -> bool {
+        match self {
+            Source::Scan(scan) => matches!(
+                (&scan.lower, &scan.upper),
+                (Bound::Included(l), Bound::Included(u)) if l == u
+            ),
+            Source::Buffered(_) => true,
+        }
+    }
+
     /// Whether nothing is left.
     pub fn is_exhausted(&self) -> bool {
         match self {

@@ -51,7 +51,7 @@ pub(super) fn build_info() -> RawDocumentBuf {
 /// A server parameter: name, value, and whether it could be set at runtime / startup.
 struct Parameter {
     name: &'static str,
-    value: fn() -> RawBson,
+    value: fn(&ServerState) -> RawBson,
     runtime: bool,
     startup: bool,
 }
@@ -61,49 +61,55 @@ struct Parameter {
 static PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "authenticationMechanisms",
-        value: || RawBson::Array(RawArrayBuf::new()),
+        value: |_| RawBson::Array(RawArrayBuf::new()),
         runtime: false,
         startup: true,
     },
     Parameter {
         name: "cursorTimeoutMillis",
-        value: || RawBson::Int64(600_000),
+        value: |_| RawBson::Int64(600_000),
         runtime: false,
         startup: false,
     },
     Parameter {
+        name: "enableTestCommands",
+        value: |s| RawBson::Boolean(s.config.enable_test_commands),
+        runtime: false,
+        startup: true,
+    },
+    Parameter {
         name: "featureCompatibilityVersion",
-        value: || RawBson::Document(rawdoc! { "version": "7.0" }),
+        value: |_| RawBson::Document(rawdoc! { "version": "7.0" }),
         runtime: false,
         startup: false,
     },
     Parameter {
         name: "logLevel",
-        value: || RawBson::Int32(0),
+        value: |_| RawBson::Int32(0),
         runtime: false,
         startup: false,
     },
     Parameter {
         name: "maxBSONDepth",
-        value: || RawBson::Int32(200),
+        value: |_| RawBson::Int32(200),
         runtime: false,
         startup: false,
     },
     Parameter {
         name: "quiet",
-        value: || RawBson::Boolean(false),
+        value: |_| RawBson::Boolean(false),
         runtime: false,
         startup: false,
     },
     Parameter {
         name: "requireApiVersion",
-        value: || RawBson::Boolean(false),
+        value: |_| RawBson::Boolean(false),
         runtime: false,
         startup: false,
     },
 ];
 
-pub(super) fn get_parameter(req: &Request<'_>) -> CommandResult {
+pub(super) fn get_parameter(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let mut all = false;
     let mut show_details = false;
     match req.body.get("getParameter").ok().flatten() {
@@ -131,7 +137,7 @@ pub(super) fn get_parameter(req: &Request<'_>) -> CommandResult {
         if !all && req.body.get(p.name).ok().flatten().is_none() {
             continue;
         }
-        let value = (p.value)();
+        let value = (p.value)(state);
         if show_details {
             let mut d = RawDocumentBuf::new();
             d.append(cstr!("value"), value);

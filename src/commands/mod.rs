@@ -301,7 +301,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster),
         Cmd::Ping => Ok(bson::rawdoc! { "ok": 1.0 }),
         Cmd::BuildInfo => Ok(admin::build_info()),
-        Cmd::GetParameter => admin::get_parameter(req),
+        Cmd::GetParameter => admin::get_parameter(req, state),
         Cmd::GetCmdLineOpts => Ok(admin::get_cmd_line_opts(state)),
         Cmd::HostInfo => Ok(admin::host_info()),
         Cmd::WhatsMyUri => Ok(bson::rawdoc! { "you": ctx.peer.to_string(), "ok": 1.0 }),
