@@ -1,17 +1,25 @@
-//! Ebb's compatibility runner: every case under `compat/cases/` runs through a real client
-//! against a fresh in-process Ebb, and the run ends with `N passed, N failed`.
+//! Ebb's compatibility runner: every case runs through a real client against a fresh
+//! in-process Ebb, and the run ends with `N passed, N failed`.
 //!
 //! Case kinds, by directory and extension:
 //! - `cases/mongosh/*.js`: a mongosh script (`mongosh <uri> --quiet --file case.js`).
 //! - `cases/mongosh/*.eval`: lines typed into an interactive mongosh (shell syntax such as
 //!   `show dbs` works there), one statement a line.
 //! - `cases/pymongo/*.py`: a Python script using pymongo; `EBB_URI` names the server.
+//! - `ttl/*.json`: a TTL example as data (see [`ttl`]), run twice, each time on its own fresh
+//!   server with test commands enabled: through the `mongodb` crate (`… via mongodb-crate`), and
+//!   through mongosh by the generic interpreter `ttl/run_case.js` (`… via mongosh`).
 //!
-//! A case passes when its client exits 0 within the time limit and its output contains every
-//! `expect: <text>` line written in the case's comments (`// expect: …` or `# expect: …`).
+//! A script case passes when its client exits 0 within the time limit and its output contains
+//! every `expect: <text>` line written in the case's comments (`// expect: …` or `# expect: …`).
+//! A TTL case passes for a client when every step's expectation holds; a failure names the step.
 //!
 //! Clients are found through `EBB_MONGOSH` and `EBB_PYTHON` (scripts/test sets both). A missing
 //! client fails the run unless `--allow-missing` is given; nothing is skipped silently.
+//! Arguments that are not flags select the cases whose name or path contains one of them;
+//! `--jobs=N` runs N cases at a time (default: the number of CPUs), each on its own server.
+
+mod ttl;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -26,9 +34,15 @@ enum Kind {
     MongoshScript,
     MongoshEval,
     Python,
+    /// A `ttl/*.json` case replayed through the `mongodb` crate.
+    TtlDriver,
+    /// A `ttl/*.json` case replayed in mongosh by `ttl/run_case.js`.
+    TtlMongosh,
 }
 
 struct Case {
+    /// What the run reports, and what filters match.
+    name: String,
     path: PathBuf,
     kind: Kind,
 }
@@ -36,60 +50,90 @@ struct Case {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let allow_missing = args.iter().any(|a| a == "--allow-missing");
+    let jobs = match args.iter().find_map(|a| a.strip_prefix("--jobs=")) {
+        Some(n) => n
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n > 0)
+            .context("--jobs=N takes a positive number")?,
+        None => std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+    };
     let filter: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases");
-    let mut cases = discover(&root)?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cases = discover(root)?;
     cases.retain(|c| {
         filter.is_empty()
-            || filter
-                .iter()
-                .any(|f| c.path.to_string_lossy().contains(f.as_str()))
+            || filter.iter().any(|f| {
+                c.name.contains(f.as_str()) || c.path.to_string_lossy().contains(f.as_str())
+            })
     });
     if cases.is_empty() {
         bail!("no compat cases matched under {}", root.display());
     }
 
-    let mongosh = std::env::var("EBB_MONGOSH").ok();
-    let python = std::env::var("EBB_PYTHON").ok();
+    let clients = Clients {
+        mongosh: std::env::var("EBB_MONGOSH").ok(),
+        python: std::env::var("EBB_PYTHON").ok(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
 
+    // Cases run `jobs` at a time (each on its own server); results print in case order.
+    let run_started = Instant::now();
     let (mut passed, mut failed, mut missing) = (0, 0, 0);
-    for case in &cases {
-        let name = case
-            .path
-            .strip_prefix(&root)
-            .unwrap_or(&case.path)
-            .display()
-            .to_string();
-        let client = match case.kind {
-            Kind::MongoshScript | Kind::MongoshEval => mongosh.as_deref(),
-            Kind::Python => python.as_deref(),
-        };
-        let Some(client) = client else {
-            missing += 1;
-            println!(
-                "MISSING {name}: client not configured (set EBB_MONGOSH / EBB_PYTHON, or run scripts/test)"
-            );
-            continue;
-        };
-        let started = Instant::now();
-        match run_case(&runtime, case, client) {
-            Ok(()) => {
-                passed += 1;
-                println!("PASS {name} ({} ms)", started.elapsed().as_millis());
-            }
-            Err(e) => {
-                failed += 1;
-                println!("FAIL {name}: {e:#}");
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome)>();
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(cases.len()) {
+            let tx = tx.clone();
+            let (next, cases, clients, runtime) = (&next, &cases, &clients, &runtime);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some(case) = cases.get(i) else { break };
+                    if tx.send((i, run_one(runtime, case, clients))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut done = std::collections::BTreeMap::new();
+        let mut printed = 0;
+        for (i, outcome) in rx {
+            done.insert(i, outcome);
+            while let Some(outcome) = done.remove(&printed) {
+                let name = &cases[printed].name;
+                match outcome {
+                    Outcome::Pass(elapsed) => {
+                        passed += 1;
+                        println!("PASS {name} ({} ms)", elapsed.as_millis());
+                    }
+                    Outcome::Fail(e) => {
+                        failed += 1;
+                        println!("FAIL {name}: {e:#}");
+                    }
+                    Outcome::Missing => {
+                        missing += 1;
+                        println!(
+                            "MISSING {name}: client not configured (set EBB_MONGOSH / EBB_PYTHON, or run scripts/test)"
+                        );
+                    }
+                }
+                printed += 1;
             }
         }
-    }
+    });
     if missing > 0 && !allow_missing {
         failed += missing;
     }
+    println!(
+        "{} case runs in {:.1} s ({jobs} at a time)",
+        cases.len(),
+        run_started.elapsed().as_secs_f64()
+    );
     println!("{passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);
@@ -97,8 +141,41 @@ fn main() -> Result<()> {
     Ok(())
 }
 
+struct Clients {
+    mongosh: Option<String>,
+    python: Option<String>,
+}
+
+enum Outcome {
+    Pass(Duration),
+    Fail(anyhow::Error),
+    Missing,
+}
+
+fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) -> Outcome {
+    let client = match case.kind {
+        Kind::MongoshScript | Kind::MongoshEval | Kind::TtlMongosh => clients.mongosh.as_deref(),
+        Kind::Python => clients.python.as_deref(),
+        Kind::TtlDriver => Some("mongodb crate"),
+    };
+    let Some(client) = client else {
+        return Outcome::Missing;
+    };
+    let started = Instant::now();
+    let result = match case.kind {
+        Kind::TtlDriver => run_ttl_driver(runtime, case),
+        Kind::TtlMongosh => run_ttl_mongosh(runtime, case, client),
+        Kind::MongoshScript | Kind::MongoshEval | Kind::Python => run_case(runtime, case, client),
+    };
+    match result {
+        Ok(()) => Outcome::Pass(started.elapsed()),
+        Err(e) => Outcome::Fail(e),
+    }
+}
+
 fn discover(root: &Path) -> Result<Vec<Case>> {
     let mut cases = Vec::new();
+    let cases_root = root.join("cases");
     for (dir, kinds) in [
         (
             "mongosh",
@@ -106,7 +183,7 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
         ),
         ("pymongo", &[("py", Kind::Python)][..]),
     ] {
-        let dir = root.join(dir);
+        let dir = cases_root.join(dir);
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -114,28 +191,82 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
             let path = entry?.path();
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
             if let Some((_, kind)) = kinds.iter().find(|(e, _)| *e == ext) {
-                cases.push(Case { path, kind: *kind });
+                let name = path
+                    .strip_prefix(&cases_root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                cases.push(Case {
+                    name,
+                    path,
+                    kind: *kind,
+                });
             }
         }
     }
-    cases.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Ok(entries) = std::fs::read_dir(root.join("ttl")) {
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let base = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            for (kind, via) in [
+                (Kind::TtlDriver, "mongodb-crate"),
+                (Kind::TtlMongosh, "mongosh"),
+            ] {
+                cases.push(Case {
+                    name: format!("{base} via {via}"),
+                    path: path.clone(),
+                    kind,
+                });
+            }
+        }
+    }
+    cases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(cases)
+}
+
+/// A server running in the runner's runtime; [`Server::stop`] shuts it down and waits.
+struct Server {
+    uri: String,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    fn start(runtime: &tokio::runtime::Runtime, enable_test_commands: bool) -> Result<Server> {
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
+        let port = listener.local_addr()?.port();
+        let config = ebb::Config {
+            port,
+            argv: vec!["ebb-compat".into()],
+            enable_test_commands,
+            ..ebb::Config::default()
+        };
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = runtime.spawn(ebb::run(listener, config, stop.clone().cancelled_owned()));
+        let uri = format!(
+            "mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
+        );
+        Ok(Server { uri, stop, task })
+    }
+
+    fn stop(self, runtime: &tokio::runtime::Runtime) -> Result<()> {
+        self.stop.cancel();
+        runtime.block_on(self.task).context("server task")??;
+        Ok(())
+    }
 }
 
 /// Starts a fresh server, runs the case's client against it, checks exit status and output.
 fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
-    let port = listener.local_addr()?.port();
-    let config = ebb::Config {
-        port,
-        argv: vec!["ebb-compat".into()],
-        ..ebb::Config::default()
-    };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let server = runtime.spawn(ebb::run(listener, config, stop.clone().cancelled_owned()));
-    let uri =
-        format!("mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000");
-
+    let server = Server::start(runtime, false)?;
+    let uri = server.uri.clone();
     let text = std::fs::read_to_string(&case.path)
         .with_context(|| format!("reading {}", case.path.display()))?;
     let mut cmd = match case.kind {
@@ -153,26 +284,16 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
             c.arg(&uri).arg("--quiet").arg("--norc");
             c
         }
-        Kind::Python => {
+        Kind::Python | Kind::TtlDriver | Kind::TtlMongosh => {
             let mut c = Command::new(client);
             c.arg(&case.path);
             c
         }
     };
     let input = (case.kind == Kind::MongoshEval).then_some(text.as_str());
-    cmd.env("EBB_URI", &uri)
-        .env("MONGOSH_NO_TELEMETRY", "1")
-        .env("DO_NOT_TRACK", "1")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    client_env(&mut cmd, &uri, input.is_some());
     let result = run_with_timeout(cmd, input, CASE_TIMEOUT);
-    stop.cancel();
-    runtime.block_on(server).context("server task")??;
+    server.stop(runtime)?;
     let (ok, output) = result?;
     if !ok {
         bail!("client failed:\n{}", indent(&output));
@@ -187,6 +308,60 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
         }
     }
     Ok(())
+}
+
+fn client_env(cmd: &mut Command, uri: &str, piped_input: bool) {
+    cmd.env("EBB_URI", uri)
+        .env("MONGOSH_NO_TELEMETRY", "1")
+        .env("DO_NOT_TRACK", "1")
+        .stdin(if piped_input {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+}
+
+/// Replays a TTL case through the `mongodb` crate on a fresh server.
+fn run_ttl_driver(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<()> {
+    let ttl_case = ttl::load(&case.path).context("invalid case file")?;
+    let server = Server::start(runtime, true)?;
+    let result = runtime.block_on(async {
+        tokio::time::timeout(CASE_TIMEOUT, ttl::run_with_driver(&ttl_case, &server.uri))
+            .await
+            .unwrap_or_else(|_| bail!("timed out after {} s", CASE_TIMEOUT.as_secs()))
+    });
+    server.stop(runtime)?;
+    result
+}
+
+/// Replays a TTL case in mongosh (`ttl/run_case.js`, which reads the file named by
+/// `EBB_TTL_CASE`) on a fresh server.
+fn run_ttl_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
+    // The same checks as for the driver run, so a malformed file fails alike for both.
+    ttl::load(&case.path).context("invalid case file")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ttl/run_case.js");
+    let server = Server::start(runtime, true)?;
+    let mut cmd = Command::new(client);
+    cmd.arg(&server.uri)
+        .arg("--quiet")
+        .arg("--norc")
+        .arg("--file")
+        .arg(&script)
+        .env("EBB_TTL_CASE", &case.path);
+    client_env(&mut cmd, &server.uri, false);
+    let result = run_with_timeout(cmd, None, CASE_TIMEOUT);
+    server.stop(runtime)?;
+    let (ok, output) = result?;
+    if ok && output.lines().any(|l| l.trim() == ttl::MONGOSH_PASS) {
+        return Ok(());
+    }
+    // run_case.js names the failing step on a line of its own; show that first.
+    match output.lines().find(|l| l.starts_with("ebb-ttl-case: FAIL")) {
+        Some(line) => bail!("{}", line.trim_start_matches("ebb-ttl-case: FAIL").trim()),
+        None => bail!("mongosh failed:\n{}", indent(&output)),
+    }
 }
 
 fn run_with_timeout(

@@ -292,6 +292,18 @@ fn options_of(spec: &RawDocumentBuf) -> Vec<(String, bson::RawBson)> {
     out
 }
 
+/// Whether two specs have the same options, comparing values as MongoDB does (so
+/// `expireAfterSeconds: NumberLong(10)` and `10` are the same).
+fn same_options(a: &RawDocumentBuf, b: &RawDocumentBuf) -> bool {
+    let (a, b) = (options_of(a), options_of(b));
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|((ka, va), (kb, vb))| {
+            ka == kb
+                && crate::query::compare::compare(va.as_raw_bson_ref(), vb.as_raw_bson_ref())
+                    .is_eq()
+        })
+}
+
 pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
@@ -349,7 +361,7 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                             ),
                         ));
                     }
-                    (Some(existing), _) if options_of(&existing.spec) != options_of(&new.spec) => {
+                    (Some(existing), _) if !same_options(&existing.spec, &new.spec) => {
                         return Err(CommandError::new(
                             ErrorCode::IndexOptionsConflict,
                             format!(

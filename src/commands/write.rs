@@ -19,7 +19,7 @@ use crate::query::filter::Filter;
 use crate::query::keystring;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
-use crate::query::update::{Update, upsert_seed};
+use crate::query::update::{Update, UpdateContext, upsert_seed_with};
 use crate::state::{Metrics, ServerState};
 use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
 
@@ -515,6 +515,8 @@ struct UpdateStatement {
     update: Update,
     upsert: bool,
     multi: bool,
+    /// `c` (or findAndModify's `let`): variables for pipeline updates.
+    constants: Option<RawDocumentBuf>,
 }
 
 /// Parses one `updates` entry. The outer error is structural (a bad field, a missing `q`):
@@ -523,34 +525,48 @@ struct UpdateStatement {
 fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<UpdateStatement>> {
     let mut q = None;
     let mut u = None;
+    let mut array_filters = None;
+    let mut constants = None;
     let (mut upsert, mut multi) = (false, false);
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
             ("q", RawBsonRef::Document(d)) => q = Some(d),
             ("q", other) => return Err(wrong_type("update.updates.q", other, " 'object'")),
-            ("u", RawBsonRef::Document(d)) => u = Some(d),
-            ("u", RawBsonRef::Array(_)) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "pipeline-style updates are not supported by Ebb yet",
-                ));
-            }
+            ("u", v @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => u = Some(v),
             ("u", other) => {
                 return Err(wrong_type("update.updates.u", other, "s '[object, array]'"));
             }
             ("upsert", v) => upsert = super::args::truthy("update.updates.upsert", v)?,
             ("multi", v) => multi = super::args::truthy("update.updates.multi", v)?,
-            ("arrayFilters" | "collation", _) => {
+            ("arrayFilters", RawBsonRef::Array(filters)) => {
+                for (i, f) in filters.into_iter().enumerate() {
+                    match f.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+                        RawBsonRef::Document(_) => {}
+                        other => {
+                            return Err(wrong_type(
+                                &format!("update.updates.arrayFilters.{i}"),
+                                other,
+                                " 'object'",
+                            ));
+                        }
+                    }
+                }
+                array_filters = Some(filters);
+            }
+            ("arrayFilters", other) => {
+                return Err(wrong_type("update.updates.arrayFilters", other, " 'array'"));
+            }
+            ("c", RawBsonRef::Document(d)) => constants = Some(d),
+            ("c", other) => return Err(wrong_type("update.updates.c", other, " 'object'")),
+            ("collation", _) => {
                 return Err(CommandError::new(
                     ErrorCode::NotImplemented,
-                    format!(
-                        "update option '{k}' is not supported by Ebb yet",
-                        k = k.as_str()
-                    ),
+                    "collation is not supported by Ebb yet",
                 ));
             }
-            ("hint" | "c" | "sort", _) => {}
+            ("hint", _) => {}
+            // (`sort` in an update statement is a MongoDB 8.0 field: 7.0 refuses it.)
             (other, _) => {
                 return Err(CommandError::new(
                     ErrorCode::IDLUnknownField,
@@ -572,7 +588,13 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
         )
     })?;
     Ok((|| {
-        let update = Update::compile(u)?;
+        let update = Update::compile_modification(u, array_filters)?;
+        if constants.is_some() && !update.is_pipeline() {
+            return Err(CommandError::new(
+                ErrorCode::Location(51198),
+                "Constant values may only be specified for pipeline updates",
+            ));
+        }
         if multi && update.is_replacement() {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -584,6 +606,7 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
             update,
             upsert,
             multi,
+            constants: constants.map(ToOwned::to_owned),
         })
     })())
 }
@@ -615,12 +638,18 @@ fn apply_update(
         matches.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
         matches.truncate(1);
     }
+    let ctx = UpdateContext {
+        filter: Some(&s.filter),
+        variables: s.constants.as_deref(),
+        ..UpdateContext::at(w.now_ms)
+    };
     let mut out = Updated::default();
     if matches.is_empty() {
         if !s.upsert {
             return Ok(out);
         }
-        let seed = upsert_seed(&s.filter.equality_fields(), &s.update).map_err(|e| (e, None))?;
+        let seed = upsert_seed_with(&s.filter.equality_fields(), &s.update, &ctx)
+            .map_err(|e| (e, None))?;
         let doc = with_id_first(&seed).map_err(|e| (e, None))?;
         check_storable(&doc, true).map_err(|e| (e, None))?;
         w.insert(&doc)?;
@@ -635,7 +664,7 @@ fn apply_update(
     } in matches
     {
         out.matched += 1;
-        let changed = s.update.apply(&doc).map_err(|e| (e, None))?;
+        let changed = s.update.apply_with(&doc, &ctx).map_err(|e| (e, None))?;
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
             w.put(&id_key, new_doc, Some(expires_ms));
@@ -833,14 +862,16 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     let remove = opt_bool(req, "remove")?.unwrap_or(false);
     let new = opt_bool(req, "new")?.unwrap_or(false);
     let upsert = opt_bool(req, "upsert")?.unwrap_or(false);
+    let array_filters = match field(req, "arrayFilters")? {
+        None => None,
+        Some(RawBsonRef::Array(a)) => Some(a),
+        Some(other) => return Err(wrong_type("findAndModify.arrayFilters", other, " 'array'")),
+    };
+    let constants = opt_doc(req, "let")?.map(ToOwned::to_owned);
     let update = match field(req, "update")? {
         None => None,
-        Some(RawBsonRef::Document(d)) => Some(Update::compile(d)?),
-        Some(RawBsonRef::Array(_)) => {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "pipeline-style updates are not supported by Ebb yet",
-            ));
+        Some(u @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => {
+            Some(Update::compile_modification(u, array_filters)?)
         }
         Some(other) => {
             return Err(wrong_type(
@@ -895,6 +926,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
                 update,
                 upsert,
                 multi: false,
+                constants,
             };
             let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
             let updated_existing = u.matched > 0;

@@ -10,6 +10,8 @@
 //! compare     canonical type ranks and the BSON total order
 //! keystring   byte encoding whose order is `compare`'s (storage keys, indexes)
 //! filter      Filter::compile(&query)?.matches(&doc)
+//! expr        aggregation expressions ($expr, later pipeline stages)
+//! regex       $regex: PCRE syntax on the `regex` crate
 //! projection  Projection::compile(&spec)?.apply(&doc)
 //! sort        SortSpec::compile(&spec)?.compare(&a, &b)
 //! update      Update::compile(&update)?.apply(&doc) → Some(new doc) or None (unchanged)
@@ -18,17 +20,20 @@
 
 pub mod compare;
 pub mod display;
+pub mod expr;
 pub mod filter;
 pub mod keystring;
 pub mod path;
 pub mod projection;
 #[cfg(test)]
 mod props;
+pub mod regex;
 pub mod sort;
 pub mod update;
 
 pub use compare::{canonical_type, compare, compare_docs};
-pub use filter::Filter;
+pub use expr::Expression;
+pub use filter::{Filter, FilterContext};
 pub use projection::Projection;
 pub use sort::SortSpec;
 pub use update::{Update, upsert_seed};

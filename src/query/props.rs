@@ -1,5 +1,6 @@
-//! Property tests: `compare` is a total order, key strings sort exactly as `compare` does, and
-//! equality filters agree with `compare`.
+//! Property tests: `compare` is a total order, key strings sort exactly as `compare` does, sort
+//! specs order as `compare` does, and filters (equality, comparisons, `$in`, `$expr`, the
+//! positional match index) agree with `compare`.
 
 use std::cmp::Ordering;
 use std::str::FromStr;
@@ -12,6 +13,7 @@ use proptest::prelude::*;
 use super::compare::compare;
 use super::filter::Filter;
 use super::keystring::to_key;
+use super::sort::SortSpec;
 use super::testutil::regex;
 
 /// Numbers around the edges where cross-type comparison is hard.
@@ -194,4 +196,114 @@ proptest! {
         let filter = Filter::compile(&query).unwrap();
         prop_assert_eq!(filter.matches(&doc), cmp(&a, &b) == Ordering::Equal);
     }
+
+    #[test]
+    fn sort_agrees_with_compare(a in non_array(), b in non_array()) {
+        // (Arrays sort by their smallest or largest element instead.)
+        let da = doc_with("x", a.clone());
+        let db = doc_with("x", b.clone());
+        let asc = SortSpec::compile(&bson::rawdoc! {"x": 1}).unwrap();
+        let desc = SortSpec::compile(&bson::rawdoc! {"x": -1}).unwrap();
+        prop_assert_eq!(asc.compare(&da, &db), cmp(&a, &b));
+        prop_assert_eq!(desc.compare(&da, &db), cmp(&a, &b).reverse());
+    }
+
+    #[test]
+    fn sort_is_a_total_order(a in arbitrary_bson(), b in arbitrary_bson(), c in arbitrary_bson()) {
+        let spec = SortSpec::compile(&bson::rawdoc! {"x": 1, "y.z": -1}).unwrap();
+        let docs: Vec<RawDocumentBuf> = [&a, &b, &c]
+            .iter()
+            .map(|v| {
+                let mut d = doc_with("x", (*v).clone());
+                d.append(bson::raw::cstr!("y"), (*v).clone());
+                d
+            })
+            .collect();
+        let o = |i: usize, j: usize| spec.compare(&docs[i], &docs[j]);
+        prop_assert_eq!(o(0, 0), Ordering::Equal);
+        prop_assert_eq!(o(0, 1), o(1, 0).reverse());
+        if o(0, 1) != Ordering::Greater && o(1, 2) != Ordering::Greater {
+            prop_assert_ne!(o(0, 2), Ordering::Greater);
+        }
+    }
+
+    #[test]
+    fn comparison_filters_agree_with_compare((a, b) in same_rank_pair()) {
+        // Within one canonical type (and away from NaN), $gt/$lt are compare's order.
+        prop_assume!(!super::compare::is_nan(a.as_raw_bson_ref())
+            && !super::compare::is_nan(b.as_raw_bson_ref()));
+        let doc = doc_with("x", b.clone());
+        for (op, want) in [
+            ("$gt", Ordering::Greater),
+            ("$lt", Ordering::Less),
+        ] {
+            let mut inner = RawDocumentBuf::new();
+            inner.append(bson::raw::CString::try_from(op).unwrap(), a.clone());
+            let filter = Filter::compile(&doc_with("x", RawBson::Document(inner))).unwrap();
+            prop_assert_eq!(filter.matches(&doc), cmp(&b, &a) == want, "{} {:?} {:?}", op, a, b);
+        }
+    }
+
+    #[test]
+    fn in_is_a_disjunction_of_equalities(a in equality_operand(), c in equality_operand(), b in arbitrary_leaf()) {
+        let mut set = RawArrayBuf::new();
+        set.push(a.clone());
+        set.push(c.clone());
+        let mut inner = RawDocumentBuf::new();
+        inner.append(bson::raw::cstr!("$in"), set);
+        let f_in = Filter::compile(&doc_with("x", RawBson::Document(inner))).unwrap();
+        let f_a = Filter::compile(&doc_with("x", a)).unwrap();
+        let f_c = Filter::compile(&doc_with("x", c)).unwrap();
+        let doc = doc_with("x", b);
+        prop_assert_eq!(f_in.matches(&doc), f_a.matches(&doc) || f_c.matches(&doc));
+    }
+
+    #[test]
+    fn expr_eq_agrees_with_compare(a in arbitrary_bson(), b in arbitrary_bson()) {
+        let query = bson::rawdoc! {"$expr": {"$eq": ["$x", {"$literal": a.clone()}]}};
+        let filter = Filter::compile(&query).unwrap();
+        prop_assert_eq!(filter.try_matches(&doc_with("x", b.clone())).unwrap(), cmp(&a, &b) == Ordering::Equal);
+    }
+
+    #[test]
+    fn matched_index_points_at_a_matching_element(a in equality_operand(), items in prop::collection::vec(arbitrary_leaf(), 0..5)) {
+        let mut arr = RawArrayBuf::new();
+        for item in &items {
+            arr.push(item.clone());
+        }
+        let doc = doc_with("x", RawBson::Array(arr));
+        let filter = Filter::compile(&doc_with("x", a.clone())).unwrap();
+        match filter.matched_array_index(&doc) {
+            Some(i) => prop_assert_eq!(cmp(&items[i], &a), Ordering::Equal),
+            None => prop_assert!(!items.iter().any(|v| cmp(v, &a) == Ordering::Equal)),
+        }
+    }
+}
+
+fn doc_with(key: &str, v: RawBson) -> RawDocumentBuf {
+    let mut d = RawDocumentBuf::new();
+    d.append(bson::raw::CString::try_from(key).unwrap(), v);
+    d
+}
+
+/// Any value but an array.
+fn non_array() -> impl Strategy<Value = RawBson> {
+    arbitrary_bson().prop_map(|v| match v {
+        RawBson::Array(_) => RawBson::Null,
+        other => other,
+    })
+}
+
+/// Two values of one canonical type (numbers, strings, documents, dates).
+fn same_rank_pair() -> impl Strategy<Value = (RawBson, RawBson)> {
+    let strings = prop::sample::select(vec!["", "a", "b", "ab", "a\0", "é", "B"]);
+    let string = strings.prop_map(|s| RawBson::String(s.to_owned()));
+    let date = (-3_i64..3).prop_map(|ms| RawBson::DateTime(bson::DateTime::from_millis(ms)));
+    let doc = || arbitrary_bson().prop_map(|v| RawBson::Document(doc_with("k", v)));
+    prop_oneof![
+        (arbitrary_number(), arbitrary_number()),
+        (string.clone(), string),
+        (date.clone(), date),
+        (doc(), doc()),
+    ]
 }

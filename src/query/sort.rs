@@ -6,6 +6,11 @@
 //! below null, as `undefined`), a missing field sorts as `null`, and array elements that cannot
 //! continue the path count as `null`.
 //!
+//! `{$natural: 1}` / `{$natural: -1}` (find only) is not a key: it asks for the scan order,
+//! which [`SortSpec::natural`] reports for the command to honour; it cannot be combined with
+//! other keys. `{$meta: …}` keys are rejected with `NotImplemented` (Ebb has no text or search
+//! scores), after mongod's checks of the `$meta` argument.
+//!
 //! Known gap: each key is computed independently, whereas mongod derives compound sort keys
 //! from one index-key expansion (which only differs when several keys traverse the same array).
 
@@ -22,6 +27,8 @@ use crate::error::{CommandError, ErrorCode};
 #[derive(Debug, Clone, Default)]
 pub struct SortSpec {
     keys: Vec<SortKeyPart>,
+    /// `{$natural: 1}` or `{$natural: -1}`.
+    natural: Option<i32>,
     /// The distinct first components of the key paths, fetched in one pass per document.
     fields: Vec<String>,
 }
@@ -39,27 +46,56 @@ fn location(code: i32, msg: impl Into<String>) -> CommandError {
 }
 
 impl SortSpec {
-    /// Compiles a sort document. An empty document is a valid "no sort".
+    /// Compiles a find sort document. An empty document is a valid "no sort".
     pub fn compile(spec: &RawDocument) -> Result<SortSpec, CommandError> {
+        SortSpec::compile_inner(spec, false)
+    }
+
+    /// Compiles an aggregation `$sort` specification, where `$natural` is not a key (it fails
+    /// mongod's `FieldPath` check).
+    pub fn compile_for_pipeline(spec: &RawDocument) -> Result<SortSpec, CommandError> {
+        SortSpec::compile_inner(spec, true)
+    }
+
+    fn compile_inner(spec: &RawDocument, pipeline: bool) -> Result<SortSpec, CommandError> {
         let mut keys: Vec<SortKeyPart> = Vec::new();
         let mut fields: Vec<String> = Vec::new();
+        if !pipeline && let Some(natural) = natural_param(spec)? {
+            return Ok(SortSpec {
+                keys,
+                natural: Some(natural),
+                fields,
+            });
+        }
         for item in spec {
             let (name, value) = item.map_err(|e| invalid_bson(&e))?;
             let name = name.as_str();
             let direction = match value {
                 RawBsonRef::Document(d) => {
-                    let first = d
-                        .iter()
-                        .next()
-                        .and_then(Result::ok)
-                        .map(|(k, _)| k.as_str());
-                    if first == Some("$meta") {
-                        return Err(not_implemented("$meta sort keys"));
+                    let mut it = d.iter();
+                    let first = it.next().and_then(Result::ok);
+                    let Some(("$meta", arg)) = first.map(|(k, v)| (k.as_str(), v)) else {
+                        return Err(location(
+                            17312,
+                            "$meta is the only expression supported by $sort right now",
+                        ));
+                    };
+                    if it.next().is_some() {
+                        return Err(CommandError::new(
+                            ErrorCode::FailedToParse,
+                            "Cannot have additional keys in a $meta sort specification",
+                        ));
                     }
-                    return Err(location(
-                        17312,
-                        "$meta is the only expression supported by $sort right now",
-                    ));
+                    let RawBsonRef::String(kind) = arg else {
+                        return Err(location(17307, "$meta only supports string arguments"));
+                    };
+                    if !META_NAMES.contains(&kind) {
+                        return Err(location(
+                            17308,
+                            format!("Unsupported argument to $meta: {kind}"),
+                        ));
+                    }
+                    return Err(not_implemented("$meta sort keys"));
                 }
                 RawBsonRef::Int32(i) => i64::from(i),
                 RawBsonRef::Int64(i) => i,
@@ -104,7 +140,18 @@ impl SortSpec {
                 ascending: direction == 1,
             });
         }
-        Ok(SortSpec { keys, fields })
+        Ok(SortSpec {
+            keys,
+            natural: None,
+            fields,
+        })
+    }
+
+    /// `Some(1)` or `Some(-1)` for a `{$natural: ±1}` sort: the documents in scan (`_id`) order,
+    /// forwards or backwards. Such a spec has no keys ([`SortSpec::is_empty`] is true), so a
+    /// command that ignores this returns forward order.
+    pub fn natural(&self) -> Option<i32> {
+        self.natural
     }
 
     /// Whether there is nothing to sort by.
@@ -176,6 +223,54 @@ impl SortSpec {
     /// Compares two documents by this specification.
     pub fn compare(&self, a: &RawDocument, b: &RawDocument) -> Ordering {
         self.compare_keys(&self.key(a), &self.key(b))
+    }
+}
+
+/// The `$meta` arguments mongod 7.0 knows.
+const META_NAMES: &[&str] = &[
+    "textScore",
+    "randVal",
+    "searchScore",
+    "searchHighlights",
+    "geoNearDistance",
+    "geoNearPoint",
+    "recordId",
+    "indexKey",
+    "sortKey",
+    "searchScoreDetails",
+    "searchSortValues",
+    "timeseriesBucketMinTime",
+    "timeseriesBucketMaxTime",
+    "vectorSearchScore",
+];
+
+/// mongod's `hasInvalidNaturalParam` for find: `$natural` must be alone and `1` or `-1`.
+fn natural_param(spec: &RawDocument) -> Result<Option<i32>, CommandError> {
+    let mut natural = None;
+    let mut fields = 0;
+    for item in spec {
+        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
+        fields += 1;
+        if k.as_str() == "$natural" && natural.is_none() {
+            natural = Some(v);
+        }
+    }
+    let Some(v) = natural else {
+        return Ok(None);
+    };
+    #[expect(clippy::cast_possible_truncation, reason = "numberInt truncates")]
+    let n = match v {
+        RawBsonRef::Int32(i) => Some(i64::from(i)),
+        RawBsonRef::Int64(i) => Some(i),
+        RawBsonRef::Double(d) => Some(d as i64),
+        RawBsonRef::Decimal128(d) => Some(super::compare::decimal_to_f64(d) as i64),
+        _ => None,
+    };
+    match n {
+        Some(n @ (1 | -1)) if fields == 1 => Ok(Some(if n == 1 { 1 } else { -1 })),
+        _ => Err(CommandError::bad_value(
+            "$natural sort cannot be set to a value other than -1 or 1.",
+        )),
     }
 }
 
@@ -321,5 +416,93 @@ mod tests {
         }
         assert!(SortSpec::compile(&rawdoc! {"a": 1.5}).is_ok());
         assert!(SortSpec::compile(&rawdoc! {}).unwrap().is_empty());
+    }
+
+    #[test]
+    fn natural_and_meta() {
+        let n = |spec: RawDocumentBuf| SortSpec::compile(&spec).map(|s| s.natural());
+        assert_eq!(n(rawdoc! {"$natural": 1}).unwrap(), Some(1));
+        assert_eq!(n(rawdoc! {"$natural": -1_i64}).unwrap(), Some(-1));
+        assert_eq!(n(rawdoc! {"$natural": -1.0}).unwrap(), Some(-1));
+        assert_eq!(n(rawdoc! {"a": 1}).unwrap(), None);
+        assert!(
+            SortSpec::compile(&rawdoc! {"$natural": 1})
+                .unwrap()
+                .is_empty()
+        );
+        for bad in [
+            rawdoc! {"$natural": 2},
+            rawdoc! {"$natural": "x"},
+            rawdoc! {"$natural": 1, "a": 1},
+            rawdoc! {"a": 1, "$natural": -1},
+        ] {
+            let err = SortSpec::compile(&bad).unwrap_err();
+            assert_eq!(
+                (err.code, err.errmsg.as_str()),
+                (
+                    ErrorCode::BadValue,
+                    "$natural sort cannot be set to a value other than -1 or 1."
+                ),
+                "{bad:?}"
+            );
+        }
+        let err = SortSpec::compile_for_pipeline(&rawdoc! {"$natural": 1}).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Location(16410));
+        let cases: Vec<(RawDocumentBuf, ErrorCode, &str)> = vec![
+            (
+                rawdoc! {"a": {"$meta": "textScore", "b": 1}},
+                ErrorCode::FailedToParse,
+                "Cannot have additional keys in a $meta sort specification",
+            ),
+            (
+                rawdoc! {"a": {"$meta": 1}},
+                ErrorCode::Location(17307),
+                "$meta only supports string arguments",
+            ),
+            (
+                rawdoc! {"a": {"$meta": "foo"}},
+                ErrorCode::Location(17308),
+                "Unsupported argument to $meta: foo",
+            ),
+            (
+                rawdoc! {"a": {"$meta": "randVal"}},
+                ErrorCode::NotImplemented,
+                "$meta sort keys is not supported by Ebb yet",
+            ),
+        ];
+        for (spec, code, msg) in cases {
+            let err = SortSpec::compile(&spec).unwrap_err();
+            assert_eq!((err.code, err.errmsg.as_str()), (code, msg), "{spec:?}");
+        }
+    }
+
+    #[test]
+    fn mixed_types_and_arrays() {
+        let docs = vec![
+            rawdoc! {"_id": 1, "a": true},
+            rawdoc! {"_id": 2, "a": "b"},
+            rawdoc! {"_id": 3, "a": {"x": 1}},
+            rawdoc! {"_id": 4, "a": 2_i64},
+            rawdoc! {"_id": 5, "a": bson::RawBson::MinKey},
+            rawdoc! {"_id": 6, "a": [3, "z"]},
+            rawdoc! {"_id": 7, "a": 1.5},
+            rawdoc! {"_id": 8, "a": [[0]]},
+        ];
+        // [[0]] sorts by its element [0] (an array, above documents); [3, "z"] by 3 ascending
+        // and by "z" descending.
+        assert_eq!(
+            sorted(&rawdoc! {"a": 1}, &docs),
+            vec![5, 7, 4, 6, 2, 3, 8, 1]
+        );
+        assert_eq!(
+            sorted(&rawdoc! {"a": -1}, &docs),
+            vec![1, 8, 3, 6, 2, 4, 7, 5]
+        );
+        let docs = vec![
+            rawdoc! {"_id": 1, "a": 1, "b": 2},
+            rawdoc! {"_id": 2, "a": 1, "b": 1},
+            rawdoc! {"_id": 3, "a": 0, "b": 3},
+        ];
+        assert_eq!(sorted(&rawdoc! {"a": -1, "b": 1}, &docs), vec![2, 1, 3]);
     }
 }

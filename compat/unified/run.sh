@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Runs PyMongo's copy of the drivers' unified CRUD spec tests (test/test_crud_unified.py
+# from the pymongo sdist on PyPI) against an already running Ebb, and applies the
+# known-failures policy. See compat/unified/README.md.
+#
+#   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
+#                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
+#
+# The server address comes from the arguments, else $EBB_URI, else $EBB_HOST/$EBB_PORT,
+# else 127.0.0.1:27017. This script starts no server.
+#
+# Exit status: 0 when every failing test is listed in compat/unified/known_failures.txt,
+# 1 when some failing test is not (a new failure), 2 when the suite could not be run
+# (no server, download failed, pytest crashed or timed out).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+clients=${EBB_CLIENTS_DIR:-$root/.clients}
+work="$clients/unified"
+
+die() { echo "unified CRUD: $*" >&2; exit 2; }
+
+uri=${EBB_URI:-}
+host=${EBB_HOST:-}
+port=${EBB_PORT:-}
+suite=test/test_crud_unified.py
+junit=""
+extra=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --uri) uri=$2; shift 2 ;;
+    --host) host=$2; uri=""; shift 2 ;;
+    --port) port=$2; uri=""; shift 2 ;;
+    --async) suite=test/asynchronous/test_crud_unified.py; shift ;;
+    --junit) junit=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+done
+if [[ -n "$uri" ]]; then
+  # PyMongo's test suite only takes a host and a port (DB_IP / DB_PORT): a single-host
+  # mongodb:// URI is accepted and anything after the host list is ignored.
+  [[ "$uri" =~ ^mongodb://([^/?,@]+)(/.*)?$ ]] || die "cannot use URI '$uri': need mongodb://HOST[:PORT]"
+  hostport=${BASH_REMATCH[1]}
+  if [[ "$hostport" =~ ^\[(.*)\]:([0-9]+)$ ]]; then host=${BASH_REMATCH[1]}; port=${BASH_REMATCH[2]}
+  elif [[ "$hostport" =~ ^\[(.*)\]$ ]]; then host=${BASH_REMATCH[1]}; port=27017
+  elif [[ "$hostport" == *:* ]]; then host=${hostport%:*}; port=${hostport##*:}
+  else host=$hostport; port=27017
+  fi
+fi
+host=${host:-127.0.0.1}
+port=${port:-27017}
+[[ "$port" =~ ^[0-9]+$ ]] || die "port '$port' is not a number"
+
+# --- the runner's venv: pymongo as pinned for the rest of compat/, plus pytest --------
+pymongo_req=$(grep -E '^pymongo(\[[^]]*\])?==' "$root/compat/requirements.txt" | head -n1)
+[[ -n "$pymongo_req" ]] || die "no pinned pymongo==X in compat/requirements.txt"
+pymongo_version=${pymongo_req##*==}
+venv="$work/venv"
+venv_hash=$( (echo "$pymongo_req"; cat "$here/requirements.txt") | sha256sum | cut -d' ' -f1)
+mkdir -p "$work"
+if [[ ! -x "$venv/bin/python" ]] || [[ "$(cat "$work/venv.stamp" 2>/dev/null)" != "$venv_hash" ]]; then
+  echo "unified CRUD: installing $pymongo_req and the test runner into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$pymongo_req" -r "$here/requirements.txt" \
+    || die "pip install failed"
+  echo "$venv_hash" > "$work/venv.stamp"
+fi
+py="$venv/bin/python"
+
+# --- the sdist: downloaded once, checked against sdist.sha256, test/ extracted --------
+sdist_name="pymongo-$pymongo_version.tar.gz"
+sdist="$work/cache/$sdist_name"
+want_sha=$(awk -v f="$sdist_name" '$2 == f { print $1 }' "$here/sdist.sha256")
+if [[ ! -f "$sdist" ]]; then
+  echo "unified CRUD: downloading the $sdist_name sdist from PyPI"
+  mkdir -p "$work/cache"
+  "$venv/bin/pip" download --quiet --disable-pip-version-check --no-binary :all: --no-deps \
+    -d "$work/cache" "pymongo==$pymongo_version" || die "pip download of $sdist_name failed"
+  [[ -f "$sdist" ]] || die "pip download did not produce $sdist"
+fi
+got_sha=$(sha256sum "$sdist" | cut -d' ' -f1)
+if [[ -z "$want_sha" ]]; then
+  die "no checksum for $sdist_name in compat/unified/sdist.sha256; after checking it, add: $got_sha  $sdist_name"
+fi
+[[ "$got_sha" == "$want_sha" ]] || die "$sdist has sha256 $got_sha, compat/unified/sdist.sha256 says $want_sha"
+# Only test/ and pyproject.toml (pytest's settings) are extracted: without the sdist's
+# pymongo/ source tree beside test/, the suite imports the installed wheel (with its C
+# extensions), the same build that the rest of compat/ uses.
+src="$work/pymongo-$pymongo_version"
+if [[ "$(cat "$src/.extracted" 2>/dev/null)" != "$got_sha" ]]; then
+  rm -rf "$src"
+  mkdir -p "$src"
+  tar -xzf "$sdist" -C "$src" --strip-components=1 \
+    "pymongo-$pymongo_version/test" "pymongo-$pymongo_version/pyproject.toml" || die "cannot extract $sdist"
+  echo "$got_sha" > "$src/.extracted"
+fi
+
+# --- is a server there? ---------------------------------------------------------------
+"$py" - "$host" "$port" <<'EOF' || die "no server answers at $host:$port (start Ebb first)"
+import sys, pymongo
+try:
+    c = pymongo.MongoClient(sys.argv[1], int(sys.argv[2]), serverSelectionTimeoutMS=5000, directConnection=True)
+    b = c.admin.command("buildInfo")
+except pymongo.errors.PyMongoError as e:
+    print(f"unified CRUD: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
+    sys.exit(1)
+print(f"unified CRUD: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.get('version')}")
+EOF
+
+# --- run ------------------------------------------------------------------------------
+results="$work/results"
+mkdir -p "$results"
+junit=${junit:-$results/junit.xml}
+log="$results/pytest.log"
+rm -f "$junit"
+echo "unified CRUD: pytest $suite (log: $log)"
+set +e
+(
+  cd "$src"
+  # DB_IP/DB_PORT are how PyMongo's test/__init__.py finds the server. DISABLE_FLAKY
+  # makes the result deterministic: under CI=... the suite would otherwise retry tests
+  # it marks flaky.
+  DB_IP="$host" DB_PORT="$port" DISABLE_FLAKY=1 \
+    timeout "${EBB_UNIFIED_TIMEOUT:-1800}" "$py" -m pytest "$suite" \
+      -o addopts="" -p no:cacheprovider -q -rN --junitxml="$junit" ${extra[@]+"${extra[@]}"}
+) > "$log" 2>&1
+rc=$?
+set -e
+tail -n 1 "$log" | sed 's/^/pytest: /'
+case $rc in
+  0|1) ;;
+  124) die "pytest timed out after ${EBB_UNIFIED_TIMEOUT:-1800} s (see $log)" ;;
+  *) tail -n 30 "$log" >&2; die "pytest exited $rc: the suite did not run (see $log)" ;;
+esac
+[[ -f "$junit" ]] || die "pytest wrote no $junit"
+
+set +e
+subset=0
+[[ ${#extra[@]} -gt 0 ]] && subset=1
+EBB_UNIFIED_SUBSET=$subset "$py" "$here/summarize.py" "$junit" "$here/known_failures.txt" "$results/failures.txt"
+rc=$?
+set -e
+[[ $rc -eq 3 ]] && die "the run holds no test (see $log)"
+exit $rc

@@ -1,0 +1,1496 @@
+//! Aggregation expressions: `Expression::parse(value)?` once, then `expr.evaluate(&doc)?`.
+//!
+//! Used by the `$expr` query operator and meant for aggregation stages. An expression is a
+//! field path (`"$a.b"`), a variable (`"$$ROOT"`, `"$$CURRENT"`, `"$$ROOT.a"`, `"$$REMOVE"`), a
+//! constant, an array or object of expressions, or an operator document `{$op: args}`.
+//! Evaluation yields `Some(value)` or `None` for "missing" (a path that reaches nothing).
+//!
+//! Operators: comparison `$eq $ne $gt $gte $lt $lte $cmp` (the BSON order of [`compare`], where
+//! missing equals undefined and sorts below null, as in mongod's `Value::compare`); boolean
+//! `$and $or $not` (mongod's truthiness); arithmetic `$add` (numbers and one date) `$subtract`
+//! (numbers, dates) `$multiply $divide $mod $abs`, with int → long → double promotion on
+//! overflow; `$cond` (array and `{if, then, else}` forms), `$ifNull`; `$in`, `$size`,
+//! `$arrayElemAt`; `$type`; strings `$concat $toLower $toUpper $strLenCP $substrCP`;
+//! `$literal`. Errors carry mongod's codes and messages.
+//!
+//! Not supported: the other MongoDB operators (`NotImplemented`, named), user variables
+//! (`$let`), `$$NOW` and `$$CLUSTER_TIME` (the engine has no clock), and server-side
+//! JavaScript (`$function`, `$accumulator`: mongod's error for a server without JavaScript).
+//! Decimal128 arithmetic goes through `f64` (the approximation [`compare`] documents), and
+//! `$toLower`/`$toUpper` convert only strings, symbols, numbers and null/missing to strings.
+
+use std::cmp::Ordering;
+
+use bson::raw::CString;
+use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+
+use super::compare::compare;
+use super::display::{self, type_name};
+use super::{invalid_bson, not_implemented, true_value};
+use crate::error::{CommandError, ErrorCode};
+
+/// A parsed aggregation expression.
+#[derive(Debug, Clone)]
+pub struct Expression {
+    node: Node,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    Const(RawBson),
+    /// `$$REMOVE`.
+    Missing,
+    /// A field path from `$$CURRENT` (which is `$$ROOT` here); empty for the document itself.
+    Path(Vec<String>),
+    Array(Vec<Node>),
+    Object(Vec<(CString, Node)>),
+    Op(Op, Vec<Node>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+    Cmp,
+    And,
+    Or,
+    Not,
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Mod,
+    Abs,
+    Cond,
+    IfNull,
+    In,
+    Size,
+    Type,
+    Concat,
+    ToLower,
+    ToUpper,
+    StrLenCp,
+    SubstrCp,
+    ArrayElemAt,
+}
+
+/// The result of evaluating an expression: `None` is "missing".
+pub type Value = Option<RawBson>;
+
+fn loc(code: i32, msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::Location(code), msg)
+}
+
+/// mongod's type name of a value, `missing` for none.
+fn tname(v: Option<RawBsonRef<'_>>) -> &'static str {
+    v.map_or("missing", |v| type_name(v.element_type()))
+}
+
+fn r(v: &Value) -> Option<RawBsonRef<'_>> {
+    v.as_ref().map(RawBson::as_raw_bson_ref)
+}
+
+fn nullish(v: Option<RawBsonRef<'_>>) -> bool {
+    matches!(v, None | Some(RawBsonRef::Null | RawBsonRef::Undefined))
+}
+
+/// Every expression operator MongoDB 7.0 defines, for telling "unknown" from "not supported".
+const KNOWN: &[&str] = &[
+    "abs",
+    "acos",
+    "acosh",
+    "add",
+    "allElementsTrue",
+    "and",
+    "anyElementTrue",
+    "arrayElemAt",
+    "arrayToObject",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "avg",
+    "binarySize",
+    "bitAnd",
+    "bitNot",
+    "bitOr",
+    "bitXor",
+    "bsonSize",
+    "ceil",
+    "cmp",
+    "concat",
+    "concatArrays",
+    "cond",
+    "convert",
+    "cos",
+    "cosh",
+    "dateAdd",
+    "dateDiff",
+    "dateFromParts",
+    "dateFromString",
+    "dateSubtract",
+    "dateToParts",
+    "dateToString",
+    "dateTrunc",
+    "dayOfMonth",
+    "dayOfWeek",
+    "dayOfYear",
+    "degreesToRadians",
+    "divide",
+    "eq",
+    "exp",
+    "filter",
+    "first",
+    "firstN",
+    "floor",
+    "function",
+    "getField",
+    "gt",
+    "gte",
+    "hour",
+    "ifNull",
+    "in",
+    "indexOfArray",
+    "indexOfBytes",
+    "indexOfCP",
+    "isArray",
+    "isNumber",
+    "isoDayOfWeek",
+    "isoWeek",
+    "isoWeekYear",
+    "last",
+    "lastN",
+    "let",
+    "literal",
+    "ln",
+    "log",
+    "log10",
+    "lt",
+    "lte",
+    "ltrim",
+    "map",
+    "max",
+    "maxN",
+    "median",
+    "mergeObjects",
+    "meta",
+    "millisecond",
+    "min",
+    "minN",
+    "minute",
+    "mod",
+    "month",
+    "multiply",
+    "ne",
+    "not",
+    "objectToArray",
+    "or",
+    "percentile",
+    "pow",
+    "radiansToDegrees",
+    "rand",
+    "range",
+    "reduce",
+    "regexFind",
+    "regexFindAll",
+    "regexMatch",
+    "replaceAll",
+    "replaceOne",
+    "reverseArray",
+    "round",
+    "rtrim",
+    "sampleRate",
+    "second",
+    "setDifference",
+    "setEquals",
+    "setField",
+    "setIntersection",
+    "setIsSubset",
+    "setUnion",
+    "size",
+    "sin",
+    "sinh",
+    "slice",
+    "sortArray",
+    "split",
+    "sqrt",
+    "stdDevPop",
+    "stdDevSamp",
+    "strLenBytes",
+    "strLenCP",
+    "strcasecmp",
+    "substr",
+    "substrBytes",
+    "substrCP",
+    "subtract",
+    "sum",
+    "switch",
+    "tan",
+    "tanh",
+    "toBool",
+    "toDate",
+    "toDecimal",
+    "toDouble",
+    "toHashedIndexKey",
+    "toInt",
+    "toLong",
+    "toLower",
+    "toObjectId",
+    "toString",
+    "toUpper",
+    "trim",
+    "trunc",
+    "tsIncrement",
+    "tsSecond",
+    "type",
+    "unsetField",
+    "week",
+    "year",
+    "zip",
+];
+
+/// Whether `$name` is an aggregation expression operator MongoDB 7.0 knows (`name` without the
+/// `$`).
+pub fn is_expression_name(name: &str) -> bool {
+    KNOWN.contains(&name) || name == "literal"
+}
+
+impl Expression {
+    /// Parses an expression (any BSON value), with mongod's errors.
+    pub fn parse(v: RawBsonRef<'_>) -> Result<Expression, CommandError> {
+        Ok(Expression { node: parse(v)? })
+    }
+
+    /// Evaluates against `doc` (`$$ROOT` and `$$CURRENT`).
+    pub fn evaluate(&self, doc: &RawDocument) -> Result<Value, CommandError> {
+        eval(&self.node, doc)
+    }
+
+    /// Evaluates and applies mongod's truthiness (missing, null, undefined, false and zero are
+    /// false), as `$expr` does.
+    pub fn evaluate_bool(&self, doc: &RawDocument) -> Result<bool, CommandError> {
+        Ok(self
+            .evaluate(doc)?
+            .is_some_and(|v| true_value(v.as_raw_bson_ref())))
+    }
+}
+
+fn parse(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+    match v {
+        RawBsonRef::String(s) if s.starts_with("$$") => parse_variable(&s[2..]),
+        RawBsonRef::String(s) if s.starts_with('$') => Ok(Node::Path(parse_field_path(&s[1..])?)),
+        RawBsonRef::Array(a) => {
+            let mut items = Vec::new();
+            for e in a {
+                items.push(parse(e.map_err(|e| invalid_bson(&e))?)?);
+            }
+            Ok(Node::Array(items))
+        }
+        RawBsonRef::Document(d) => parse_object(d),
+        other => Ok(Node::Const(other.into())),
+    }
+}
+
+/// `"$a.b"` without the `$`: mongod's `FieldPath` rules.
+fn parse_field_path(path: &str) -> Result<Vec<String>, CommandError> {
+    if path.is_empty() {
+        return Err(loc(16872, "'$' by itself is not a valid FieldPath"));
+    }
+    let parts: Vec<String> = path.split('.').map(str::to_owned).collect();
+    for p in &parts {
+        if p.is_empty() {
+            return Err(loc(
+                15998,
+                "FieldPath field names may not be empty strings.",
+            ));
+        }
+        if p.starts_with('$') {
+            return Err(loc(
+                16410,
+                "FieldPath field names may not start with '$'. Consider using $getField or \
+                 $setField.",
+            ));
+        }
+    }
+    Ok(parts)
+}
+
+fn parse_variable(rest: &str) -> Result<Node, CommandError> {
+    let (name, path) = rest.split_once('.').unwrap_or((rest, ""));
+    if name.is_empty() {
+        return Err(loc(16869, "empty variable names are not allowed"));
+    }
+    let mut parts = if path.is_empty() && !rest.contains('.') {
+        Vec::new()
+    } else {
+        parse_field_path(path)?
+    };
+    match name {
+        "ROOT" | "CURRENT" => Ok(Node::Path(std::mem::take(&mut parts))),
+        "REMOVE" => Ok(Node::Missing),
+        "NOW" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META" => {
+            Err(not_implemented(&format!("the ${name} variable")))
+        }
+        _ => Err(loc(17276, format!("Use of undefined variable: {name}"))),
+    }
+}
+
+fn parse_object(d: &RawDocument) -> Result<Node, CommandError> {
+    let mut items = Vec::new();
+    for item in d {
+        items.push(item.map_err(|e| invalid_bson(&e))?);
+    }
+    if let Some((first, v)) = items.first()
+        && let Some(op) = first.as_str().strip_prefix('$')
+    {
+        {
+            if items.len() > 1 {
+                return Err(loc(
+                    15983,
+                    format!(
+                        "An object representing an expression must have exactly one field: {}",
+                        display::value(RawBsonRef::Document(d))
+                    ),
+                ));
+            }
+            return parse_operator(op, *v);
+        }
+    }
+    let mut fields = Vec::new();
+    for (k, v) in items {
+        let key = k.as_str();
+        if key.starts_with('$') {
+            return Err(loc(
+                16410,
+                "FieldPath field names may not start with '$'. Consider using $getField or \
+                 $setField.",
+            ));
+        }
+        if key.contains('.') {
+            return Err(loc(16412, "FieldPath field names may not contain '.'."));
+        }
+        fields.push((CString::from(k), parse(v)?));
+    }
+    Ok(Node::Object(fields))
+}
+
+fn parse_args(v: RawBsonRef<'_>) -> Result<Vec<Node>, CommandError> {
+    match v {
+        RawBsonRef::Array(a) => {
+            let mut out = Vec::new();
+            for e in a {
+                out.push(parse(e.map_err(|e| invalid_bson(&e))?)?);
+            }
+            Ok(out)
+        }
+        other => Ok(vec![parse(other)?]),
+    }
+}
+
+fn exactly(name: &str, args: &[Node], n: usize) -> Result<(), CommandError> {
+    if args.len() == n {
+        return Ok(());
+    }
+    let noun = if n == 1 { "argument" } else { "arguments" };
+    Err(loc(
+        16020,
+        format!(
+            "Expression ${name} takes exactly {n} {noun}. {} were passed in.",
+            args.len()
+        ),
+    ))
+}
+
+fn parse_operator(name: &str, v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+    let op = match name {
+        "literal" => return Ok(Node::Const(v.into())),
+        "cond" => return parse_cond(v),
+        "eq" => Op::Eq,
+        "ne" => Op::Ne,
+        "gt" => Op::Gt,
+        "gte" => Op::Gte,
+        "lt" => Op::Lt,
+        "lte" => Op::Lte,
+        "cmp" => Op::Cmp,
+        "and" => Op::And,
+        "or" => Op::Or,
+        "not" => Op::Not,
+        "add" => Op::Add,
+        "subtract" => Op::Subtract,
+        "multiply" => Op::Multiply,
+        "divide" => Op::Divide,
+        "mod" => Op::Mod,
+        "abs" => Op::Abs,
+        "ifNull" => Op::IfNull,
+        "in" => Op::In,
+        "size" => Op::Size,
+        "type" => Op::Type,
+        "concat" => Op::Concat,
+        "toLower" => Op::ToLower,
+        "toUpper" => Op::ToUpper,
+        "strLenCP" => Op::StrLenCp,
+        "substrCP" => Op::SubstrCp,
+        "arrayElemAt" => Op::ArrayElemAt,
+        "function" | "accumulator" => {
+            return Err(loc(
+                31264,
+                "Cannot run server-side javascript without the javascript engine enabled",
+            ));
+        }
+        other if KNOWN.contains(&other) => {
+            return Err(not_implemented(&format!("the ${other} expression")));
+        }
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidPipelineOperator,
+                format!("Unrecognized expression '${other}'"),
+            ));
+        }
+    };
+    let args = parse_args(v)?;
+    match op {
+        Op::Eq
+        | Op::Ne
+        | Op::Gt
+        | Op::Gte
+        | Op::Lt
+        | Op::Lte
+        | Op::Cmp
+        | Op::Subtract
+        | Op::Divide
+        | Op::Mod
+        | Op::In
+        | Op::ArrayElemAt => exactly(name, &args, 2)?,
+        Op::Not | Op::Abs | Op::Size | Op::Type | Op::ToLower | Op::ToUpper | Op::StrLenCp => {
+            exactly(name, &args, 1)?;
+        }
+        Op::SubstrCp => exactly(name, &args, 3)?,
+        Op::IfNull if args.len() < 2 => {
+            return Err(loc(
+                1_257_300,
+                format!("$ifNull needs at least two arguments, had: {}", args.len()),
+            ));
+        }
+        _ => {}
+    }
+    Ok(Node::Op(op, args))
+}
+
+fn parse_cond(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+    let RawBsonRef::Document(d) = v else {
+        let args = parse_args(v)?;
+        exactly("cond", &args, 3)?;
+        return Ok(Node::Op(Op::Cond, args));
+    };
+    let (mut c, mut t, mut e) = (None, None, None);
+    for item in d {
+        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
+        let slot = match k.as_str() {
+            "if" => &mut c,
+            "then" => &mut t,
+            "else" => &mut e,
+            other => {
+                return Err(loc(
+                    17083,
+                    format!("Unrecognized parameter to $cond: {other}"),
+                ));
+            }
+        };
+        *slot = Some(parse(v)?);
+    }
+    let c = c.ok_or_else(|| loc(17080, "Missing 'if' parameter to $cond"))?;
+    let t = t.ok_or_else(|| loc(17081, "Missing 'then' parameter to $cond"))?;
+    let e = e.ok_or_else(|| loc(17082, "Missing 'else' parameter to $cond"))?;
+    Ok(Node::Op(Op::Cond, vec![c, t, e]))
+}
+
+/// `$a.b` on `doc`: mongod's `ExpressionFieldPath::evaluatePath` (arrays map over their
+/// document elements; numeric components are field names, not indexes).
+fn eval_path(doc: &RawDocument, parts: &[String]) -> Value {
+    let (first, rest) = parts.split_first()?;
+    let v = doc.get(first).ok().flatten()?;
+    if rest.is_empty() {
+        return Some(v.into());
+    }
+    match v {
+        RawBsonRef::Document(d) => eval_path(d, rest),
+        RawBsonRef::Array(a) => Some(RawBson::Array(eval_path_array(a, rest))),
+        _ => None,
+    }
+}
+
+fn eval_path_array(a: &RawArray, rest: &[String]) -> RawArrayBuf {
+    let mut out = RawArrayBuf::new();
+    for e in a.into_iter().map_while(Result::ok) {
+        if let RawBsonRef::Document(d) = e
+            && let Some(v) = eval_path(d, rest)
+        {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn eval(node: &Node, doc: &RawDocument) -> Result<Value, CommandError> {
+    match node {
+        Node::Const(v) => Ok(Some(v.clone())),
+        Node::Missing => Ok(None),
+        Node::Path(parts) if parts.is_empty() => Ok(Some(RawBson::Document(doc.to_owned()))),
+        Node::Path(parts) => Ok(eval_path(doc, parts)),
+        Node::Array(items) => {
+            let mut out = RawArrayBuf::new();
+            for item in items {
+                out.push(eval(item, doc)?.unwrap_or(RawBson::Null));
+            }
+            Ok(Some(RawBson::Array(out)))
+        }
+        Node::Object(fields) => {
+            let mut out = RawDocumentBuf::new();
+            for (k, v) in fields {
+                if let Some(v) = eval(v, doc)? {
+                    out.append(k, v);
+                }
+            }
+            Ok(Some(RawBson::Document(out)))
+        }
+        Node::Op(op, args) => eval_op(*op, args, doc),
+    }
+}
+
+/// Comparison in aggregation: missing sorts (and equals) as undefined.
+fn agg_compare(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Ordering {
+    compare(
+        a.unwrap_or(RawBsonRef::Undefined),
+        b.unwrap_or(RawBsonRef::Undefined),
+    )
+}
+
+#[expect(clippy::unnecessary_wraps, reason = "a present value")]
+fn boolean(b: bool) -> Value {
+    Some(RawBson::Boolean(b))
+}
+
+fn truthy(v: &Value) -> bool {
+    r(v).is_some_and(true_value)
+}
+
+fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandError> {
+    let arg = |i: usize| -> Result<Value, CommandError> {
+        args.get(i).map_or(Ok(None), |n| eval(n, doc))
+    };
+    match op {
+        Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte | Op::Cmp => {
+            let (a, b) = (arg(0)?, arg(1)?);
+            let ord = agg_compare(r(&a), r(&b));
+            Ok(match op {
+                Op::Eq => boolean(ord.is_eq()),
+                Op::Ne => boolean(ord.is_ne()),
+                Op::Gt => boolean(ord.is_gt()),
+                Op::Gte => boolean(ord.is_ge()),
+                Op::Lt => boolean(ord.is_lt()),
+                Op::Lte => boolean(ord.is_le()),
+                _ => Some(RawBson::Int32(match ord {
+                    Ordering::Less => -1,
+                    Ordering::Equal => 0,
+                    Ordering::Greater => 1,
+                })),
+            })
+        }
+        Op::And => {
+            for a in args {
+                if !truthy(&eval(a, doc)?) {
+                    return Ok(boolean(false));
+                }
+            }
+            Ok(boolean(true))
+        }
+        Op::Or => {
+            for a in args {
+                if truthy(&eval(a, doc)?) {
+                    return Ok(boolean(true));
+                }
+            }
+            Ok(boolean(false))
+        }
+        Op::Not => Ok(boolean(!truthy(&arg(0)?))),
+        Op::Cond => {
+            if truthy(&arg(0)?) {
+                arg(1)
+            } else {
+                arg(2)
+            }
+        }
+        Op::IfNull => {
+            let (last, init) = args.split_last().unwrap_or((&Node::Missing, &[]));
+            for a in init {
+                let v = eval(a, doc)?;
+                if !nullish(r(&v)) {
+                    return Ok(v);
+                }
+            }
+            eval(last, doc)
+        }
+        Op::Add | Op::Multiply => {
+            let mut values = Vec::with_capacity(args.len());
+            for a in args {
+                values.push(eval(a, doc)?);
+            }
+            arith::sum_or_product(op == Op::Add, &values)
+        }
+        Op::Subtract => arith::subtract(r(&arg(0)?), r(&arg(1)?)),
+        Op::Divide => arith::divide(r(&arg(0)?), r(&arg(1)?)),
+        Op::Mod => arith::modulo(r(&arg(0)?), r(&arg(1)?)),
+        Op::Abs => arith::abs(r(&arg(0)?)),
+        Op::In => {
+            let (x, arr) = (arg(0)?, arg(1)?);
+            let Some(RawBsonRef::Array(a)) = r(&arr) else {
+                return Err(loc(
+                    40081,
+                    format!(
+                        "$in requires an array as a second argument, found: {}",
+                        tname(r(&arr))
+                    ),
+                ));
+            };
+            let x = r(&x);
+            Ok(boolean(
+                a.into_iter()
+                    .map_while(Result::ok)
+                    .any(|e| agg_compare(Some(e), x).is_eq()),
+            ))
+        }
+        Op::Size => {
+            let v = arg(0)?;
+            let Some(RawBsonRef::Array(a)) = r(&v) else {
+                return Err(loc(
+                    17124,
+                    format!(
+                        "The argument to $size must be an array. Type of argument: {}",
+                        tname(r(&v))
+                    ),
+                ));
+            };
+            let n = a.into_iter().count();
+            Ok(Some(RawBson::Int32(i32::try_from(n).unwrap_or(i32::MAX))))
+        }
+        Op::Type => Ok(Some(RawBson::String(tname(r(&arg(0)?)).to_owned()))),
+        Op::Concat => {
+            let mut out = String::new();
+            for a in args {
+                let v = eval(a, doc)?;
+                match r(&v) {
+                    v if nullish(v) => return Ok(Some(RawBson::Null)),
+                    Some(RawBsonRef::String(s)) => out.push_str(s),
+                    other => {
+                        return Err(loc(
+                            16702,
+                            format!("$concat only supports strings, not {}", tname(other)),
+                        ));
+                    }
+                }
+            }
+            Ok(Some(RawBson::String(out)))
+        }
+        Op::ToLower | Op::ToUpper => {
+            let s = coerce_to_string(r(&arg(0)?))?;
+            Ok(Some(RawBson::String(if op == Op::ToLower {
+                s.to_ascii_lowercase()
+            } else {
+                s.to_ascii_uppercase()
+            })))
+        }
+        Op::StrLenCp => {
+            let v = arg(0)?;
+            let Some(RawBsonRef::String(s)) = r(&v) else {
+                return Err(loc(
+                    34471,
+                    format!(
+                        "$strLenCP requires a string argument, found: {}",
+                        tname(r(&v))
+                    ),
+                ));
+            };
+            Ok(Some(RawBson::Int32(
+                i32::try_from(s.chars().count()).unwrap_or(i32::MAX),
+            )))
+        }
+        Op::SubstrCp => substr_cp(r(&arg(0)?), r(&arg(1)?), r(&arg(2)?)),
+        Op::ArrayElemAt => array_elem_at(r(&arg(0)?), r(&arg(1)?)),
+    }
+}
+
+/// mongod's `Value::coerceToString` for the types Ebb converts.
+fn coerce_to_string(v: Option<RawBsonRef<'_>>) -> Result<String, CommandError> {
+    Ok(match v {
+        None | Some(RawBsonRef::Null | RawBsonRef::Undefined) => String::new(),
+        Some(RawBsonRef::String(s) | RawBsonRef::Symbol(s)) => s.to_owned(),
+        Some(RawBsonRef::Int32(i)) => i.to_string(),
+        Some(RawBsonRef::Int64(i)) => i.to_string(),
+        Some(RawBsonRef::Double(d)) => format_g6(d),
+        Some(RawBsonRef::Decimal128(d)) => d.to_string(),
+        Some(other) => {
+            return Err(loc(
+                16007,
+                format!(
+                    "can't convert from BSON type {} to String",
+                    type_name(other.element_type())
+                ),
+            ));
+        }
+    })
+}
+
+/// A double as C++'s default stream output (`%g` with 6 significant digits).
+pub(crate) fn format_g6(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".to_owned();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    let sci = format!("{d:.5e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    if (-4..6).contains(&exp) {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{d:.decimals$}"))
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
+    }
+}
+
+/// A number that is an exact 32-bit integer (mongod's `Value::integral()`).
+fn integral_i32(v: RawBsonRef<'_>) -> Option<i32> {
+    match v {
+        RawBsonRef::Int32(i) => Some(i),
+        RawBsonRef::Int64(i) => i32::try_from(i).ok(),
+        RawBsonRef::Double(_) | RawBsonRef::Decimal128(_) => {
+            let d = super::compare::number_as_f64(v)?;
+            #[expect(clippy::cast_possible_truncation, reason = "checked to be exact below")]
+            let i = d as i32;
+            (f64::from(i) == d).then_some(i)
+        }
+        _ => None,
+    }
+}
+
+fn is_number(v: Option<RawBsonRef<'_>>) -> bool {
+    matches!(
+        v,
+        Some(
+            RawBsonRef::Int32(_)
+                | RawBsonRef::Int64(_)
+                | RawBsonRef::Double(_)
+                | RawBsonRef::Decimal128(_)
+        )
+    )
+}
+
+fn substr_cp(
+    s: Option<RawBsonRef<'_>>,
+    start: Option<RawBsonRef<'_>>,
+    len: Option<RawBsonRef<'_>>,
+) -> Result<Value, CommandError> {
+    let s = coerce_to_string(s)?;
+    let shown = |v: Option<RawBsonRef<'_>>| v.map_or_else(|| "MISSING".to_owned(), display::value);
+    if !is_number(start) {
+        return Err(loc(
+            34450,
+            format!(
+                "$substrCP: starting index must be a numeric type (is BSON type {})",
+                tname(start)
+            ),
+        ));
+    }
+    let Some(start_i) = start.and_then(integral_i32) else {
+        return Err(loc(
+            34451,
+            format!(
+                "$substrCP: starting index cannot be represented as a 32-bit integral value: {}",
+                shown(start)
+            ),
+        ));
+    };
+    if !is_number(len) {
+        return Err(loc(
+            34452,
+            format!(
+                "$substrCP: length must be a numeric type (is BSON type {})",
+                tname(len)
+            ),
+        ));
+    }
+    let Some(len_i) = len.and_then(integral_i32) else {
+        return Err(loc(
+            34453,
+            format!(
+                "$substrCP: length cannot be represented as a 32-bit integral value: {}",
+                shown(len)
+            ),
+        ));
+    };
+    if len_i < 0 {
+        return Err(loc(
+            34454,
+            "$substrCP: length must be a nonnegative integer.",
+        ));
+    }
+    if start_i < 0 {
+        return Err(loc(
+            34455,
+            "$substrCP: the starting index must be nonnegative integer.",
+        ));
+    }
+    let start_u = usize::try_from(start_i).unwrap_or(0);
+    let len_u = usize::try_from(len_i).unwrap_or(0);
+    Ok(Some(RawBson::String(
+        s.chars().skip(start_u).take(len_u).collect(),
+    )))
+}
+
+fn array_elem_at(
+    arr: Option<RawBsonRef<'_>>,
+    idx: Option<RawBsonRef<'_>>,
+) -> Result<Value, CommandError> {
+    if nullish(arr) || nullish(idx) {
+        return Ok(Some(RawBson::Null));
+    }
+    let Some(RawBsonRef::Array(a)) = arr else {
+        return Err(loc(
+            28689,
+            format!(
+                "$arrayElemAt's first argument must be an array, but is {}",
+                tname(arr)
+            ),
+        ));
+    };
+    if !is_number(idx) {
+        return Err(loc(
+            28690,
+            format!(
+                "$arrayElemAt's second argument must be a numeric value, but is {}",
+                tname(idx)
+            ),
+        ));
+    }
+    let Some(i) = idx.and_then(integral_i32) else {
+        let d = idx
+            .and_then(super::compare::number_as_f64)
+            .unwrap_or(f64::NAN);
+        return Err(loc(
+            28691,
+            format!(
+                "$arrayElemAt's second argument must be representable as a 32-bit integer: {}",
+                format_g6(d)
+            ),
+        ));
+    };
+    let items: Vec<RawBsonRef<'_>> = a.into_iter().map_while(Result::ok).collect();
+    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+    let i = i64::from(i);
+    let pos = if i < 0 { len + i } else { i };
+    Ok(usize::try_from(pos)
+        .ok()
+        .and_then(|p| items.get(p))
+        .map(|v| RawBson::from(*v)))
+}
+
+/// Numeric arithmetic with mongod's type promotion.
+mod arith {
+    use super::{CommandError, RawBson, RawBsonRef, Value, loc, nullish, tname};
+    use crate::query::compare::decimal_to_f64;
+    use std::str::FromStr;
+
+    /// A number by its result type, narrowest first.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) enum Num {
+        Int(i32),
+        Long(i64),
+        Double(f64),
+        /// Decimal128, computed through `f64`.
+        Decimal(f64),
+    }
+
+    impl Num {
+        pub(super) fn of(v: RawBsonRef<'_>) -> Option<Num> {
+            match v {
+                RawBsonRef::Int32(i) => Some(Num::Int(i)),
+                RawBsonRef::Int64(i) => Some(Num::Long(i)),
+                RawBsonRef::Double(d) => Some(Num::Double(d)),
+                RawBsonRef::Decimal128(d) => Some(Num::Decimal(decimal_to_f64(d))),
+                _ => None,
+            }
+        }
+
+        #[expect(clippy::cast_precision_loss, reason = "promotion to double, as mongod")]
+        fn f64(self) -> f64 {
+            match self {
+                Num::Int(i) => f64::from(i),
+                Num::Long(i) => i as f64,
+                Num::Double(d) | Num::Decimal(d) => d,
+            }
+        }
+
+        fn rank(self) -> u8 {
+            match self {
+                Num::Int(_) => 0,
+                Num::Long(_) => 1,
+                Num::Double(_) => 2,
+                Num::Decimal(_) => 3,
+            }
+        }
+
+        fn i64(self) -> Option<i64> {
+            match self {
+                Num::Int(i) => Some(i64::from(i)),
+                Num::Long(i) => Some(i),
+                Num::Double(_) | Num::Decimal(_) => None,
+            }
+        }
+
+        pub(super) fn bson(self) -> RawBson {
+            match self {
+                Num::Int(i) => RawBson::Int32(i),
+                Num::Long(i) => RawBson::Int64(i),
+                Num::Double(d) => RawBson::Double(d),
+                Num::Decimal(d) => decimal(d),
+            }
+        }
+    }
+
+    fn decimal(d: f64) -> RawBson {
+        let text = if d.is_nan() {
+            "NaN".to_owned()
+        } else if d.is_infinite() {
+            if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
+        } else {
+            format!("{d:e}")
+        };
+        bson::Decimal128::from_str(&text).map_or(RawBson::Double(d), RawBson::Decimal128)
+    }
+
+    /// An integer result of the given width, promoted when it does not fit.
+    fn int_result(v: Option<i64>, widest: u8, fallback: f64) -> Num {
+        match v {
+            Some(v) if widest == 0 => i32::try_from(v).map_or(Num::Long(v), Num::Int),
+            Some(v) => Num::Long(v),
+            None => Num::Double(fallback),
+        }
+    }
+
+    /// Combines two numbers with an integer operation (checked) and a float operation.
+    fn combine(
+        a: Num,
+        b: Num,
+        int_op: impl Fn(i64, i64) -> Option<i64>,
+        float_op: impl Fn(f64, f64) -> f64,
+    ) -> Num {
+        let widest = a.rank().max(b.rank());
+        match (a.i64(), b.i64()) {
+            (Some(x), Some(y)) => int_result(int_op(x, y), widest, float_op(a.f64(), b.f64())),
+            _ if widest == 3 => Num::Decimal(float_op(a.f64(), b.f64())),
+            _ => Num::Double(float_op(a.f64(), b.f64())),
+        }
+    }
+
+    #[expect(clippy::cast_possible_truncation, reason = "mongod rounds to whole ms")]
+    fn round_ms(n: Num) -> i64 {
+        n.i64().unwrap_or_else(|| n.f64().round() as i64)
+    }
+
+    /// `$add` (numbers and at most one date) and `$multiply` (numbers).
+    pub(super) fn sum_or_product(add: bool, values: &[Value]) -> Result<Value, CommandError> {
+        let mut acc = if add { Num::Int(0) } else { Num::Int(1) };
+        let mut date: Option<i64> = None;
+        for v in values {
+            let v = v.as_ref().map(RawBson::as_raw_bson_ref);
+            if nullish(v) {
+                return Ok(Some(RawBson::Null));
+            }
+            if let (true, Some(RawBsonRef::DateTime(d))) = (add, v) {
+                if date.is_some() {
+                    return Err(loc(16612, "only one date allowed in an $add expression"));
+                }
+                date = Some(d.timestamp_millis());
+                continue;
+            }
+            let Some(n) = v.and_then(Num::of) else {
+                return Err(if add {
+                    loc(
+                        16554,
+                        format!("$add only supports numeric or date types, not {}", tname(v)),
+                    )
+                } else {
+                    loc(
+                        16555,
+                        format!("$multiply only supports numeric types, not {}", tname(v)),
+                    )
+                });
+            };
+            acc = if add {
+                combine(acc, n, i64::checked_add, |x, y| x + y)
+            } else {
+                combine(acc, n, i64::checked_mul, |x, y| x * y)
+            };
+        }
+        Ok(Some(match date {
+            Some(ms) => {
+                RawBson::DateTime(bson::DateTime::from_millis(ms.wrapping_add(round_ms(acc))))
+            }
+            None => acc.bson(),
+        }))
+    }
+
+    pub(super) fn subtract(
+        a: Option<RawBsonRef<'_>>,
+        b: Option<RawBsonRef<'_>>,
+    ) -> Result<Value, CommandError> {
+        if nullish(a) || nullish(b) {
+            return Ok(Some(RawBson::Null));
+        }
+        match (a, b) {
+            (Some(RawBsonRef::DateTime(x)), Some(RawBsonRef::DateTime(y))) => Ok(Some(
+                RawBson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis())),
+            )),
+            (Some(RawBsonRef::DateTime(x)), Some(y)) if Num::of(y).is_some() => {
+                let n = Num::of(y).unwrap_or(Num::Int(0));
+                Ok(Some(RawBson::DateTime(bson::DateTime::from_millis(
+                    x.timestamp_millis().wrapping_sub(round_ms(n)),
+                ))))
+            }
+            (Some(RawBsonRef::DateTime(_)), Some(_)) => Err(loc(
+                16613,
+                format!("cant $subtract a {} from a Date", tname(b)),
+            )),
+            (Some(x), Some(y)) => match (Num::of(x), Num::of(y)) {
+                (Some(x), Some(y)) => {
+                    Ok(Some(combine(x, y, i64::checked_sub, |x, y| x - y).bson()))
+                }
+                _ => Err(loc(
+                    16556,
+                    format!("cant $subtract a {} from a {}", tname(b), tname(a)),
+                )),
+            },
+            _ => Ok(Some(RawBson::Null)),
+        }
+    }
+
+    fn both_numbers<'a>(
+        op: &str,
+        code: i32,
+        a: Option<RawBsonRef<'a>>,
+        b: Option<RawBsonRef<'a>>,
+    ) -> Result<(Num, Num), CommandError> {
+        match (a.and_then(Num::of), b.and_then(Num::of)) {
+            (Some(x), Some(y)) => Ok((x, y)),
+            _ => Err(loc(
+                code,
+                format!(
+                    "{op} only supports numeric types, not {} and {}",
+                    tname(a),
+                    tname(b)
+                ),
+            )),
+        }
+    }
+
+    pub(super) fn divide(
+        a: Option<RawBsonRef<'_>>,
+        b: Option<RawBsonRef<'_>>,
+    ) -> Result<Value, CommandError> {
+        if nullish(a) || nullish(b) {
+            return Ok(Some(RawBson::Null));
+        }
+        let (x, y) = both_numbers("$divide", 16609, a, b)?;
+        if y.f64() == 0.0 {
+            return Err(loc(16608, "can't $divide by zero"));
+        }
+        let q = x.f64() / y.f64();
+        Ok(Some(if x.rank().max(y.rank()) == 3 {
+            decimal(q)
+        } else {
+            RawBson::Double(q)
+        }))
+    }
+
+    pub(super) fn modulo(
+        a: Option<RawBsonRef<'_>>,
+        b: Option<RawBsonRef<'_>>,
+    ) -> Result<Value, CommandError> {
+        if nullish(a) || nullish(b) {
+            return Ok(Some(RawBson::Null));
+        }
+        let (x, y) = both_numbers("$mod", 16611, a, b)?;
+        if y.f64() == 0.0 {
+            return Err(loc(16610, "can't $mod by zero"));
+        }
+        // `i64::MIN % -1` overflows; its remainder is 0.
+        Ok(Some(
+            combine(
+                x,
+                y,
+                |p, q| Some(p.checked_rem(q).unwrap_or(0)),
+                |p, q| p % q,
+            )
+            .bson(),
+        ))
+    }
+
+    pub(super) fn abs(v: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
+        if nullish(v) {
+            return Ok(Some(RawBson::Null));
+        }
+        let Some(n) = v.and_then(Num::of) else {
+            return Err(loc(
+                28765,
+                format!("$abs only supports numeric types, not {}", tname(v)),
+            ));
+        };
+        Ok(Some(match n {
+            Num::Int(i) => i
+                .checked_abs()
+                .map_or(RawBson::Int64(i64::from(i).abs()), RawBson::Int32),
+            Num::Long(i) => RawBson::Int64(
+                i.checked_abs()
+                    .ok_or_else(|| loc(28680, "can't take $abs of long long min"))?,
+            ),
+            Num::Double(d) => RawBson::Double(d.abs()),
+            Num::Decimal(d) => decimal(d.abs()),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::{rawbson, rawdoc};
+
+    fn eval_on(expr: &RawBson, doc: &RawDocumentBuf) -> Result<Value, CommandError> {
+        Expression::parse(expr.as_raw_bson_ref())?.evaluate(doc)
+    }
+
+    #[test]
+    fn evaluation_table() {
+        let doc = rawdoc! {
+            "a": 5, "b": 2.5, "s": "Hello", "arr": [1, 2, 3],
+            "docs": [{"x": 1}, {"x": 2}, 7, {"y": 1}], "n": null,
+            "big": i64::MAX, "d": bson::DateTime::from_millis(1000),
+        };
+        let cases: Vec<(RawBson, Option<RawBson>)> = vec![
+            (rawbson!("$a"), Some(rawbson!(5))),
+            (rawbson!("$missing"), None),
+            (rawbson!("$docs.x"), Some(rawbson!([1, 2]))),
+            (rawbson!("$arr.0"), Some(rawbson!([]))),
+            (rawbson!("$$ROOT.a"), Some(rawbson!(5))),
+            (rawbson!("$$CURRENT.s"), Some(rawbson!("Hello"))),
+            (rawbson!("$$REMOVE"), None),
+            (rawbson!({"$literal": "$a"}), Some(rawbson!("$a"))),
+            (rawbson!(["$a", "$missing"]), Some(rawbson!([5, null]))),
+            (
+                rawbson!({"k": "$a", "m": "$missing"}),
+                Some(rawbson!({"k": 5})),
+            ),
+            (rawbson!({"$eq": ["$a", 5.0]}), Some(rawbson!(true))),
+            (rawbson!({"$eq": ["$missing", null]}), Some(rawbson!(false))),
+            (rawbson!({"$lt": ["$missing", null]}), Some(rawbson!(true))),
+            (rawbson!({"$gt": ["$s", 1]}), Some(rawbson!(true))),
+            (rawbson!({"$ne": ["$a", 4]}), Some(rawbson!(true))),
+            (rawbson!({"$cmp": ["$a", 7]}), Some(rawbson!(-1))),
+            (rawbson!({"$and": [1, "$a", true]}), Some(rawbson!(true))),
+            (rawbson!({"$and": [1, "$missing"]}), Some(rawbson!(false))),
+            (rawbson!({"$and": []}), Some(rawbson!(true))),
+            (rawbson!({"$or": [0, null, "$n"]}), Some(rawbson!(false))),
+            (rawbson!({"$or": [0, []]}), Some(rawbson!(true))),
+            (rawbson!({"$not": [0]}), Some(rawbson!(true))),
+            (rawbson!({"$add": [1, 2]}), Some(rawbson!(3))),
+            (rawbson!({"$add": [1, 2.5]}), Some(rawbson!(3.5))),
+            (
+                rawbson!({"$add": [i32::MAX, 1]}),
+                Some(RawBson::Int64(2_147_483_648)),
+            ),
+            #[expect(clippy::cast_precision_loss, reason = "expected promotion")]
+            (
+                rawbson!({"$add": ["$big", 1]}),
+                Some(RawBson::Double(i64::MAX as f64 + 1.0)),
+            ),
+            (rawbson!({"$add": [1, "$n"]}), Some(RawBson::Null)),
+            (rawbson!({"$add": []}), Some(rawbson!(0))),
+            (
+                rawbson!({"$add": ["$d", 500]}),
+                Some(RawBson::DateTime(bson::DateTime::from_millis(1500))),
+            ),
+            (rawbson!({"$subtract": [10, "$a"]}), Some(rawbson!(5))),
+            (
+                rawbson!({"$subtract": ["$d", "$d"]}),
+                Some(RawBson::Int64(0)),
+            ),
+            (
+                rawbson!({"$subtract": ["$d", 1]}),
+                Some(RawBson::DateTime(bson::DateTime::from_millis(999))),
+            ),
+            (rawbson!({"$multiply": [2, "$b"]}), Some(rawbson!(5.0))),
+            (rawbson!({"$multiply": [3, 4]}), Some(rawbson!(12))),
+            (rawbson!({"$divide": [5, 2]}), Some(rawbson!(2.5))),
+            (rawbson!({"$mod": [7, 3]}), Some(rawbson!(1))),
+            (rawbson!({"$mod": [-7, 3]}), Some(rawbson!(-1))),
+            (rawbson!({"$mod": [7.5, 2]}), Some(rawbson!(1.5))),
+            (rawbson!({"$abs": -3}), Some(rawbson!(3))),
+            (
+                rawbson!({"$abs": [i32::MIN]}),
+                Some(RawBson::Int64(2_147_483_648)),
+            ),
+            (rawbson!({"$abs": null}), Some(RawBson::Null)),
+            (rawbson!({"$cond": [true, 1, 2]}), Some(rawbson!(1))),
+            (
+                rawbson!({"$cond": {"if": {"$gt": ["$a", 9]}, "then": "big", "else": "small"}}),
+                Some(rawbson!("small")),
+            ),
+            (
+                rawbson!({"$ifNull": ["$missing", "$n", "d"]}),
+                Some(rawbson!("d")),
+            ),
+            (rawbson!({"$ifNull": ["$a", "d"]}), Some(rawbson!(5))),
+            (rawbson!({"$ifNull": ["$missing", "$missing"]}), None),
+            (rawbson!({"$in": [2, "$arr"]}), Some(rawbson!(true))),
+            (rawbson!({"$in": [2.0, [1, 3]]}), Some(rawbson!(false))),
+            (rawbson!({"$size": "$arr"}), Some(rawbson!(3))),
+            (rawbson!({"$size": [[1, 2]]}), Some(rawbson!(2))),
+            (rawbson!({"$type": "$a"}), Some(rawbson!("int"))),
+            (rawbson!({"$type": "$missing"}), Some(rawbson!("missing"))),
+            (rawbson!({"$type": "$arr"}), Some(rawbson!("array"))),
+            (
+                rawbson!({"$concat": ["$s", " ", "x"]}),
+                Some(rawbson!("Hello x")),
+            ),
+            (
+                rawbson!({"$concat": ["$s", "$missing"]}),
+                Some(RawBson::Null),
+            ),
+            (rawbson!({"$toLower": "$s"}), Some(rawbson!("hello"))),
+            (rawbson!({"$toUpper": "$s"}), Some(rawbson!("HELLO"))),
+            (rawbson!({"$toUpper": "$missing"}), Some(rawbson!(""))),
+            (rawbson!({"$toLower": 2.5}), Some(rawbson!("2.5"))),
+            (rawbson!({"$strLenCP": "héllo"}), Some(rawbson!(5))),
+            (
+                rawbson!({"$substrCP": ["héllo", 1, 3]}),
+                Some(rawbson!("éll")),
+            ),
+            (rawbson!({"$substrCP": ["abc", 5, 1]}), Some(rawbson!(""))),
+            (rawbson!({"$arrayElemAt": ["$arr", 0]}), Some(rawbson!(1))),
+            (rawbson!({"$arrayElemAt": ["$arr", -1]}), Some(rawbson!(3))),
+            (rawbson!({"$arrayElemAt": ["$arr", 3]}), None),
+            (rawbson!({"$arrayElemAt": ["$arr", -4]}), None),
+            (
+                rawbson!({"$arrayElemAt": ["$missing", 0]}),
+                Some(RawBson::Null),
+            ),
+        ];
+        for (expr, want) in cases {
+            let got = eval_on(&expr, &doc).unwrap_or_else(|e| panic!("{expr:?}: {e:?}"));
+            assert_eq!(got, want, "{expr:?}");
+        }
+        let root = eval_on(&rawbson!("$$ROOT"), &doc).unwrap();
+        assert_eq!(root, Some(RawBson::Document(doc.clone())));
+    }
+
+    #[test]
+    fn error_table() {
+        let doc = rawdoc! {"s": "x", "a": 1, "arr": [1]};
+        let cases: Vec<(RawBson, ErrorCode, &str)> = vec![
+            (
+                rawbson!("$"),
+                ErrorCode::Location(16872),
+                "'$' by itself is not a valid FieldPath",
+            ),
+            (
+                rawbson!("$a..b"),
+                ErrorCode::Location(15998),
+                "FieldPath field names may not be empty strings.",
+            ),
+            (
+                rawbson!("$$foo"),
+                ErrorCode::Location(17276),
+                "Use of undefined variable: foo",
+            ),
+            (
+                rawbson!({"$foo": 1}),
+                ErrorCode::InvalidPipelineOperator,
+                "Unrecognized expression '$foo'",
+            ),
+            (
+                rawbson!({"$dateAdd": {}}),
+                ErrorCode::NotImplemented,
+                "the $dateAdd expression is not supported by Ebb yet",
+            ),
+            (
+                rawbson!({"$function": {"body": "x", "args": [], "lang": "js"}}),
+                ErrorCode::Location(31264),
+                "Cannot run server-side javascript without the javascript engine enabled",
+            ),
+            (
+                rawbson!({"$eq": [1, 2], "$gt": 1}),
+                ErrorCode::Location(15983),
+                "An object representing an expression must have exactly one field: { $eq: [ 1, 2 ], $gt: 1 }",
+            ),
+            (
+                rawbson!({"$eq": [1]}),
+                ErrorCode::Location(16020),
+                "Expression $eq takes exactly 2 arguments. 1 were passed in.",
+            ),
+            (
+                rawbson!({"$not": [1, 2]}),
+                ErrorCode::Location(16020),
+                "Expression $not takes exactly 1 argument. 2 were passed in.",
+            ),
+            (
+                rawbson!({"$add": [1, "$s"]}),
+                ErrorCode::Location(16554),
+                "$add only supports numeric or date types, not string",
+            ),
+            (
+                rawbson!({"$multiply": [1, "$s"]}),
+                ErrorCode::Location(16555),
+                "$multiply only supports numeric types, not string",
+            ),
+            (
+                rawbson!({"$subtract": ["$a", "$s"]}),
+                ErrorCode::Location(16556),
+                "cant $subtract a string from a int",
+            ),
+            (
+                rawbson!({"$divide": ["$a", 0]}),
+                ErrorCode::Location(16608),
+                "can't $divide by zero",
+            ),
+            (
+                rawbson!({"$divide": ["$s", 1]}),
+                ErrorCode::Location(16609),
+                "$divide only supports numeric types, not string and int",
+            ),
+            (
+                rawbson!({"$mod": [1, 0]}),
+                ErrorCode::Location(16610),
+                "can't $mod by zero",
+            ),
+            (
+                rawbson!({"$abs": "$s"}),
+                ErrorCode::Location(28765),
+                "$abs only supports numeric types, not string",
+            ),
+            (
+                rawbson!({"$abs": i64::MIN}),
+                ErrorCode::Location(28680),
+                "can't take $abs of long long min",
+            ),
+            (
+                rawbson!({"$in": [1, "$a"]}),
+                ErrorCode::Location(40081),
+                "$in requires an array as a second argument, found: int",
+            ),
+            (
+                rawbson!({"$size": "$missing"}),
+                ErrorCode::Location(17124),
+                "The argument to $size must be an array. Type of argument: missing",
+            ),
+            (
+                rawbson!({"$concat": ["$s", 1]}),
+                ErrorCode::Location(16702),
+                "$concat only supports strings, not int",
+            ),
+            (
+                rawbson!({"$strLenCP": 1}),
+                ErrorCode::Location(34471),
+                "$strLenCP requires a string argument, found: int",
+            ),
+            (
+                rawbson!({"$toLower": [[1]]}),
+                ErrorCode::Location(16007),
+                "can't convert from BSON type array to String",
+            ),
+            (
+                rawbson!({"$cond": {"if": true, "then": 1}}),
+                ErrorCode::Location(17082),
+                "Missing 'else' parameter to $cond",
+            ),
+            (
+                rawbson!({"$cond": {"if": true, "then": 1, "else": 2, "x": 1}}),
+                ErrorCode::Location(17083),
+                "Unrecognized parameter to $cond: x",
+            ),
+            (
+                rawbson!({"$ifNull": [1]}),
+                ErrorCode::Location(1_257_300),
+                "$ifNull needs at least two arguments, had: 1",
+            ),
+            (
+                rawbson!({"$arrayElemAt": ["$s", 0]}),
+                ErrorCode::Location(28689),
+                "$arrayElemAt's first argument must be an array, but is string",
+            ),
+            (
+                rawbson!({"$arrayElemAt": ["$arr", 0.5]}),
+                ErrorCode::Location(28691),
+                "$arrayElemAt's second argument must be representable as a 32-bit integer: 0.5",
+            ),
+            (
+                rawbson!({"$substrCP": ["abc", "x", 1]}),
+                ErrorCode::Location(34450),
+                "$substrCP: starting index must be a numeric type (is BSON type string)",
+            ),
+            (
+                rawbson!({"$substrCP": ["abc", 0, -1]}),
+                ErrorCode::Location(34454),
+                "$substrCP: length must be a nonnegative integer.",
+            ),
+            (
+                rawbson!({"a.b": 1}),
+                ErrorCode::Location(16412),
+                "FieldPath field names may not contain '.'.",
+            ),
+            (
+                rawbson!("$$NOW"),
+                ErrorCode::NotImplemented,
+                "the $NOW variable is not supported by Ebb yet",
+            ),
+        ];
+        for (expr, code, msg) in cases {
+            let err = eval_on(&expr, &doc).unwrap_err();
+            assert_eq!((err.code, err.errmsg.as_str()), (code, msg), "{expr:?}");
+        }
+    }
+
+    #[test]
+    fn truthiness() {
+        let doc = rawdoc! {};
+        for (v, want) in [
+            (rawbson!(0), false),
+            (rawbson!(0.0), false),
+            (rawbson!(f64::NAN), true),
+            (rawbson!(""), true),
+            (rawbson!([]), true),
+            (RawBson::Null, false),
+            (rawbson!(false), false),
+        ] {
+            let e = Expression::parse(v.as_raw_bson_ref()).unwrap();
+            assert_eq!(e.evaluate_bool(&doc).unwrap(), want, "{v:?}");
+        }
+        let e = Expression::parse(rawbson!("$missing").as_raw_bson_ref()).unwrap();
+        assert!(!e.evaluate_bool(&doc).unwrap());
+    }
+}
