@@ -46,6 +46,8 @@ pub struct Scan {
     pub now_ms: i64,
     /// Whether the scan has reached its end.
     pub done: bool,
+    /// Whether it runs from the highest key down (`$natural: -1`).
+    pub reverse: bool,
 }
 
 impl Scan {
@@ -85,31 +87,36 @@ impl Scan {
             Bound::Unbounded => Bound::Unbounded,
         };
         let mut last_key: Option<Bytes> = None;
+        let mut restart_at: Option<Bytes> = None;
         let mut exhausted = true;
-        for entry in self.snapshot.range(Keyspace::Docs, lower, upper, false) {
+        for entry in self
+            .snapshot
+            .range(Keyspace::Docs, lower, upper, self.reverse)
+        {
             let (key, value) = entry?;
             let rec = record::decode(&value)?;
             last_key = Some(key);
             if rec.expires_ms <= self.now_ms {
                 continue;
             }
-            if !self.filter.as_ref().is_none_or(|f| f.matches(rec.doc)) {
+            if let Some(f) = &self.filter
+                && !f.try_matches(rec.doc)?
+            {
                 continue;
             }
             if self.skip > 0 {
                 self.skip -= 1;
                 continue;
             }
-            let doc = match &self.projection {
-                Some(p) => p.apply(rec.doc),
-                None => rec.doc.to_owned(),
+            let doc = match (&self.projection, &self.filter) {
+                (Some(p), Some(f)) => p.apply_with_filter(rec.doc, f)?,
+                (Some(p), None) => p.try_apply(rec.doc)?,
+                (None, _) => rec.doc.to_owned(),
             };
             let size = doc.as_bytes().len();
             if !out.is_empty() && bytes + size > max_bytes {
                 // This one starts the next batch: resume at it, not after it.
-                if let Some(k) = last_key.take() {
-                    self.lower = Bound::Included(k.to_vec());
-                }
+                restart_at = last_key.take();
                 exhausted = false;
                 break;
             }
@@ -126,13 +133,27 @@ impl Scan {
                 break;
             }
         }
-        if let Some(k) = last_key {
-            self.lower = Bound::Excluded(k.to_vec());
+        if let Some(k) = restart_at {
+            self.resume(Bound::Included(k.to_vec()));
+        } else if let Some(k) = last_key {
+            self.resume(Bound::Excluded(k.to_vec()));
         }
         if exhausted || self.remaining == Some(0) {
             self.done = true;
         }
         Ok(out)
+    }
+}
+
+impl Scan {
+    /// Moves the bound the scan walks away from: the lower one forward, the upper one in
+    /// reverse.
+    fn resume(&mut self, at: Bound<Vec<u8>>) {
+        if self.reverse {
+            self.upper = at;
+        } else {
+            self.lower = at;
+        }
     }
 }
 

@@ -220,11 +220,14 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
             )),
         };
         out.push(match name.as_str() {
-            "$match" => Stage::Match(Filter::compile(doc_arg("match filter")?)?),
-            "$sort" => Stage::Sort(SortSpec::compile(doc_arg("$sort key")?)?),
+            "$match" => Stage::Match(Filter::compile_with(
+                doc_arg("match filter")?,
+                crate::query::FilterContext::Pipeline,
+            )?),
+            "$sort" => Stage::Sort(SortSpec::compile_for_pipeline(doc_arg("$sort key")?)?),
             "$skip" => Stage::Skip(count_arg("$skip", arg)?),
             "$limit" => Stage::Limit(count_arg("$limit", arg)?),
-            "$project" => Stage::Project(Projection::compile(doc_arg("$project")?)?),
+            "$project" => Stage::Project(Projection::compile_for_pipeline(doc_arg("$project")?)?),
             "$count" => match arg {
                 RawBsonRef::String(s)
                     if !s.is_empty() && !s.starts_with('$') && !s.contains('.') =>
@@ -400,18 +403,29 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
 fn run_pipeline(
     stages: &[Stage],
     mut docs: Vec<(RawDocumentBuf, i64)>,
-) -> Vec<(RawDocumentBuf, i64)> {
+) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
     let computed = |d: RawDocumentBuf| (d, crate::storage::record::NEVER);
     for stage in stages {
         docs = match stage {
-            Stage::Match(f) => docs.into_iter().filter(|(d, _)| f.matches(d)).collect(),
+            Stage::Match(f) => {
+                let mut kept = Vec::with_capacity(docs.len());
+                for (d, e) in docs {
+                    if f.try_matches(&d)? {
+                        kept.push((d, e));
+                    }
+                }
+                kept
+            }
             Stage::Sort(s) => {
                 super::read::sort_entries(s, &mut docs);
                 docs
             }
             Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
             Stage::Limit(n) => docs.into_iter().take(*n).collect(),
-            Stage::Project(p) => docs.iter().map(|(d, e)| (p.apply(d), *e)).collect(),
+            Stage::Project(p) => docs
+                .iter()
+                .map(|(d, e)| p.try_apply(d).map(|d| (d, *e)))
+                .collect::<CommandResult<_>>()?,
             Stage::Count(name) => {
                 if docs.is_empty() {
                     Vec::new()
@@ -429,7 +443,7 @@ fn run_pipeline(
             }
         };
     }
-    docs
+    Ok(docs)
 }
 
 pub(super) async fn aggregate(
@@ -500,7 +514,7 @@ pub(super) async fn aggregate(
     let docs = collect(state, collection, leading).await?;
     let out = tokio::task::spawn_blocking(move || run_pipeline(&stages, docs))
         .await
-        .map_err(|e| CommandError::internal(e.to_string()))?;
+        .map_err(|e| CommandError::internal(e.to_string()))??;
     first_batch(
         state,
         ns,

@@ -60,6 +60,7 @@ pub(crate) fn scan(
         remaining: None,
         now_ms,
         done: false,
+        reverse: false,
     }
 }
 
@@ -147,13 +148,17 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     let Some(collection) = state.catalog.get(req.db, name) else {
         return Ok(cursor_reply(0, &ns, "firstBatch", Vec::new()));
     };
+    let natural = sort.as_ref().and_then(SortSpec::natural);
+    let sort_filter = filter.clone().unwrap_or_else(Filter::match_all);
     let mut scan = scan(
         &collection,
         state.catalog.snapshot(),
         filter,
         state.now_ms(),
     );
-    let source = match sort.filter(|s| !s.is_empty()) {
+    // `$natural` order is `_id` order here (documents are stored by `_id`).
+    scan.reverse = natural == Some(-1);
+    let source = match sort.filter(|s| !s.is_empty() && natural.is_none()) {
         None => {
             scan.projection = projection;
             scan.skip = skip;
@@ -176,15 +181,14 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
                     let skip = usize::try_from(skip).unwrap_or(usize::MAX);
                     let take =
                         limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                    Ok(all
-                        .into_iter()
+                    all.into_iter()
                         .skip(skip)
                         .take(take)
                         .map(|(d, expires)| match &projection {
-                            Some(p) => (p.apply(&d), expires),
-                            None => (d, expires),
+                            Some(p) => p.apply_with_filter(&d, &sort_filter).map(|d| (d, expires)),
+                            None => Ok((d, expires)),
                         })
-                        .collect())
+                        .collect::<CommandResult<_>>()
                 },
             )
             .await
@@ -192,7 +196,23 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             Source::Buffered(sorted)
         }
     };
-    first_batch(state, ns, source, batch_size, single_batch, no_timeout).await
+    first_batch(state, ns, source, batch_size, single_batch, no_timeout)
+        .await
+        .map_err(|e| executor_error(e, "find"))
+}
+
+/// mongod's prefix for errors raised while a query runs (not while it is parsed).
+fn executor_error(e: CommandError, command: &str) -> CommandError {
+    if e.code == ErrorCode::InternalError {
+        return e;
+    }
+    CommandError::new(
+        e.code,
+        format!(
+            "Executor error during {command} command :: caused by :: {}",
+            e.errmsg
+        ),
+    )
 }
 
 pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandResult {

@@ -365,7 +365,7 @@ impl<'a> Writer<'a> {
             let id_key = keystring::to_key(id.as_raw_bson_ref());
             if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
                 let rec = record::decode(&value)?;
-                if rec.expires_ms > self.now_ms && filter.matches(rec.doc) {
+                if rec.expires_ms > self.now_ms && filter.try_matches(rec.doc)? {
                     out.push(Found {
                         id_key,
                         doc: rec.doc.to_owned(),
@@ -385,7 +385,7 @@ impl<'a> Writer<'a> {
         ) {
             let (key, value) = entry?;
             let rec = record::decode(&value)?;
-            if rec.expires_ms <= self.now_ms || !filter.matches(rec.doc) {
+            if rec.expires_ms <= self.now_ms || !filter.try_matches(rec.doc)? {
                 continue;
             }
             out.push(Found {
@@ -899,6 +899,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         Some(q) => Filter::compile(q)?,
         None => Filter::match_all(),
     };
+    let fields_filter = filter.clone();
     let concern = WriteConcern::parse(req)?;
     let result = with_writer(
         state,
@@ -959,7 +960,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     match value {
         Some(doc) => {
             let doc = match &fields {
-                Some(p) => p.apply(&doc),
+                Some(p) => p.apply_with_filter(&doc, &fields_filter)?,
                 None => doc,
             };
             reply.append(cstr!("value"), doc);
