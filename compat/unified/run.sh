@@ -19,7 +19,7 @@ root=$(cd "$here/../.." && pwd)
 clients=${EBB_CLIENTS_DIR:-$root/.clients}
 work="$clients/unified"
 
-die() { echo "unified CRUD: $*" >&2; exit 2; }
+die() { echo "unified_crud: $*" >&2; exit 2; }
 
 uri=${EBB_URI:-}
 host=${EBB_HOST:-}
@@ -62,7 +62,7 @@ venv="$work/venv"
 venv_hash=$( (echo "$pymongo_req"; cat "$here/requirements.txt") | sha256sum | cut -d' ' -f1)
 mkdir -p "$work"
 if [[ ! -x "$venv/bin/python" ]] || [[ "$(cat "$work/venv.stamp" 2>/dev/null)" != "$venv_hash" ]]; then
-  echo "unified CRUD: installing $pymongo_req and the test runner into $venv"
+  echo "unified_crud: installing $pymongo_req and the test runner into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "$pymongo_req" -r "$here/requirements.txt" \
@@ -76,7 +76,7 @@ sdist_name="pymongo-$pymongo_version.tar.gz"
 sdist="$work/cache/$sdist_name"
 want_sha=$(awk -v f="$sdist_name" '$2 == f { print $1 }' "$here/sdist.sha256")
 if [[ ! -f "$sdist" ]]; then
-  echo "unified CRUD: downloading the $sdist_name sdist from PyPI"
+  echo "unified_crud: downloading the $sdist_name sdist from PyPI"
   mkdir -p "$work/cache"
   "$venv/bin/pip" download --quiet --disable-pip-version-check --no-binary :all: --no-deps \
     -d "$work/cache" "pymongo==$pymongo_version" || die "pip download of $sdist_name failed"
@@ -106,9 +106,9 @@ try:
     c = pymongo.MongoClient(sys.argv[1], int(sys.argv[2]), serverSelectionTimeoutMS=5000, directConnection=True)
     b = c.admin.command("buildInfo")
 except pymongo.errors.PyMongoError as e:
-    print(f"unified CRUD: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
+    print(f"unified_crud: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
     sys.exit(1)
-print(f"unified CRUD: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.get('version')}")
+print(f"unified_crud: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.get('version')}")
 EOF
 
 # --- run ------------------------------------------------------------------------------
@@ -117,7 +117,7 @@ mkdir -p "$results"
 junit=${junit:-$results/junit.xml}
 log="$results/pytest.log"
 rm -f "$junit"
-echo "unified CRUD: pytest $suite (log: $log)"
+echo "unified_crud: pytest $suite (log: $log)"
 set +e
 (
   cd "$src"

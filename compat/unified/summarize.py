@@ -109,7 +109,7 @@ def main() -> int:
         if len(not_run) > LIST_AT_MOST:
             print(f"  ... and {len(not_run) - LIST_AT_MOST} more")
     print(f"\nfailing test ids: {out_path}")
-    print(f"unified CRUD: {len(passed)} passed, {len(failing)} failed, {len(skipped)} skipped")
+    print(f"unified_crud: {len(passed)} passed, {len(failing)} failed, {len(skipped)} skipped")
 
     if total == 0:
         return 3
