@@ -80,6 +80,8 @@ const LEAD_IN: Duration = Duration::from_millis(200);
 const PURGE_GOAL: f64 = 50_000.0;
 /// Goal: foreground p99 during the purge over its baseline, below.
 const LATENCY_GOAL: f64 = 2.0;
+/// Baseline p99s further apart than this (largest / smallest) mean the machine was noisy.
+const NOISY_SPREAD: f64 = 1.5;
 /// Database of every collection the bench uses.
 const DB: &str = "ttlbench";
 
@@ -329,6 +331,19 @@ async fn foreground_phase(
     };
     let base = stats(&baseline);
     let purging = stats(&purging);
+    let (first, second) = (stats(&before), stats(&after));
+    for (op, a, b) in [
+        ("find", &first.find, &second.find),
+        ("insert", &first.insert, &second.insert),
+    ] {
+        let spread = a.p99_us.max(b.p99_us) / a.p99_us.min(b.p99_us);
+        if spread > NOISY_SPREAD {
+            println!(
+                "  warning: {op} p99 differs {spread:.2}x between the two baselines: the machine \
+                 was noisy, so the ratio below is too; rerun it quiet"
+            );
+        }
+    }
     println!();
     println!(
         "  {:<24} {:<7} {:>9} {:>9}",

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bson::{RawBsonRef, RawDocument};
+use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -28,8 +29,9 @@ use crate::query::filter::Filter;
 use crate::query::path;
 use crate::storage::{Batch, Keyspace, StorageError, prefix_end, record};
 
-/// Documents removed per purge batch (one atomic commit, collection lock held).
-pub const PURGE_BATCH: usize = 1000;
+/// Documents removed per purge batch (one atomic commit, collection lock held): small enough
+/// that a foreground commit queued behind one waits well under a millisecond.
+pub const PURGE_BATCH: usize = 250;
 /// The longest the purge sleeps when nothing is due.
 const PURGE_IDLE: Duration = Duration::from_secs(1);
 
@@ -271,38 +273,41 @@ pub struct TtlMetrics {
 
 /// Removes up to [`PURGE_BATCH`] documents of `collection` that expired at or before `now_ms`,
 /// oldest first, with their expiry entries, in one commit under the collection's write lock.
-/// Returns how many documents it removed, and whether more are due.
+/// The scan starts after `start_after` (the last expiry key an earlier batch of the same pass
+/// saw), so a pass never walks over what it already deleted. Returns how many documents it
+/// removed, the last expiry key it looked at, and whether more are due.
 pub fn purge_collection(
     catalog: &Catalog,
     collection: &Collection,
     now_ms: i64,
-) -> Result<(usize, bool), StorageError> {
+    start_after: Option<&[u8]>,
+) -> Result<(usize, Option<Bytes>, bool), StorageError> {
     let Some(_guard) = collection.lock() else {
-        return Ok((0, false));
+        return Ok((0, None, false));
     };
     let snapshot = catalog.snapshot();
     let prefix = collection.id.to_be_bytes();
     let mut upper = prefix.to_vec();
     // Everything whose instant is ≤ now: keys below (prefix, now + 1).
     upper.extend_from_slice(&instant_key(now_ms.saturating_add(1)));
+    let lower = match start_after {
+        Some(key) => Bound::Excluded(key),
+        None => Bound::Included(&prefix[..]),
+    };
     let mut batch = Batch::new();
     let mut removed = 0;
     let mut more = false;
-    for entry in snapshot.range(
-        Keyspace::Expiry,
-        Bound::Included(&prefix[..]),
-        Bound::Excluded(&upper[..]),
-        false,
-    ) {
+    let mut last = None;
+    for entry in snapshot.range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false) {
         if removed >= PURGE_BATCH {
             more = true;
             break;
         }
         let (key, _) = entry?;
-        let Some(id_key) = key.get(16..) else {
-            continue;
-        };
-        let Some(instant) = key.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        let (Some(id_key), Some(instant)) = (
+            key.get(16..),
+            key.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok()),
+        ) else {
             continue;
         };
         let expires = (u64::from_be_bytes(instant) ^ (1 << 63)).cast_signed();
@@ -314,26 +319,31 @@ pub fn purge_collection(
             batch.delete(Keyspace::Docs, doc_key);
             removed += 1;
         }
-        batch.delete(Keyspace::Expiry, key);
+        batch.delete(Keyspace::Expiry, key.clone());
+        last = Some(key);
     }
     if !batch.is_empty() {
         catalog.store().commit(batch)?;
     }
-    Ok((removed, more))
+    Ok((removed, last, more))
 }
 
-/// The earliest expiry instant pending in `collection`, if any.
-fn next_due(catalog: &Catalog, collection: &Collection) -> Result<Option<i64>, StorageError> {
+/// The earliest expiry instant pending in `collection` after `start_after` (or from its
+/// start), if any.
+fn next_due(
+    catalog: &Catalog,
+    collection: &Collection,
+    start_after: Option<&[u8]>,
+) -> Result<Option<i64>, StorageError> {
     let prefix = collection.id.to_be_bytes();
     let upper = prefix_end(&prefix).unwrap_or_default();
+    let lower = match start_after {
+        Some(key) => Bound::Excluded(key),
+        None => Bound::Included(&prefix[..]),
+    };
     let snapshot = catalog.snapshot();
     let first = snapshot
-        .range(
-            Keyspace::Expiry,
-            Bound::Included(&prefix[..]),
-            Bound::Excluded(&upper[..]),
-            false,
-        )
+        .range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false)
         .next()
         .transpose()?;
     Ok(first.and_then(|(key, _)| {
@@ -343,27 +353,57 @@ fn next_due(catalog: &Catalog, collection: &Collection) -> Result<Option<i64>, S
     }))
 }
 
-/// One pass over every collection with a TTL policy: removes what is due. Returns documents
-/// removed and the next instant something falls due.
-pub fn purge_pass(catalog: &Catalog, now_ms: i64) -> Result<(usize, Option<i64>), StorageError> {
-    let mut removed = 0;
+/// What the purge remembers between passes: per collection, the last expiry key it removed.
+/// Entries below it can only appear for documents that were already expired when written
+/// (a date TTL on a past date), which every [`FULL_PASS_EVERY`]-th pass picks up; starting
+/// there spares every pass a walk over the deletions of the previous ones.
+#[derive(Debug, Default)]
+pub struct PurgeMarks {
+    last_removed: std::collections::HashMap<u64, Bytes>,
+    passes: u64,
+}
+
+/// Every this many passes the purge scans each collection from its start.
+pub const FULL_PASS_EVERY: u64 = 30;
+
+/// One pass over every collection with a TTL policy: removes what is due, calling `progress`
+/// after each batch with the number removed. Returns the next instant something falls due.
+pub fn purge_pass(
+    catalog: &Catalog,
+    now_ms: i64,
+    marks: &mut PurgeMarks,
+    progress: &dyn Fn(usize),
+) -> Result<Option<i64>, StorageError> {
+    marks.passes += 1;
+    if marks.passes.is_multiple_of(FULL_PASS_EVERY) {
+        marks.last_removed.clear();
+    }
     let mut next: Option<i64> = None;
     for collection in catalog.all_collections() {
-        if collection.ttl.is_empty() && next_due(catalog, &collection)?.is_none() {
+        let mut cursor = marks.last_removed.get(&collection.id).cloned();
+        if collection.ttl.is_empty() && next_due(catalog, &collection, cursor.as_deref())?.is_none()
+        {
             continue;
         }
         loop {
-            let (n, more) = purge_collection(catalog, &collection, now_ms)?;
-            removed += n;
+            let (n, last, more) =
+                purge_collection(catalog, &collection, now_ms, cursor.as_deref())?;
+            progress(n);
+            if last.is_some() {
+                cursor = last;
+            }
             if !more {
                 break;
             }
         }
-        if let Some(due) = next_due(catalog, &collection)? {
+        if let Some(key) = &cursor {
+            marks.last_removed.insert(collection.id, key.clone());
+        }
+        if let Some(due) = next_due(catalog, &collection, cursor.as_deref())? {
             next = Some(next.map_or(due, |n| n.min(due)));
         }
     }
-    Ok((removed, next))
+    Ok(next)
 }
 
 /// The background purge: runs a pass whenever something is due (or the clock was moved),
@@ -375,23 +415,36 @@ pub async fn purge_task(
     cancel: CancellationToken,
 ) {
     let mut since_compaction = 0_usize;
+    let mut marks = Some(PurgeMarks::default());
     loop {
         let now = clock.now_ms();
         let pass = {
             let catalog = Arc::clone(&catalog);
-            tokio::task::spawn_blocking(move || purge_pass(&catalog, now)).await
+            let metrics = Arc::clone(&metrics);
+            let mut taken = marks.take().unwrap_or_default();
+            tokio::task::spawn_blocking(move || {
+                let removed = AtomicU64::new(0);
+                let result = purge_pass(&catalog, now, &mut taken, &|n| {
+                    // Counted per batch, so progress shows while a large purge runs.
+                    metrics.deleted.fetch_add(n as u64, Ordering::Relaxed);
+                    removed.fetch_add(n as u64, Ordering::Relaxed);
+                });
+                (result.map(|next| (removed.into_inner(), next)), taken)
+            })
+            .await
         };
         let next = match pass {
-            Ok(Ok((removed, next))) => {
+            Ok((Ok((removed, next)), taken)) => {
+                marks = Some(taken);
                 metrics.passes.fetch_add(1, Ordering::Relaxed);
-                metrics.deleted.fetch_add(removed as u64, Ordering::Relaxed);
                 if removed > 0 {
                     debug!(removed, "TTL purge");
                 }
-                since_compaction += removed;
+                since_compaction += usize::try_from(removed).unwrap_or(usize::MAX);
                 next
             }
-            Ok(Err(e)) => {
+            Ok((Err(e), taken)) => {
+                marks = Some(taken);
                 warn!(error = %e, "TTL purge failed");
                 None
             }
