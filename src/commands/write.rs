@@ -206,19 +206,31 @@ fn check_id_document(elem: &bson::raw::RawElement<'_>) -> Result<(), CommandErro
 /// The document as stored: `_id` first, generated as an ObjectId when missing. Returns the
 /// input bytes untouched when `_id` already leads.
 fn with_id_first(doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
+    with_id_first_fresh(doc).map(|(d, _)| d)
+}
+
+/// [`with_id_first`], also saying whether the `_id` was generated here (a fresh ObjectId can
+/// collide with nothing, so the insert skips the duplicate check).
+fn with_id_first_fresh(doc: &RawDocument) -> CommandResult<(RawDocumentBuf, bool)> {
     if let Some(Ok(e)) = doc.iter_elements().next()
         && e.key().as_str() == "_id"
     {
-        return Ok(doc.to_owned());
+        return Ok((doc.to_owned(), false));
     }
     let mut out = RawDocumentBuf::new();
-    match doc
+    let fresh = match doc
         .get("_id")
         .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?
     {
-        Some(id) => out.append(cstr!("_id"), id),
-        None => out.append(cstr!("_id"), bson::oid::ObjectId::new()),
-    }
+        Some(id) => {
+            out.append(cstr!("_id"), id);
+            false
+        }
+        None => {
+            out.append(cstr!("_id"), bson::oid::ObjectId::new());
+            true
+        }
+    };
     for elem in doc.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         if elem.key().as_str() != "_id" {
@@ -228,7 +240,7 @@ fn with_id_first(doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
             out.append(elem.key(), value);
         }
     }
-    Ok(out)
+    Ok((out, fresh))
 }
 
 fn id_of(doc: &RawDocument) -> CommandResult<RawBsonRef<'_>> {
@@ -300,9 +312,23 @@ impl<'a> Writer<'a> {
         &mut self,
         doc: &RawDocument,
     ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+        self.insert_checked(doc, false)
+    }
+
+    /// [`Writer::insert`]; `fresh_id` says the `_id` was just generated, so no document can
+    /// hold it and the lookup is skipped.
+    fn insert_checked(
+        &mut self,
+        doc: &RawDocument,
+        fresh_id: bool,
+    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
         let id = id_of(doc).map_err(|e| (e, None))?;
         let id_key = keystring::to_key(id);
-        let stored = self.stored_expiry(&id_key).map_err(|e| (e, None))?;
+        let stored = if fresh_id {
+            None
+        } else {
+            self.stored_expiry(&id_key).map_err(|e| (e, None))?
+        };
         // An expired document holds no `_id`: inserting it again succeeds (and replaces it).
         if stored.is_some_and(|expires| expires > self.now_ms) {
             return Err(dup_key_error(self.collection, id));
@@ -485,9 +511,9 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
         let mut errors = Vec::new();
         for (index, doc) in docs.iter().enumerate() {
             let outcome = check_storable(doc, false)
-                .and_then(|()| with_id_first(doc))
+                .and_then(|()| with_id_first_fresh(doc))
                 .map_err(|e| (e, None))
-                .and_then(|doc| w.insert(&doc));
+                .and_then(|(doc, fresh)| w.insert_checked(&doc, fresh));
             match outcome {
                 Ok(()) => n += 1,
                 Err((error, dup)) => {
