@@ -218,19 +218,15 @@ fn with_id_first_fresh(doc: &RawDocument) -> CommandResult<(RawDocumentBuf, bool
         return Ok((doc.to_owned(), false));
     }
     let mut out = RawDocumentBuf::new();
-    let fresh = match doc
+    let given = doc
         .get("_id")
-        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?
-    {
-        Some(id) => {
-            out.append(cstr!("_id"), id);
-            false
-        }
-        None => {
-            out.append(cstr!("_id"), bson::oid::ObjectId::new());
-            true
-        }
-    };
+        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+    let fresh = given.is_none();
+    if let Some(id) = given {
+        out.append(cstr!("_id"), id);
+    } else {
+        out.append(cstr!("_id"), bson::oid::ObjectId::new());
+    }
     for elem in doc.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         if elem.key().as_str() != "_id" {
