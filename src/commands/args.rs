@@ -1,36 +1,11 @@
 //! Reading typed command fields, with MongoDB's error codes and messages.
 
 use bson::RawBsonRef;
-use bson::spec::ElementType;
 
 use crate::error::{CommandError, CommandResult};
 
 /// MongoDB's name for a BSON type, as `$type` and error messages spell it.
-pub fn type_name(t: ElementType) -> &'static str {
-    match t {
-        ElementType::Double => "double",
-        ElementType::String => "string",
-        ElementType::EmbeddedDocument => "object",
-        ElementType::Array => "array",
-        ElementType::Binary => "binData",
-        ElementType::Undefined => "undefined",
-        ElementType::ObjectId => "objectId",
-        ElementType::Boolean => "bool",
-        ElementType::DateTime => "date",
-        ElementType::Null => "null",
-        ElementType::RegularExpression => "regex",
-        ElementType::DbPointer => "dbPointer",
-        ElementType::JavaScriptCode => "javascript",
-        ElementType::Symbol => "symbol",
-        ElementType::JavaScriptCodeWithScope => "javascriptWithScope",
-        ElementType::Int32 => "int",
-        ElementType::Timestamp => "timestamp",
-        ElementType::Int64 => "long",
-        ElementType::Decimal128 => "decimal",
-        ElementType::MinKey => "minKey",
-        ElementType::MaxKey => "maxKey",
-    }
-}
+pub use crate::query::display::type_name;
 
 /// The IDL's error for a field of the wrong type.
 pub fn wrong_type(field: &str, value: RawBsonRef<'_>, expected: &str) -> CommandError {
