@@ -123,6 +123,22 @@ impl CommandError {
         Self::new(ErrorCode::InternalError, errmsg)
     }
 
+    /// `IDLFailedToParse` (40414): a required field is missing (`path` as `command.field`).
+    pub fn missing_field(path: &str) -> Self {
+        Self::new(
+            ErrorCode::IDLFailedToParse,
+            format!("BSON field '{path}' is missing but a required field"),
+        )
+    }
+
+    /// `IDLUnknownField` (40415): a field the command does not define.
+    pub fn unknown_field(path: &str) -> Self {
+        Self::new(
+            ErrorCode::IDLUnknownField,
+            format!("BSON field '{path}' is an unknown field."),
+        )
+    }
+
     /// `CommandNotFound` (59) with mongod's message.
     pub fn command_not_found(name: &str) -> Self {
         Self::new(

@@ -122,10 +122,9 @@ pub(super) fn get_parameter(req: &Request<'_>, state: &ServerState) -> CommandRe
                     "showDetails" => show_details = truthy("getParameter.showDetails", v)?,
                     "allParameters" => all = truthy("getParameter.allParameters", v)?,
                     other => {
-                        return Err(CommandError::new(
-                            ErrorCode::IDLUnknownField,
-                            format!("BSON field 'getParameter.{other}' is an unknown field."),
-                        ));
+                        return Err(CommandError::unknown_field(&format!(
+                            "getParameter.{other}"
+                        )));
                     }
                 }
             }

@@ -191,10 +191,7 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
         Some(RawBsonRef::Array(a)) => a,
         Some(other) => return Err(wrong_type("aggregate.pipeline", other, " 'array'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                "BSON field 'aggregate.pipeline' is missing but a required field",
-            ));
+            return Err(CommandError::missing_field("aggregate.pipeline"));
         }
     };
     let mut out = Vec::new();

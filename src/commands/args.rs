@@ -155,10 +155,9 @@ impl WriteConcern {
                 }
                 ("wtimeout" | "fsync" | "provenance" | "wtimeoutMS", _) => {}
                 (other, _) => {
-                    return Err(CommandError::new(
-                        crate::error::ErrorCode::IDLUnknownField,
-                        format!("BSON field 'writeConcern.{other}' is an unknown field."),
-                    ));
+                    return Err(CommandError::unknown_field(&format!(
+                        "writeConcern.{other}"
+                    )));
                 }
             }
         }

@@ -101,10 +101,7 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
             ));
         }
         if !CREATE_OPTIONS.contains(&key) {
-            return Err(CommandError::new(
-                ErrorCode::IDLUnknownField,
-                format!("BSON field 'create.{key}' is an unknown field."),
-            ));
+            return Err(CommandError::unknown_field(&format!("create.{key}")));
         }
         let value = elem
             .value()
@@ -247,12 +244,9 @@ fn split_namespace(
         Some(RawBsonRef::String(s)) => s,
         Some(other) => return Err(wrong_type(field_name, other, " 'string'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                format!(
-                    "BSON field 'renameCollection.{field_name}' is missing but a required field"
-                ),
-            ));
+            return Err(CommandError::missing_field(&format!(
+                "renameCollection.{field_name}"
+            )));
         }
     };
     match ns.split_once('.') {

@@ -312,10 +312,7 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
         Some(RawBsonRef::Array(a)) => a,
         Some(other) => return Err(wrong_type("createIndexes.indexes", other, " 'array'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                "BSON field 'createIndexes.indexes' is missing but a required field",
-            ));
+            return Err(CommandError::missing_field("createIndexes.indexes"));
         }
     };
     let mut requested = Vec::new();
@@ -524,10 +521,7 @@ pub(super) async fn drop_indexes(req: &Request<'_>, state: &ServerState) -> Comm
                         ));
                     }
                     None => {
-                        return Err(CommandError::new(
-                            ErrorCode::IDLFailedToParse,
-                            "BSON field 'dropIndexes.index' is missing but a required field",
-                        ));
+                        return Err(CommandError::missing_field("dropIndexes.index"));
                     }
                 }
                 Ok(was)
@@ -575,10 +569,7 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
                 ));
             }
             (other, _) => {
-                return Err(CommandError::new(
-                    ErrorCode::IDLUnknownField,
-                    format!("BSON field 'collMod.{other}' is an unknown field."),
-                ));
+                return Err(CommandError::unknown_field(&format!("collMod.{other}")));
             }
         }
     }
@@ -611,10 +602,9 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
                 ));
             }
             (other, _) => {
-                return Err(CommandError::new(
-                    ErrorCode::IDLUnknownField,
-                    format!("BSON field 'collMod.index.{other}' is an unknown field."),
-                ));
+                return Err(CommandError::unknown_field(&format!(
+                    "collMod.index.{other}"
+                )));
             }
         }
     }

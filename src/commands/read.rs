@@ -225,10 +225,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         Some(RawBsonRef::String(c)) => c,
         Some(other) => return Err(wrong_type("getMore.collection", other, " 'string'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                "BSON field 'getMore.collection' is missing but a required field",
-            ));
+            return Err(CommandError::missing_field("getMore.collection"));
         }
     };
     let batch_size = non_negative(req, "batchSize", "BatchSize")?
@@ -264,10 +261,7 @@ pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandRes
         Some(RawBsonRef::Array(a)) => a,
         Some(other) => return Err(wrong_type("killCursors.cursors", other, " 'array'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                "BSON field 'killCursors.cursors' is missing but a required field",
-            ));
+            return Err(CommandError::missing_field("killCursors.cursors"));
         }
     };
     let (mut killed, mut not_found) = (RawArrayBuf::new(), RawArrayBuf::new());
@@ -367,10 +361,7 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
         Some(RawBsonRef::String(k)) => k.to_owned(),
         Some(other) => return Err(wrong_type("distinct.key", other, " 'string'")),
         None => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                "BSON field 'distinct.key' is missing but a required field",
-            ));
+            return Err(CommandError::missing_field("distinct.key"));
         }
     };
     let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;

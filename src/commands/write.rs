@@ -106,13 +106,7 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
             ));
         }
         (None, None) => {
-            return Err(CommandError::new(
-                ErrorCode::IDLFailedToParse,
-                format!(
-                    "BSON field '{}.{name}' is missing but a required field",
-                    req.name
-                ),
-            ));
+            return Err(CommandError::missing_field(&format!("{}.{name}", req.name)));
         }
     };
     if docs.is_empty() || docs.len() > MAX_WRITE_BATCH {
@@ -590,25 +584,14 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
             ("hint", _) => {}
             // (`sort` in an update statement is a MongoDB 8.0 field: 7.0 refuses it.)
             (other, _) => {
-                return Err(CommandError::new(
-                    ErrorCode::IDLUnknownField,
-                    format!("BSON field 'update.updates.{other}' is an unknown field."),
-                ));
+                return Err(CommandError::unknown_field(&format!(
+                    "update.updates.{other}"
+                )));
             }
         }
     }
-    let q = q.ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::IDLFailedToParse,
-            "BSON field 'update.updates.q' is missing but a required field",
-        )
-    })?;
-    let u = u.ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::IDLFailedToParse,
-            "BSON field 'update.updates.u' is missing but a required field",
-        )
-    })?;
+    let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
+    let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
     Ok((|| {
         let update = Update::compile_modification(u, array_filters)?;
         if constants.is_some() && !update.is_pipeline() {
@@ -793,25 +776,14 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Del
             }
             ("hint", _) => {}
             (other, _) => {
-                return Err(CommandError::new(
-                    ErrorCode::IDLUnknownField,
-                    format!("BSON field 'delete.deletes.{other}' is an unknown field."),
-                ));
+                return Err(CommandError::unknown_field(&format!(
+                    "delete.deletes.{other}"
+                )));
             }
         }
     }
-    let q = q.ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::IDLFailedToParse,
-            "BSON field 'delete.deletes.q' is missing but a required field",
-        )
-    })?;
-    let limit = limit.ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::IDLFailedToParse,
-            "BSON field 'delete.deletes.limit' is missing but a required field",
-        )
-    })?;
+    let q = q.ok_or_else(|| CommandError::missing_field("delete.deletes.q"))?;
+    let limit = limit.ok_or_else(|| CommandError::missing_field("delete.deletes.limit"))?;
     if limit != 0 && limit != 1 {
         return Err(CommandError::new(
             ErrorCode::FailedToParse,
