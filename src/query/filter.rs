@@ -246,24 +246,7 @@ impl Filter {
     fn eval(&self, doc: &RawDocument, key: &mut Key) -> Result<bool, CommandError> {
         // One pass over the document fetches every top-level field the filter reads (the first
         // occurrence of each, as `RawDocument::get` would), instead of one scan per predicate.
-        let mut values: Vec<Option<RawBsonRef<'_>>> = vec![None; self.fields.len()];
-        let mut missing = self.fields.len();
-        if missing > 0 {
-            for elem in doc.iter_elements() {
-                let Ok(elem) = elem else { break };
-                let k = elem.key().as_str();
-                let Some(i) = self.fields.iter().position(|f| f == k) else {
-                    continue;
-                };
-                if values[i].is_none() {
-                    values[i] = elem.value().ok();
-                    missing -= 1;
-                    if missing == 0 {
-                        break;
-                    }
-                }
-            }
-        }
+        let values = super::path::top_level_fields(doc, &self.fields);
         self.root.eval(doc, &values, key)
     }
 

@@ -247,6 +247,34 @@ fn walk_array<'a, S: AsRef<str>>(
     ControlFlow::Continue(())
 }
 
+/// The values of several top-level fields of `doc`, found in one pass (the first occurrence of
+/// each, as `RawDocument::get` would); `None` where a field is missing.
+pub fn top_level_fields<'a, S: AsRef<str>>(
+    doc: &'a RawDocument,
+    fields: &[S],
+) -> Vec<Option<RawBsonRef<'a>>> {
+    let mut values: Vec<Option<RawBsonRef<'a>>> = vec![None; fields.len()];
+    let mut missing = fields.len();
+    if missing == 0 {
+        return values;
+    }
+    for elem in doc.iter_elements() {
+        let Ok(elem) = elem else { break };
+        let k = elem.key().as_str();
+        let Some(i) = fields.iter().position(|f| f.as_ref() == k) else {
+            continue;
+        };
+        if values[i].is_none() {
+            values[i] = elem.value().ok();
+            missing -= 1;
+            if missing == 0 {
+                break;
+            }
+        }
+    }
+    values
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

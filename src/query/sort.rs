@@ -163,24 +163,7 @@ impl SortSpec {
     /// documents should compute keys once and compare them with [`SortSpec::compare_keys`].
     pub fn key<'a>(&self, doc: &'a RawDocument) -> Vec<RawBsonRef<'a>> {
         // One pass fetches every top-level field the keys read (first occurrence of each).
-        let mut values: Vec<Option<RawBsonRef<'a>>> = vec![None; self.fields.len()];
-        let mut missing = self.fields.len();
-        if missing > 0 {
-            for elem in doc.iter_elements() {
-                let Ok(elem) = elem else { break };
-                let key = elem.key().as_str();
-                let Some(i) = self.fields.iter().position(|f| f == key) else {
-                    continue;
-                };
-                if values[i].is_none() {
-                    values[i] = elem.value().ok();
-                    missing -= 1;
-                    if missing == 0 {
-                        break;
-                    }
-                }
-            }
-        }
+        let values = super::path::top_level_fields(doc, &self.fields);
         self.keys
             .iter()
             .map(|k| {
