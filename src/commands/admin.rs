@@ -288,7 +288,7 @@ pub(super) fn get_log(req: &Request<'_>, state: &ServerState) -> CommandResult {
         }
         Some(RawBsonRef::String(other)) => Err(CommandError::new(
             ErrorCode::OperationFailed,
-            format!("No log named '{other}'"),
+            format!("no RamLog named: {other}"),
         )),
         Some(other) => Err(CommandError::type_mismatch(format!(
             "Argument to getLog must be of type String; found {} of type {}",
