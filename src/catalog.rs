@@ -196,8 +196,9 @@ pub fn validate_writable(db: &str, name: &str) -> Result<(), CommandError> {
 /// collection is simply empty).
 pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
     validate_db_name(db)?;
-    let ns = format!("{db}.{name}");
-    if ns.len() > MAX_NAMESPACE_LEN {
+    let ns = || format!("{db}.{name}");
+    if db.len() + 1 + name.len() > MAX_NAMESPACE_LEN {
+        let ns = ns();
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
             format!(
@@ -208,7 +209,7 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
     if name.is_empty() || name.contains('$') || name.contains('\0') || name.starts_with('.') {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
-            format!("Invalid namespace specified '{ns}'"),
+            format!("Invalid namespace specified '{}'", ns()),
         ));
     }
     Ok(())

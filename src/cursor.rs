@@ -76,6 +76,28 @@ impl Scan {
         if self.done || max_docs == 0 {
             return Ok(out);
         }
+        if let (Bound::Included(lo), Bound::Included(hi)) = (&self.lower, &self.upper)
+            && lo == hi
+        {
+            // One key (a filter that pins `_id`): a point read, far cheaper than a range.
+            self.done = true;
+            let Some(value) = self.snapshot.get(Keyspace::Docs, lo)? else {
+                return Ok(out);
+            };
+            if let Some(entry) = Self::admit(
+                self.filter.as_ref(),
+                self.projection.as_ref(),
+                &mut self.skip,
+                self.now_ms,
+                &value,
+            )? {
+                out.push(entry);
+                if let Some(r) = &mut self.remaining {
+                    *r -= 1;
+                }
+            }
+            return Ok(out);
+        }
         let lower = match &self.lower {
             Bound::Included(k) => Bound::Included(k.as_slice()),
             Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
@@ -94,24 +116,16 @@ impl Scan {
             .range(Keyspace::Docs, lower, upper, self.reverse)
         {
             let (key, value) = entry?;
-            let rec = record::decode(&value)?;
             last_key = Some(key);
-            if rec.expires_ms <= self.now_ms {
+            let Some((doc, expires_ms)) = Self::admit(
+                self.filter.as_ref(),
+                self.projection.as_ref(),
+                &mut self.skip,
+                self.now_ms,
+                &value,
+            )?
+            else {
                 continue;
-            }
-            if let Some(f) = &self.filter
-                && !f.try_matches(rec.doc)?
-            {
-                continue;
-            }
-            if self.skip > 0 {
-                self.skip -= 1;
-                continue;
-            }
-            let doc = match (&self.projection, &self.filter) {
-                (Some(p), Some(f)) => p.apply_with_filter(rec.doc, f)?,
-                (Some(p), None) => p.try_apply(rec.doc)?,
-                (None, _) => rec.doc.to_owned(),
             };
             let size = doc.as_bytes().len();
             if !out.is_empty() && bytes + size > max_bytes {
@@ -121,7 +135,7 @@ impl Scan {
                 break;
             }
             bytes += size;
-            out.push((doc, rec.expires_ms));
+            out.push((doc, expires_ms));
             if let Some(r) = &mut self.remaining {
                 *r -= 1;
                 if *r == 0 {
@@ -146,6 +160,36 @@ impl Scan {
 }
 
 impl Scan {
+    /// The document a stored record shows, projected, if it is live, matches the filter and is
+    /// not skipped; `None` otherwise.
+    fn admit(
+        filter: Option<&Filter>,
+        projection: Option<&Projection>,
+        skip: &mut u64,
+        now_ms: i64,
+        value: &[u8],
+    ) -> CommandResult<Option<(RawDocumentBuf, i64)>> {
+        let rec = record::decode(value)?;
+        if rec.expires_ms <= now_ms {
+            return Ok(None);
+        }
+        if let Some(f) = filter
+            && !f.try_matches(rec.doc)?
+        {
+            return Ok(None);
+        }
+        if *skip > 0 {
+            *skip -= 1;
+            return Ok(None);
+        }
+        let doc = match (projection, filter) {
+            (Some(p), Some(f)) => p.apply_with_filter(rec.doc, f)?,
+            (Some(p), None) => p.try_apply(rec.doc)?,
+            (None, _) => rec.doc.to_owned(),
+        };
+        Ok(Some((doc, rec.expires_ms)))
+    }
+
     /// Moves the bound the scan walks away from: the lower one forward, the upper one in
     /// reverse.
     fn resume(&mut self, at: Bound<Vec<u8>>) {

@@ -881,6 +881,62 @@ async fn find_on_a_missing_collection_is_empty() -> TestResult {
 }
 
 #[tokio::test]
+async fn find_by_id_answers_like_the_general_filter() -> TestResult {
+    // `{_id: v}` alone takes a point-read shortcut; every answer must be the one the general
+    // filter gives (`{_id: v, _id: {$exists: true}}` cannot take it).
+    let (_server, client) = start().await?;
+    let c = coll(&client, "ids");
+    c.insert_many([
+        doc! { "_id": 1.0, "k": "double one" },
+        doc! { "_id": i64::from(i32::MAX) + 1, "k": "long" },
+        doc! { "_id": "s", "k": "string" },
+        doc! { "_id": true, "k": "bool" },
+        doc! { "_id": Bson::Null, "k": "null" },
+        doc! { "_id": { "a": 1 }, "k": "doc" },
+    ])
+    .await?;
+    let probes = [
+        Bson::Int32(1),
+        Bson::Int64(1),
+        Bson::Double(1.0),
+        Bson::Double(2_147_483_648.0),
+        Bson::Int64(2_147_483_648),
+        Bson::String("s".into()),
+        Bson::String("S".into()),
+        Bson::Boolean(true),
+        Bson::Boolean(false),
+        Bson::Null,
+        Bson::Double(f64::NAN),
+        Bson::Int32(7),
+    ];
+    for probe in probes {
+        let short = drain(c.find(doc! { "_id": probe.clone() }).await?).await?;
+        let general = drain(
+            c.find(doc! { "_id": probe.clone(), "k": { "$exists": true } })
+                .await?,
+        )
+        .await?;
+        assert_eq!(short, general, "find {{_id: {probe:?}}}");
+        let one = c.find_one(doc! { "_id": probe.clone() }).await?;
+        assert_eq!(one.as_ref(), general.first(), "find_one {{_id: {probe:?}}}");
+    }
+    // batchSize 0 still opens a cursor, as for any find; the document comes by getMore.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "find": "ids", "filter": { "_id": "s" }, "batchSize": 0 },
+    )
+    .await?;
+    let (docs, id) = batch(&reply)?;
+    assert!(docs.is_empty());
+    assert_ne!(id, 0);
+    let more = run_command(&client, DB, doc! { "getMore": id, "collection": "ids" }).await?;
+    let next = more.get_document("cursor")?.get_array("nextBatch")?;
+    assert_eq!(next.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
 async fn cursor_reads_the_snapshot_it_started_on() -> TestResult {
     let (_server, client) = start().await?;
     seed(&client, "c", 0..6).await?;

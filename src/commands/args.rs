@@ -73,11 +73,42 @@ pub fn field<'a>(
         .map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))
 }
 
+/// Several fields of the command document in one pass over it: `out[i]` is the first field
+/// named `names[i]`, if any (as [`field`] finds it).
+pub fn fields<'a, const N: usize>(
+    req: &crate::dispatch::Request<'a>,
+    names: [&str; N],
+) -> CommandResult<[Option<RawBsonRef<'a>>; N]> {
+    let mut out = [None; N];
+    for elem in req.body {
+        let (key, value) = elem
+            .map_err(|e| CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string()))?;
+        if let Some(i) = names.iter().position(|n| *n == key.as_str())
+            && let Some(slot) = out.get_mut(i)
+            && slot.is_none()
+        {
+            *slot = Some(value);
+        }
+    }
+    Ok(out)
+}
+
 /// An optional boolean option (`bool` or number).
 pub fn opt_bool(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<Option<bool>> {
-    field(req, name)?
-        .map(|v| truthy(&format!("{}.{name}", req.name), v))
-        .transpose()
+    bool_value(req, name, field(req, name)?)
+}
+
+/// [`opt_bool`] of a value already read.
+pub fn bool_value(
+    req: &crate::dispatch::Request<'_>,
+    name: &str,
+    value: Option<RawBsonRef<'_>>,
+) -> CommandResult<Option<bool>> {
+    match value {
+        None => Ok(None),
+        Some(RawBsonRef::Boolean(b)) => Ok(Some(b)),
+        Some(v) => truthy(&format!("{}.{name}", req.name), v).map(Some),
+    }
 }
 
 /// An optional document option.
@@ -85,7 +116,16 @@ pub fn opt_doc<'a>(
     req: &crate::dispatch::Request<'a>,
     name: &str,
 ) -> CommandResult<Option<&'a bson::RawDocument>> {
-    match field(req, name)? {
+    doc_value(req, name, field(req, name)?)
+}
+
+/// [`opt_doc`] of a value already read.
+pub fn doc_value<'a>(
+    req: &crate::dispatch::Request<'_>,
+    name: &str,
+    value: Option<RawBsonRef<'a>>,
+) -> CommandResult<Option<&'a bson::RawDocument>> {
+    match value {
         None => Ok(None),
         Some(RawBsonRef::Document(d)) => Ok(Some(d)),
         Some(other) => Err(wrong_type(
@@ -98,7 +138,16 @@ pub fn opt_doc<'a>(
 
 /// An optional integer option: int32, int64, or a double with no fractional part.
 pub fn opt_i64(req: &crate::dispatch::Request<'_>, name: &str) -> CommandResult<Option<i64>> {
-    match field(req, name)? {
+    i64_value(req, name, field(req, name)?)
+}
+
+/// [`opt_i64`] of a value already read.
+pub fn i64_value(
+    req: &crate::dispatch::Request<'_>,
+    name: &str,
+    value: Option<RawBsonRef<'_>>,
+) -> CommandResult<Option<i64>> {
+    match value {
         None => Ok(None),
         Some(RawBsonRef::Int32(i)) => Ok(Some(i64::from(i))),
         Some(RawBsonRef::Int64(i)) => Ok(Some(i)),

@@ -4,10 +4,11 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
-use super::args::{collection_name, field, opt_bool, opt_doc, opt_i64, wrong_type};
+use super::args::{
+    bool_value, collection_name, doc_value, field, fields, i64_value, opt_doc, opt_i64, wrong_type,
+};
 use crate::catalog::{Collection, validate_namespace};
 use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source};
 use crate::dispatch::Request;
@@ -17,17 +18,46 @@ use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::{keystring, path};
 use crate::state::{Metrics, ServerState};
-use crate::storage::{Snapshot, prefix_end, record};
+use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 
 /// A non-negative count option (`skip`, `limit`, `batchSize`), with MongoDB 7.0's IDL error.
 fn non_negative(req: &Request<'_>, name: &str, _label: &str) -> CommandResult<Option<u64>> {
-    match opt_i64(req, name)? {
+    non_negative_value(name, opt_i64(req, name)?)
+}
+
+/// [`non_negative`] of a value already read as an integer.
+fn non_negative_value(name: &str, value: Option<i64>) -> CommandResult<Option<u64>> {
+    match value {
         None => Ok(None),
         Some(n) if n < 0 => Err(CommandError::new(
             ErrorCode::Location(51024),
             format!("BSON field '{name}' value must be >= 0, actual value '{n}'"),
         )),
         Some(n) => Ok(Some(u64::try_from(n).unwrap_or(0))),
+    }
+}
+
+/// The `_id` a filter of exactly `{_id: <value>}` asks for, when equality on that value is
+/// exactly equality of its [`keystring`] (so one point read answers the filter with no further
+/// matching): not an operator document, array, regex, decimal, NaN, null or undefined, whose
+/// matching rules go beyond plain equality.
+fn plain_id_equality(filter: &bson::RawDocument) -> Option<RawBsonRef<'_>> {
+    let mut iter = filter.iter();
+    let (key, value) = iter.next()?.ok()?;
+    if key.as_str() != "_id" || iter.next().is_some() {
+        return None;
+    }
+    match value {
+        RawBsonRef::ObjectId(_)
+        | RawBsonRef::String(_)
+        | RawBsonRef::Int32(_)
+        | RawBsonRef::Int64(_)
+        | RawBsonRef::Boolean(_)
+        | RawBsonRef::DateTime(_)
+        | RawBsonRef::Binary(_)
+        | RawBsonRef::Timestamp(_) => Some(value),
+        RawBsonRef::Double(d) if !d.is_nan() => Some(value),
+        _ => None,
     }
 }
 
@@ -64,26 +94,81 @@ pub(crate) fn scan(
     }
 }
 
+/// Appends `n` in decimal (an array index as a BSON key), without allocating.
+fn push_decimal(buf: &mut Vec<u8>, n: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        if let Some(d) = digits.get_mut(at) {
+            *d = b'0' + u8::try_from(n % 10).unwrap_or(0);
+        }
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(digits.get(at..).unwrap_or_default());
+}
+
+/// `{cursor: {<batch_name>: docs, id, ns}, ok: 1.0}`, written straight into one buffer: the
+/// documents are copied once, not once per level of nesting.
 fn cursor_reply(
     id: i64,
     ns: &str,
     batch_name: &'static str,
-    docs: Vec<RawDocumentBuf>,
+    docs: &[RawDocumentBuf],
 ) -> RawDocumentBuf {
-    let mut batch = RawArrayBuf::new();
-    for d in docs {
-        batch.push(d);
+    fn len_at(buf: &mut [u8], start: usize) {
+        let len = i32::try_from(buf.len() - start).unwrap_or(i32::MAX);
+        if let Some(slot) = buf.get_mut(start..start + 4) {
+            slot.copy_from_slice(&len.to_le_bytes());
+        }
     }
-    let mut cursor = rawdoc! {};
-    let name = if batch_name == "firstBatch" {
-        cstr!("firstBatch")
-    } else {
-        cstr!("nextBatch")
-    };
-    cursor.append(name, batch);
-    cursor.append(cstr!("id"), id);
-    cursor.append(cstr!("ns"), ns);
-    rawdoc! { "cursor": cursor, "ok": 1.0 }
+    let docs_len: usize = docs.iter().map(|d| d.as_bytes().len() + 8).sum();
+    let mut buf = Vec::with_capacity(docs_len + ns.len() + 64);
+    buf.extend_from_slice(&[0; 4]);
+    buf.push(0x03);
+    buf.extend_from_slice(b"cursor\0");
+    let cursor_start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.push(0x04);
+    buf.extend_from_slice(batch_name.as_bytes());
+    buf.push(0);
+    let array_start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    for (i, d) in docs.iter().enumerate() {
+        buf.push(0x03);
+        push_decimal(&mut buf, i);
+        buf.push(0);
+        buf.extend_from_slice(d.as_bytes());
+    }
+    buf.push(0);
+    len_at(&mut buf, array_start);
+    buf.push(0x12);
+    buf.extend_from_slice(b"id\0");
+    buf.extend_from_slice(&id.to_le_bytes());
+    buf.push(0x02);
+    buf.extend_from_slice(b"ns\0");
+    buf.extend_from_slice(
+        &i32::try_from(ns.len() + 1)
+            .unwrap_or(i32::MAX)
+            .to_le_bytes(),
+    );
+    buf.extend_from_slice(ns.as_bytes());
+    buf.push(0);
+    buf.push(0);
+    len_at(&mut buf, cursor_start);
+    buf.push(0x01);
+    buf.extend_from_slice(b"ok\0");
+    buf.extend_from_slice(&1.0f64.to_le_bytes());
+    buf.push(0);
+    len_at(&mut buf, 0);
+    RawDocumentBuf::from_bytes(buf).unwrap_or_else(|_| {
+        // Unreachable: the layout above is well formed whatever the inputs.
+        rawdoc! { "ok": 0.0, "errmsg": "internal error building a cursor reply" }
+    })
 }
 
 /// Runs `source` for a first batch and registers a cursor if anything is left.
@@ -118,26 +203,63 @@ pub(crate) async fn first_batch(
             .cursors
             .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout))
     };
-    Ok(cursor_reply(id, &ns, "firstBatch", docs))
+    Ok(cursor_reply(id, &ns, "firstBatch", &docs))
 }
 
 pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    const UNSUPPORTED: [&str; 5] = ["collation", "min", "max", "tailable", "awaitData"];
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
-    let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
-    let projection = opt_doc(req, "projection")?
+    // One pass over the command for every option (a find by `_id` is mostly this parsing).
+    let [
+        filter,
+        projection,
+        sort,
+        skip,
+        limit,
+        batch_size,
+        single_batch,
+        no_timeout,
+        u0,
+        u1,
+        u2,
+        u3,
+        u4,
+    ] = fields(
+        req,
+        [
+            "filter",
+            "projection",
+            "sort",
+            "skip",
+            "limit",
+            "batchSize",
+            "singleBatch",
+            "noCursorTimeout",
+            UNSUPPORTED[0],
+            UNSUPPORTED[1],
+            UNSUPPORTED[2],
+            UNSUPPORTED[3],
+            UNSUPPORTED[4],
+        ],
+    )?;
+    let filter_doc = doc_value(req, "filter", filter)?;
+    let filter = filter_doc.map(Filter::compile).transpose()?;
+    let projection = doc_value(req, "projection", projection)?
         .map(Projection::compile)
         .transpose()?;
-    let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
-    let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
-    let limit = non_negative(req, "limit", "Limit")?.filter(|&l| l > 0);
-    let batch_size = non_negative(req, "batchSize", "BatchSize")?
+    let sort = doc_value(req, "sort", sort)?
+        .map(SortSpec::compile)
+        .transpose()?;
+    let skip = non_negative_value("skip", i64_value(req, "skip", skip)?)?.unwrap_or(0);
+    let limit = non_negative_value("limit", i64_value(req, "limit", limit)?)?.filter(|&l| l > 0);
+    let batch_size = non_negative_value("batchSize", i64_value(req, "batchSize", batch_size)?)?
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
-    let single_batch = opt_bool(req, "singleBatch")?.unwrap_or(false);
-    let no_timeout = opt_bool(req, "noCursorTimeout")?.unwrap_or(false);
-    for unsupported in ["collation", "min", "max", "tailable", "awaitData"] {
-        if field(req, unsupported)?.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
+    let single_batch = bool_value(req, "singleBatch", single_batch)?.unwrap_or(false);
+    let no_timeout = bool_value(req, "noCursorTimeout", no_timeout)?.unwrap_or(false);
+    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3, u4]) {
+        if value.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
             return Err(CommandError::new(
                 ErrorCode::NotImplemented,
                 format!("find option '{unsupported}' is not supported by Ebb yet"),
@@ -146,10 +268,33 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     }
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
-        return Ok(cursor_reply(0, &ns, "firstBatch", Vec::new()));
+        return Ok(cursor_reply(0, &ns, "firstBatch", &[]));
     };
+    // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
+    // compiled filter, scan or cursor.
+    if let Some(id) = filter_doc.and_then(plain_id_equality)
+        && projection.is_none()
+        && sort.is_none()
+        && skip == 0
+        && batch_size != Some(0)
+    {
+        let key = record::doc_key(collection.id, &keystring::to_key(id));
+        let now = state.now_ms();
+        let mut docs = Vec::new();
+        if let Some(value) = state.catalog.snapshot().get(Keyspace::Docs, &key)? {
+            let rec = record::decode(&value)?;
+            if rec.expires_ms > now {
+                docs.push(rec.doc.to_owned());
+            }
+        }
+        return Ok(cursor_reply(0, &ns, "firstBatch", &docs));
+    }
     let natural = sort.as_ref().and_then(SortSpec::natural);
-    let sort_filter = filter.clone().unwrap_or_else(Filter::match_all);
+    // A projection after a blocking sort needs the filter too (positional `$`).
+    let sort_filter = match (&sort, &projection) {
+        (Some(_), Some(_)) => filter.clone().unwrap_or_else(Filter::match_all),
+        _ => Filter::match_all(),
+    };
     let mut scan = scan(
         &collection,
         state.catalog.snapshot(),
@@ -251,7 +396,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         state.cursors.put_back(id, cursor);
         id
     };
-    Ok(cursor_reply(id, &ns, "nextBatch", docs))
+    Ok(cursor_reply(id, &ns, "nextBatch", &docs))
 }
 
 pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -388,4 +533,46 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
         out.push(v);
     }
     Ok(rawdoc! { "values": out, "ok": 1.0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
+
+    use super::cursor_reply;
+
+    #[test]
+    fn cursor_reply_is_the_document_rawdoc_would_build() {
+        for n in [0usize, 1, 2, 11, 101] {
+            let docs: Vec<RawDocumentBuf> = (0..n)
+                .map(|i| rawdoc! { "_id": i64::try_from(i).unwrap_or(0), "s": "x".repeat(i) })
+                .collect();
+            let mut batch = bson::RawArrayBuf::new();
+            for d in &docs {
+                batch.push(d.clone());
+            }
+            for (name, id) in [
+                ("firstBatch", 0i64),
+                ("nextBatch", -7_i64),
+                ("firstBatch", i64::MAX),
+            ] {
+                let expected = if name == "firstBatch" {
+                    rawdoc! {
+                        "cursor": { "firstBatch": batch.clone(), "id": id, "ns": "db.c.d" },
+                        "ok": 1.0,
+                    }
+                } else {
+                    rawdoc! {
+                        "cursor": { "nextBatch": batch.clone(), "id": id, "ns": "db.c.d" },
+                        "ok": 1.0,
+                    }
+                };
+                let got = cursor_reply(id, "db.c.d", name, &docs);
+                assert_eq!(got.as_bytes(), expected.as_bytes(), "{n} docs, {name}");
+                // And it reads back through the ordinary accessors.
+                let cursor = got.get_document("cursor").expect("cursor");
+                assert_eq!(cursor.get("id").expect("id"), Some(RawBsonRef::Int64(id)));
+            }
+        }
+    }
 }
