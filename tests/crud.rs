@@ -269,6 +269,58 @@ async fn insert_many_unordered_continues_past_duplicates() -> TestResult {
     Ok(())
 }
 
+/// The `_id`s of a large batch are checked against the collection in one range read, unless
+/// the range between them holds many other documents; either way every duplicate is found.
+#[tokio::test]
+async fn large_batches_find_every_duplicate() -> TestResult {
+    let (_server, client) = start().await?;
+    let c = coll(&client, "big");
+    c.insert_many((0..1000).map(|i| doc! { "_id": i * 2 }))
+        .await?;
+    let codes = |reply: &Document| -> TestResult<Vec<(i32, i32)>> {
+        write_errors(reply)
+            .iter()
+            .map(|e| Ok((e.get_i32("index")?, e.get_i32("code")?)))
+            .collect()
+    };
+    // Dense: new odd ids between stored even ones, a stored one (10), and a duplicate within
+    // the batch (13 twice).
+    let mut dense: Vec<Document> = (0..20).map(|i| doc! { "_id": 1 + i * 2 }).collect();
+    dense.insert(5, doc! { "_id": 10 });
+    dense.push(doc! { "_id": 13 });
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "insert": "big", "documents": dense, "ordered": false },
+    )
+    .await?;
+    assert_eq!(reply.get_i32("n")?, 20, "{reply}");
+    assert_eq!(codes(&reply)?, [(5, 11000), (21, 11000)], "{reply}");
+    // Sparse: ten ids spread over all 1,000 stored documents, two of them stored (the range
+    // read gives up and each is looked up alone), across numeric types.
+    let mut sparse: Vec<Document> = (0..8).map(|i| doc! { "_id": 101 + i * 250 }).collect();
+    sparse.insert(2, doc! { "_id": 0.0 });
+    sparse.push(doc! { "_id": 1998_i64 });
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "insert": "big", "documents": sparse, "ordered": false },
+    )
+    .await?;
+    assert_eq!(reply.get_i32("n")?, 8, "{reply}");
+    assert_eq!(codes(&reply)?, [(2, 11000), (9, 11000)], "{reply}");
+    // Ordered: stops at the first duplicate, having inserted what came before it.
+    let ordered: Vec<Document> = [3001, 3003, 3005, 3007, 3009, 3011, 3013, 1996, 3015]
+        .into_iter()
+        .map(|i| doc! { "_id": i })
+        .collect();
+    let reply = run_command(&client, DB, doc! { "insert": "big", "documents": ordered }).await?;
+    assert_eq!(reply.get_i32("n")?, 7, "{reply}");
+    assert_eq!(codes(&reply)?, [(7, 11000)], "{reply}");
+    assert_eq!(c.count_documents(doc! {}).await?, 1000 + 20 + 8 + 7);
+    Ok(())
+}
+
 #[tokio::test]
 async fn duplicate_id_is_detected_across_numeric_types() -> TestResult {
     let (_server, client) = start().await?;

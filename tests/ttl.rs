@@ -1576,6 +1576,27 @@ async fn insert_reuses_the_id_of_an_expired_document() -> TestResult {
     assert_eq!(ids(&client, name).await?, int_ids(&[1, 2, 3, 4, 5]));
     move_to(&client, t0 + 20_000).await?;
     assert_eq!(ids(&client, name).await?, int_ids(&[2]));
+    // A batch large enough to have its `_id`s checked by one range read: the expired 1, 3, 4
+    // and 5 are free again, the live 2 is not.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! {
+            "insert": name,
+            "documents": (1..=10).map(|i| doc! { "_id": i, "batch": true }).collect::<Vec<_>>(),
+            "ordered": false,
+        },
+    )
+    .await?;
+    assert_eq!(reply.get_i32("n")?, 9, "{reply}");
+    let errors = write_errors(&reply);
+    assert_eq!(errors.len(), 1, "{reply}");
+    assert_eq!(errors[0].get_i32("index")?, 1);
+    assert_eq!(errors[0].get_i32("code")?, 11000);
+    assert_eq!(
+        ids(&client, name).await?,
+        int_ids(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    );
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 //! so checks and writes of concurrent clients cannot interleave. Documents are stored as the
 //! raw bytes received (with `_id` generated and placed first when needed).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -200,16 +201,16 @@ fn check_id_document(elem: &bson::raw::RawElement<'_>) -> Result<(), CommandErro
 /// The document as stored: `_id` first, generated as an ObjectId when missing. Returns the
 /// input bytes untouched when `_id` already leads.
 fn with_id_first(doc: &RawDocument) -> CommandResult<RawDocumentBuf> {
-    with_id_first_fresh(doc).map(|(d, _)| d)
+    with_id_first_fresh(doc).map(|(d, _)| d.into_owned())
 }
 
 /// [`with_id_first`], also saying whether the `_id` was generated here (a fresh ObjectId can
 /// collide with nothing, so the insert skips the duplicate check).
-fn with_id_first_fresh(doc: &RawDocument) -> CommandResult<(RawDocumentBuf, bool)> {
+fn with_id_first_fresh(doc: &RawDocument) -> CommandResult<(Cow<'_, RawDocument>, bool)> {
     if let Some(Ok(e)) = doc.iter_elements().next()
         && e.key().as_str() == "_id"
     {
-        return Ok((doc.to_owned(), false));
+        return Ok((Cow::Borrowed(doc), false));
     }
     let mut out = RawDocumentBuf::new();
     let given = doc
@@ -230,7 +231,7 @@ fn with_id_first_fresh(doc: &RawDocument) -> CommandResult<(RawDocumentBuf, bool
             out.append(elem.key(), value);
         }
     }
-    Ok((out, fresh))
+    Ok((Cow::Owned(out), fresh))
 }
 
 fn id_of(doc: &RawDocument) -> CommandResult<RawBsonRef<'_>> {
@@ -252,6 +253,17 @@ pub(crate) struct Writer<'a> {
     /// `_id` keys written by this batch, which the snapshot does not see yet, with the expiry
     /// instant written for each.
     pending: HashMap<Vec<u8>, i64>,
+    /// What one range read of the snapshot found for a set of `_id` keys (see
+    /// [`Writer::probe`]), so that checking each of them needs no point read.
+    probed: Option<Probe>,
+}
+
+/// The stored records among a sorted set of `_id` keys, read from the snapshot in one pass.
+struct Probe {
+    /// The keys asked about, sorted: only these are answered.
+    asked: Vec<Vec<u8>>,
+    /// Those of them that are stored, with the expiry instant of each (expired or not).
+    stored: HashMap<Vec<u8>, i64>,
 }
 
 /// A live document a statement matched.
@@ -278,7 +290,60 @@ impl<'a> Writer<'a> {
             now_ms,
             batch: Batch::new(),
             pending: HashMap::new(),
+            probed: None,
         }
+    }
+
+    /// Reads in one range scan which of `id_keys` are stored in the snapshot, so that
+    /// [`Writer::insert_checked`] need not look each one up: a point read costs a memtable
+    /// search and a bloom probe per table, a batch of them adds up (inserts of 1,000 documents
+    /// with given `_id`s spent about a tenth of their time there). When the range between the
+    /// smallest and the largest key holds many other documents (new `_id`s interleaved with
+    /// stored ones), the scan gives up and each key is looked up alone; so it does on a storage
+    /// error, which those lookups then report.
+    fn probe(&mut self, id_keys: Vec<Vec<u8>>) {
+        self.probed = self.try_probe(id_keys).ok().flatten();
+    }
+
+    fn try_probe(&self, mut id_keys: Vec<Vec<u8>>) -> CommandResult<Option<Probe>> {
+        const MIN_KEYS: usize = 8;
+        if id_keys.len() < MIN_KEYS {
+            return Ok(None);
+        }
+        id_keys.sort_unstable();
+        id_keys.dedup();
+        let (Some(first), Some(last)) = (id_keys.first(), id_keys.last()) else {
+            return Ok(None);
+        };
+        let (lower, upper) = (self.key(first), self.key(last));
+        let budget = id_keys.len() * 2 + 64;
+        let mut stored = HashMap::new();
+        for (seen, entry) in self
+            .snapshot
+            .range(
+                Keyspace::Docs,
+                Bound::Included(&lower),
+                Bound::Included(&upper),
+                false,
+            )
+            .enumerate()
+        {
+            if seen >= budget {
+                return Ok(None);
+            }
+            let (key, value) = entry?;
+            let id_key = key.get(8..).unwrap_or_default();
+            if id_keys
+                .binary_search_by(|k| k.as_slice().cmp(id_key))
+                .is_ok()
+            {
+                stored.insert(id_key.to_vec(), record::decode(&value)?.expires_ms);
+            }
+        }
+        Ok(Some(Probe {
+            asked: id_keys,
+            stored,
+        }))
     }
 
     fn key(&self, id_key: &[u8]) -> Vec<u8> {
@@ -290,6 +355,14 @@ impl<'a> Writer<'a> {
     fn stored_expiry(&self, id_key: &[u8]) -> CommandResult<Option<i64>> {
         if let Some(expires) = self.pending.get(id_key) {
             return Ok(Some(*expires));
+        }
+        if let Some(probe) = &self.probed
+            && probe
+                .asked
+                .binary_search_by(|k| k.as_slice().cmp(id_key))
+                .is_ok()
+        {
+            return Ok(probe.stored.get(id_key).copied());
         }
         match self.snapshot.get(Keyspace::Docs, &self.key(id_key))? {
             Some(value) => Ok(Some(record::decode(&value)?.expires_ms)),
@@ -362,6 +435,7 @@ impl<'a> Writer<'a> {
         );
         self.snapshot = self.catalog.snapshot();
         self.pending.clear();
+        self.probed = None;
         Ok(())
     }
 
@@ -499,9 +573,21 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
     let result = with_writer(state, req.db, name, concern, true, |w| {
         let mut n = 0;
         let mut errors = Vec::new();
-        for (index, doc) in docs.iter().enumerate() {
-            let outcome = check_storable(doc, false)
-                .and_then(|()| with_id_first_fresh(doc))
+        let prepared: Vec<_> = docs
+            .iter()
+            .map(|doc| check_storable(doc, false).and_then(|()| with_id_first_fresh(doc)))
+            .collect();
+        // The `_id`s given by the client may already be stored: look them all up at once.
+        let given: Vec<Vec<u8>> = prepared
+            .iter()
+            .filter_map(|p| match p {
+                Ok((doc, false)) => id_of(doc).ok().map(keystring::to_key),
+                _ => None,
+            })
+            .collect();
+        w.probe(given);
+        for (index, outcome) in prepared.into_iter().enumerate() {
+            let outcome = outcome
                 .map_err(|e| (e, None))
                 .and_then(|(doc, fresh)| w.insert_checked(&doc, fresh));
             match outcome {
