@@ -1354,7 +1354,8 @@ fn report_goals(inserts: Option<&InsertResults>, lookups: Option<&LookupResults>
         // reported beside it.
         let raw = median(&inserts.batched_raw_blocks);
         println!(
-            "  batched inserts over the wire >= {:.0}% of the engine's own rate: {:.1}% (raw              OP_MSG client, median of blocks; {:.1}% from the totals)  {}",
+            "  batched inserts over the wire >= {:.0}% of the engine's own rate: {:.1}% (raw \
+             OP_MSG client, median of blocks; {:.1}% from the totals)  {}",
             INSERT_GOAL * 100.0,
             raw * 100.0,
             inserts.batched_raw.rate() / inserts.batched.engine.rate() * 100.0,
@@ -1362,13 +1363,16 @@ fn report_goals(inserts: Option<&InsertResults>, lookups: Option<&LookupResults>
         );
         let batched = inserts.batched.median_block_ratio();
         println!(
-            "  the same through the mongodb driver: {:.1}% (median of blocks; {:.1}% from the              totals)  {}",
+            "  the same through the mongodb driver: {:.1}% (median of blocks; {:.1}% from the \
+             totals)  {}",
             batched * 100.0,
             inserts.batched.ratio() * 100.0,
             verdict(batched >= INSERT_GOAL)
         );
         println!(
-            "  (for reference: relaxed batched {:.1}%, durable single x{WRITERS} {:.1}% of the              engine's rate (medians of blocks); the engine committing in spawn_blocking reaches              {:.1}% of its on-worker single x{WRITERS} rate)",
+            "  (for reference: relaxed batched {:.1}%, durable single x{WRITERS} {:.1}% of the \
+             engine's rate (medians of blocks); the engine committing in spawn_blocking reaches \
+             {:.1}% of its on-worker single x{WRITERS} rate)",
             inserts.relaxed.median_block_ratio() * 100.0,
             inserts.single.median_block_ratio() * 100.0,
             inserts.single_blocking.rate() / inserts.single.engine.rate() * 100.0,
