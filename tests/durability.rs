@@ -1026,7 +1026,8 @@ async fn sequential_inserts(
 /// 1. a journaled write after them, then SIGKILL: the journaled write's sync began after their
 ///    commits, so it covers them (the durable mark is a commit counter, docs/storage.md);
 /// 2. a graceful stop right after they are acknowledged, well within the 100 ms window in
-///    which the syncer would cover them anyway: shutdown syncs.
+///    which the syncer would cover them anyway: shutdown syncs;
+/// 3. nothing after them, then SIGKILL 200 ms later: the syncer covered them within its window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn relaxed_writes_within_window() -> TestResult {
     const TEST: &str = "relaxed_writes_within_window";
@@ -1098,6 +1099,26 @@ async fn relaxed_writes_within_window() -> TestResult {
         checked.torn,
     );
     problems.extend(found.into_iter().map(|p| format!("phase 2: {p}")));
+
+    // Phase 3: relaxed writes, nothing after them, SIGKILL once the journal interval (100 ms)
+    // has passed twice over: the syncer must have covered them on its own.
+    let (counts, relaxed) = relaxed_load(&server, &mut model, 2, &mut rng, WRITES).await?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.kill_9().await?;
+    alarms.extend(server.alarming_lines());
+    let mut server = Server::start(dir.path()).await?;
+    let (checked, found) = verify(&collection(&server.client().await?), &mut model).await?;
+    println!(
+        "{TEST}: phase 3 (relaxed writes, 200 ms idle, kill -9): acknowledged {} (inserted {}, \
+         updated {}, deleted {}; mean ack {relaxed:?} with {WORKERS} writers); lost {}, torn {}",
+        counts.acknowledged(),
+        counts.inserted,
+        counts.updated,
+        counts.deleted,
+        checked.lost,
+        checked.torn,
+    );
+    problems.extend(found.into_iter().map(|p| format!("phase 3: {p}")));
     server.terminate().await?;
     alarms.extend(server.alarming_lines());
     println!("{TEST}: done in {:?}", began.elapsed());
