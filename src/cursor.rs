@@ -9,7 +9,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bson::{RawDocument, RawDocumentBuf};
 use bytes::Bytes;
@@ -280,19 +280,32 @@ pub struct Cursor {
     pub batch_size: Option<usize>,
     /// Exempt from the idle timeout (`noCursorTimeout`).
     pub no_timeout: bool,
-    last_used: Instant,
+    /// When it was opened or last used, by the server's clock (which tests can move).
+    last_used_ms: i64,
 }
 
 impl Cursor {
-    /// A cursor over `source`.
-    pub fn new(ns: String, source: Source, batch_size: Option<usize>, no_timeout: bool) -> Self {
+    /// A cursor over `source`, opened at `now_ms` (the server clock).
+    pub fn new(
+        ns: String,
+        source: Source,
+        batch_size: Option<usize>,
+        no_timeout: bool,
+        now_ms: i64,
+    ) -> Self {
         Cursor {
             ns,
             source,
             batch_size,
             no_timeout,
-            last_used: Instant::now(),
+            last_used_ms: now_ms,
         }
+    }
+
+    /// Whether, at `now_ms`, it has been idle for `timeout` or longer (and may time out).
+    fn timed_out(&self, now_ms: i64, timeout: Duration) -> bool {
+        let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        !self.no_timeout && now_ms.saturating_sub(self.last_used_ms) >= timeout_ms
     }
 }
 
@@ -343,10 +356,18 @@ impl Cursors {
         }
     }
 
-    /// Takes cursor `id` out for a `getMore` on `ns`; the caller puts it back if it is not
-    /// exhausted. MongoDB's errors for unknown ids and namespace mismatches.
-    pub fn take(&self, id: i64, ns: &str) -> CommandResult<Cursor> {
+    /// Takes cursor `id` out for a `getMore` on `ns` at `now_ms`; the caller puts it back if it
+    /// is not exhausted. MongoDB's errors for unknown ids and namespace mismatches. A cursor idle
+    /// for [`CURSOR_TIMEOUT`] is closed here even if the reaper has not come round yet, so the
+    /// timeout is exact.
+    pub fn take(&self, id: i64, ns: &str, now_ms: i64) -> CommandResult<Cursor> {
         let mut open = self.lock();
+        if open
+            .get(&id)
+            .is_some_and(|c| c.timed_out(now_ms, CURSOR_TIMEOUT))
+        {
+            open.remove(&id);
+        }
         match open.get(&id) {
             None => Err(CommandError::new(
                 ErrorCode::CursorNotFound,
@@ -365,9 +386,9 @@ impl Cursors {
         }
     }
 
-    /// Puts a cursor back after a `getMore`.
-    pub fn put_back(&self, id: i64, mut cursor: Cursor) {
-        cursor.last_used = Instant::now();
+    /// Puts a cursor back after a `getMore` that ended at `now_ms`.
+    pub fn put_back(&self, id: i64, mut cursor: Cursor, now_ms: i64) {
+        cursor.last_used_ms = now_ms;
         self.lock().insert(id, cursor);
     }
 
@@ -376,11 +397,11 @@ impl Cursors {
         self.lock().remove(&id).is_some()
     }
 
-    /// Closes cursors idle for longer than `timeout`; returns how many.
-    pub fn reap(&self, timeout: Duration) -> usize {
+    /// Closes cursors idle for `timeout` or longer at `now_ms`; returns how many.
+    pub fn reap(&self, now_ms: i64, timeout: Duration) -> usize {
         let mut open = self.lock();
         let before = open.len();
-        open.retain(|_, c| c.no_timeout || c.last_used.elapsed() < timeout);
+        open.retain(|_, c| !c.timed_out(now_ms, timeout));
         before - open.len()
     }
 }

@@ -1040,6 +1040,56 @@ async fn cursor_reads_the_snapshot_it_started_on() -> TestResult {
     Ok(())
 }
 
+/// A cursor left idle for 10 minutes (MongoDB's `cursorTimeoutMillis`) is closed: its next
+/// `getMore` is `CursorNotFound`. Each use restarts the 10 minutes; `noCursorTimeout` exempts
+/// it. Driven by the server's test clock, which cursors read like everything else.
+#[tokio::test]
+async fn idle_cursors_time_out_after_ten_minutes() -> TestResult {
+    const TEN_MINUTES: i64 = 10 * 60 * 1000;
+    let server = TestServer::start_with_test_clock().await?;
+    let client = server.client().await?;
+    seed(&client, "c", 0..10).await?;
+    common::advance_clock(&client, 0).await?; // freeze it: every step below is exact
+    let open = |no_timeout: bool| {
+        let client = client.clone();
+        async move {
+            let reply = run_command(
+                &client,
+                DB,
+                doc! { "find": "c", "batchSize": 2, "noCursorTimeout": no_timeout },
+            )
+            .await?;
+            batch(&reply).map(|(_, id)| id)
+        }
+    };
+    let get_more = |id: i64| {
+        let client = client.clone();
+        async move {
+            client
+                .database(DB)
+                .run_command(doc! { "getMore": id, "collection": "c", "batchSize": 2 })
+                .await
+        }
+    };
+    let (plain, exempt) = (open(false).await?, open(true).await?);
+    common::advance_clock(&client, TEN_MINUTES - 1).await?;
+    get_more(plain).await?; // 1 ms short: still open, and the 10 minutes start again
+    common::advance_clock(&client, TEN_MINUTES - 1).await?;
+    get_more(plain).await?;
+    common::advance_clock(&client, TEN_MINUTES).await?;
+    let err = get_more(plain).await.expect_err("idle for 10 minutes");
+    let ErrorKind::Command(e) = &*err.kind else {
+        panic!("not a command error: {err}");
+    };
+    assert_eq!(
+        (e.code, e.code_name.as_str()),
+        (43, "CursorNotFound"),
+        "{err}"
+    );
+    get_more(exempt).await?; // noCursorTimeout: 30 minutes idle, still open
+    Ok(())
+}
+
 #[tokio::test]
 async fn killed_cursor_is_cursor_not_found() -> TestResult {
     let (_server, client) = start().await?;

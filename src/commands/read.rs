@@ -201,7 +201,7 @@ pub(crate) async fn first_batch(
     } else {
         state
             .cursors
-            .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout))
+            .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout, now))
     };
     Ok(cursor_reply(id, &ns, "firstBatch", &docs))
 }
@@ -377,7 +377,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     Metrics::bump(&state.metrics.op_getmore);
     let ns = format!("{}.{collection}", req.db);
-    let mut cursor = state.cursors.take(id, &ns)?;
+    let mut cursor = state.cursors.take(id, &ns, state.now_ms())?;
     let max_docs = batch_size
         .filter(|&b| b > 0)
         .or(cursor.batch_size.filter(|&b| b > 0))
@@ -393,7 +393,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
     let id = if cursor.source.is_exhausted() {
         0
     } else {
-        state.cursors.put_back(id, cursor);
+        state.cursors.put_back(id, cursor, state.now_ms());
         id
     };
     Ok(cursor_reply(id, &ns, "nextBatch", &docs))

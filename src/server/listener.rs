@@ -78,7 +78,7 @@ async fn reap_cursors(state: ServerState, cancel: CancellationToken) {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(Duration::from_secs(60)) => {}
         }
-        let closed = state.cursors.reap(CURSOR_TIMEOUT);
+        let closed = state.cursors.reap(state.now_ms(), CURSOR_TIMEOUT);
         if closed > 0 {
             info!(closed, "closed idle cursors");
         }
