@@ -17,6 +17,7 @@
 //! fixtures and the `roundtrip!` macro in `testutil.rs`), and the cargo-fuzz target `decode`
 //! in `wire/fuzz` (`wire/fuzz/run.sh`, `FUZZ_SECONDS=60` by default).
 
+mod bson_check;
 mod codec;
 mod error;
 mod header;
@@ -34,6 +35,8 @@ pub use error::Error;
 pub use header::{HEADER_LEN, MAX_MESSAGE_SIZE, MsgHeader, OpCode};
 pub use op_compressed::Compressor;
 pub use op_msg::{DocumentSequence, MessageFlags, OpMsg, validate};
+#[doc(hidden)]
+pub use op_msg::{validate_with_bson_crate, validators_agree};
 pub use op_query::OpQuery;
 pub use op_reply::OpReply;
 

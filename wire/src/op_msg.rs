@@ -213,9 +213,28 @@ fn parse_sequence(input: &[u8]) -> Result<(&[u8], DocumentSequence), Error> {
 /// a little headroom is left for command wrappers around user documents).
 const MAX_DEPTH: usize = 256;
 
-/// Validates a whole document without recursion (a deeply nested input must not exhaust the
-/// stack): every element's type, length and UTF-8.
+/// Validates a whole document (see [`crate::bson_check`]): every element well formed, every
+/// string and field name UTF-8, nesting at most [`MAX_DEPTH`] deep.
 pub fn validate(doc: &RawDocument) -> Result<(), Error> {
+    crate::bson_check::check(doc.as_bytes(), MAX_DEPTH)
+        .map_err(|why| Error::InvalidBson(why.into()))
+}
+
+/// For the fuzz target: whether [`validate`] and [`validate_with_bson_crate`] agree on
+/// `bytes` (taken as a document when its length and terminator say it is one).
+#[doc(hidden)]
+#[must_use]
+pub fn validators_agree(bytes: &[u8]) -> bool {
+    RawDocument::from_bytes(bytes).map_or(true, |doc| {
+        validate(doc).is_ok() == validate_with_bson_crate(doc).is_ok()
+    })
+}
+
+/// The reference [`validate`] is checked against (property tests, the fuzz target): every
+/// element read with the `bson` crate's own accessors, without recursion (a deeply nested input must not exhaust the
+/// stack): every element's type, length and UTF-8.
+#[doc(hidden)]
+pub fn validate_with_bson_crate(doc: &RawDocument) -> Result<(), Error> {
     enum Level<'a> {
         Doc(bson::raw::RawIter<'a>),
         Arr(bson::raw::RawArrayIter<'a>),

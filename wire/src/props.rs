@@ -323,3 +323,71 @@ proptest! {
         decode_all(&bytes)?;
     }
 }
+
+/// Every BSON type, the deprecated and rare ones included, for the validator's comparison.
+fn every_type() -> impl Strategy<Value = Bson> {
+    let rare = prop_oneof![
+        "[a-z.*]{0,6}".prop_map(|p| Bson::RegularExpression(bson::Regex {
+            pattern: p.try_into().expect("no NUL"),
+            options: "im".try_into().expect("no NUL"),
+        })),
+        any::<String>().prop_map(Bson::JavaScriptCode),
+        (any::<String>(), "[a-z]{0,4}").prop_map(|(code, k)| {
+            Bson::JavaScriptCodeWithScope(bson::JavaScriptCodeWithScope {
+                code,
+                scope: bson::doc! { k: { "x": [1, "y"] } },
+            })
+        }),
+        any::<String>().prop_map(Bson::Symbol),
+        any::<[u8; 16]>().prop_map(|b| Bson::Decimal128(bson::Decimal128::from_bytes(b))),
+        (any::<u32>(), any::<u32>())
+            .prop_map(|(time, increment)| Bson::Timestamp(bson::Timestamp { time, increment })),
+        Just(Bson::MinKey),
+        Just(Bson::MaxKey),
+        Just(Bson::Undefined),
+        prop::collection::vec(any::<u8>(), 0..12).prop_map(|bytes| Bson::Binary(bson::Binary {
+            subtype: BinarySubtype::BinaryOld,
+            bytes,
+        })),
+    ];
+    prop_oneof![3 => arbitrary_bson(), 2 => rare]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// The one-pass validator accepts exactly what reading every element with the `bson`
+    /// crate accepts, on valid documents of every type and on mutated ones (the root's length
+    /// and terminator repaired half the time, so that mutations inside reach the elements).
+    #[test]
+    fn validate_agrees_with_the_bson_crate(
+        fields in prop::collection::vec((key(), every_type()), 0..8),
+        mutations in prop::collection::vec(mutation(), 0..4),
+        repair in any::<bool>(),
+    ) {
+        let doc: Document = fields.into_iter().collect();
+        let mut bytes = RawDocumentBuf::try_from(&doc).map_err(|e| fail(&e))?.into_bytes();
+        for m in &mutations {
+            apply(&mut bytes, m);
+        }
+        if repair && bytes.len() >= 5 {
+            let len = i32::try_from(bytes.len()).unwrap_or(i32::MAX).to_le_bytes();
+            bytes[..4].copy_from_slice(&len);
+            if let Some(last) = bytes.last_mut() {
+                *last = 0;
+            }
+        }
+        if let Ok(raw) = bson::RawDocument::from_bytes(&bytes) {
+            let fast = crate::validate(raw);
+            let reference = crate::validate_with_bson_crate(raw);
+            prop_assert_eq!(
+                fast.is_ok(),
+                reference.is_ok(),
+                "fast {:?}, bson crate {:?}, bytes {:?}",
+                fast,
+                reference,
+                bytes
+            );
+        }
+    }
+}

@@ -1,5 +1,7 @@
 //! Whatever bytes arrive, `Frame::split` + `Message::decode` must not panic or over-allocate,
 //! and every message that decodes must survive a re-encoding, plain and under each compressor.
+//! Taken as one BSON document, the same bytes must get the same verdict from the one-pass
+//! validator and from the `bson` crate's own accessors.
 
 #![no_main]
 
@@ -16,6 +18,11 @@ const ENCODINGS: [Option<Compressor>; 5] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
+    // The one-pass BSON validator accepts exactly what the bson crate's accessors accept.
+    assert!(
+        ebb_wire::validators_agree(data),
+        "the validators disagree on {data:?}"
+    );
     let mut buf = BytesMut::from(data);
     while let Ok(Some(frame)) = Frame::split(&mut buf, MAX_MESSAGE_SIZE) {
         let Ok(msg) = Message::decode(&frame, MAX_MESSAGE_SIZE) else {
