@@ -7,12 +7,12 @@ use std::sync::Arc;
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
-use super::args::{collection_name, field, opt_bool, opt_doc, opt_i64, wrong_type};
+use super::args::{collection_name, field, opt_bool, opt_doc, opt_i64, variables, wrong_type};
 use crate::catalog::{Collection, validate_namespace};
 use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::query::filter::Filter;
+use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::{keystring, path};
@@ -125,9 +125,12 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
-    let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
+    let vars = variables(req, state.now_ms())?;
+    let filter = opt_doc(req, "filter")?
+        .map(|f| Filter::compile_in(f, FilterContext::Query, &vars))
+        .transpose()?;
     let projection = opt_doc(req, "projection")?
-        .map(Projection::compile)
+        .map(|p| Projection::compile_in(p, &vars))
         .transpose()?;
     let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
     let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
