@@ -2003,6 +2003,251 @@ async fn unknown_stage_is_40324() -> TestResult {
 }
 
 // ---------------------------------------------------------------------------------------------
+// let variables, $getField / $setField / $unsetField
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn let_variables_reach_find_aggregate_update_and_delete() -> TestResult {
+    let (_server, client) = start().await?;
+    seed_people(&client).await?;
+    let people = coll(&client, "people");
+
+    // find: the filter's `$expr` and computed projection fields see the variables.
+    let found = drain(
+        people
+            .find(doc! { "$expr": { "$eq": ["$city", "$$town"] } })
+            .projection(doc! { "greeting": { "$concat": ["$$hello", " ", "$name"] } })
+            .sort(doc! { "_id": 1 })
+            .let_vars(doc! { "town": "oslo", "hello": "hi" })
+            .await?,
+    )
+    .await?;
+    assert_eq!(
+        found,
+        [
+            doc! { "_id": 1, "greeting": "hi ann" },
+            doc! { "_id": 3, "greeting": "hi cid" },
+            doc! { "_id": 5, "greeting": "hi eve" },
+        ]
+    );
+
+    // aggregate: `$match`, `$group` and `$project`; a variable may use the ones before it.
+    let grouped = drain(
+        people
+            .aggregate([
+                doc! { "$match": { "$expr": { "$gte": ["$age", "$$min"] } } },
+                doc! { "$group": { "_id": "$$label", "n": { "$sum": "$$weight" } } },
+                doc! { "$project": { "_id": 0, "label": "$_id", "n": 1, "lit": "$$lit" } },
+            ])
+            .let_vars(doc! {
+                "min": 30, "label": "older", "weight": 2, "lit": { "$literal": "$x" },
+            })
+            .await?,
+    )
+    .await?;
+    assert_eq!(grouped, [doc! { "n": 6, "label": "older", "lit": "$x" }]);
+
+    // update: the filter and the pipeline see `let`; `$$NOW` is one instant for the command.
+    let result = people
+        .update_many(
+            doc! { "$expr": { "$eq": ["$age", "$$age"] } },
+            vec![doc! { "$set": { "group": "$$group", "seen": "$$NOW", "seenToo": "$$NOW" } }],
+        )
+        .let_vars(doc! { "age": 25, "group": "young" })
+        .await?;
+    assert_eq!((result.matched_count, result.modified_count), (2, 2));
+    let young = all(&client, "people", doc! { "group": "young" }).await?;
+    assert_eq!(ids(&young), int32s(&[2, 4]));
+    let stamps: Vec<&Bson> = young
+        .iter()
+        .flat_map(|d| [d.get("seen"), d.get("seenToo")])
+        .collect::<Option<_>>()
+        .ok_or("no $$NOW stored")?;
+    assert!(matches!(stamps[0], Bson::DateTime(_)), "{stamps:?}");
+    assert!(stamps.iter().all(|s| *s == stamps[0]), "{stamps:?}");
+
+    // findAndModify.
+    let after = people
+        .find_one_and_update(
+            doc! { "$expr": { "$eq": ["$_id", "$$id"] } },
+            vec![doc! { "$set": { "name": { "$toUpper": "$name" } } }],
+        )
+        .projection(doc! { "name": 1, "_id": 0 })
+        .let_vars(doc! { "id": 3 })
+        .return_document(ReturnDocument::After)
+        .await?;
+    assert_eq!(after, Some(doc! { "name": "CID" }));
+
+    // delete.
+    let deleted = people
+        .delete_many(doc! { "$expr": { "$in": ["$city", "$$cities"] } })
+        .let_vars(doc! { "cities": ["rome", "lima"] })
+        .await?;
+    assert_eq!(deleted.deleted_count, 2);
+    assert_eq!(
+        ids(&all(&client, "people", doc! {}).await?),
+        int32s(&[1, 3, 5])
+    );
+
+    // A statement's constants (`c`) come after the command's `let` and win over it.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! {
+            "update": "people",
+            "let": { "v": "from let", "w": "from let" },
+            "updates": [{ "q": { "_id": 1 }, "u": [{ "$set": { "v": "$$v", "w": "$$w" } }], "c": { "v": "from c" } }],
+        },
+    )
+    .await?;
+    assert_eq!(reply.get_i32("nModified")?, 1, "{reply}");
+    let one = all(&client, "people", doc! { "_id": 1 }).await?;
+    assert_eq!(one[0].get_str("v")?, "from c");
+    assert_eq!(one[0].get_str("w")?, "from let");
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_let_fails_the_whole_command() -> TestResult {
+    let (_server, client) = start().await?;
+    seed_people(&client).await?;
+
+    let err = run_command_err(&client, DB, doc! { "find": "people", "let": 1 }).await?;
+    assert_command_error(&err, 14, "TypeMismatch");
+    assert_eq!(
+        err.message,
+        "BSON field 'find.let' is the wrong type 'int', expected type 'object'"
+    );
+
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "delete": "people", "deletes": [{ "q": {}, "limit": 0 }], "let": { "Upper": 1 } },
+    )
+    .await?;
+    assert_command_error(&err, 16867, "Location16867");
+    assert_eq!(
+        err.message,
+        "Invalid 'let' parameter :: caused by :: 'Upper' starts with an invalid character for a \
+         user variable name"
+    );
+
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {
+            "update": "people",
+            "updates": [{ "q": {}, "u": [{ "$set": { "a": 1 } }], "multi": true }],
+            "let": { "x": "$age" },
+        },
+    )
+    .await?;
+    assert_command_error(&err, 4_890_500, "Location4890500");
+
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "aggregate": "people", "pipeline": [], "cursor": {}, "let": { "NOW": 1 } },
+    )
+    .await?;
+    assert_command_error(&err, 4_738_901, "Location4738901");
+    assert_eq!(err.message, "Attempt to set internal constant: NOW");
+
+    // Nothing ran.
+    assert_eq!(coll(&client, "people").count_documents(doc! {}).await?, 5);
+
+    // Without `let`, a user variable is undefined: the query fails at parse time.
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "find": "people", "filter": { "$expr": { "$eq": ["$_id", "$$id"] } } },
+    )
+    .await?;
+    assert_command_error(&err, 17276, "Location17276");
+    assert_eq!(err.message, "Use of undefined variable: id");
+    Ok(())
+}
+
+#[tokio::test]
+async fn pipeline_updates_store_dotted_and_dollar_prefixed_names() -> TestResult {
+    let (_server, client) = start().await?;
+    let c = coll(&client, "dots");
+    c.insert_one(doc! { "_id": 1, "foo": {} }).await?;
+
+    c.update_one(
+        doc! { "_id": 1 },
+        vec![doc! { "$replaceWith": {
+            "$setField": { "field": { "$literal": "$a" }, "value": 1, "input": "$$ROOT" },
+        } }],
+    )
+    .await?;
+    c.update_one(
+        doc! { "_id": 1 },
+        vec![doc! { "$set": {
+            "foo": { "$setField": { "field": "a.b", "value": 2, "input": "$foo" } },
+        } }],
+    )
+    .await?;
+    let stored = raw_coll(&client, "dots")
+        .find_one(doc! {})
+        .await?
+        .ok_or("no document")?;
+    assert_eq!(raw_keys(&stored), ["_id", "foo", "$a"]);
+    let stored: Document = stored.try_into()?;
+    assert_eq!(stored, doc! { "_id": 1, "foo": { "a.b": 2 }, "$a": 1 });
+
+    // `$getField` reads them back.
+    let found = drain(
+        c.find(doc! { "$expr": { "$eq": [{ "$getField": { "$literal": "$a" } }, 1] } })
+            .projection(
+                doc! { "_id": 0, "x": { "$getField": { "field": "a.b", "input": "$foo" } } },
+            )
+            .await?,
+    )
+    .await?;
+    assert_eq!(found, [doc! { "x": 2 }]);
+
+    // `$unsetField` removes one.
+    c.update_one(
+        doc! { "_id": 1 },
+        vec![doc! { "$replaceWith": {
+            "$unsetField": { "field": { "$literal": "$a" }, "input": "$$ROOT" },
+        } }],
+    )
+    .await?;
+    assert_eq!(
+        all(&client, "dots", doc! {}).await?,
+        [doc! { "_id": 1, "foo": { "a.b": 2 } }]
+    );
+
+    // The field name must be a constant string.
+    let err = c
+        .update_one(
+            doc! { "_id": 1 },
+            vec![doc! { "$replaceWith": {
+                "$setField": { "field": "$name", "value": 1, "input": "$$ROOT" },
+            } }],
+        )
+        .await
+        .unwrap_err();
+    let we = write_error(&err).ok_or("not a write error")?;
+    assert_eq!(we.code, 4_161_108);
+    assert_eq!(
+        we.message,
+        "'$CURRENT.name' is a field path reference which is not allowed in this context. Did \
+         you mean {$literal: '$CURRENT.name'}?"
+    );
+
+    // An operator update still may not create a `$`-prefixed top-level field.
+    let err = c
+        .update_one(doc! { "_id": 1 }, doc! { "$set": { "$b": 1 } })
+        .await
+        .unwrap_err();
+    assert_eq!(write_error(&err).ok_or("not a write error")?.code, 52);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // write concerns
 // ---------------------------------------------------------------------------------------------
 

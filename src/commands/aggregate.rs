@@ -1,24 +1,25 @@
 //! `aggregate`, first cut: `$match`, `$sort`, `$skip`, `$limit`, `$project`, `$count`,
-//! `$group` (accumulators `$sum`, `$avg`, `$min`, `$max`, `$first`, `$last`, `$push`), with
-//! expressions limited to field paths and constants. Unknown stages answer MongoDB's error.
-//! The full expression language belongs to the query-language work.
+//! `$group` (accumulators `$sum`, `$avg`, `$min`, `$max`, `$first`, `$last`, `$push`), with the
+//! engine's aggregation expressions ([`Expression`]), which see the command's `let` variables
+//! and `$$NOW`. Unknown stages answer MongoDB's error.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::args::{collection_name, field, opt_doc, wrong_type};
+use super::args::{collection_name, field, opt_doc, variables, wrong_type};
 use super::read::{collect, first_batch};
 use crate::catalog::validate_namespace;
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::compare::compare;
-use crate::query::filter::Filter;
-use crate::query::path;
+use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
+use crate::query::{Expression, Variables};
 
 enum Stage {
     Match(Filter),
@@ -31,8 +32,8 @@ enum Stage {
 }
 
 struct Group {
-    id: Expr,
-    fields: Vec<(String, Acc, Expr)>,
+    id: Expression,
+    fields: Vec<(String, Acc, Expression)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -46,77 +47,17 @@ enum Acc {
     Push,
 }
 
-/// An aggregation expression: a field path (`"$a.b"`), a constant, or a document of them.
-enum Expr {
-    Path(Vec<String>),
-    Const(RawBson),
-    Doc(Vec<(String, Expr)>),
-}
-
 fn bad_stage(msg: impl Into<String>) -> CommandError {
     CommandError::new(ErrorCode::Location(40323), msg)
 }
 
-impl Expr {
-    fn parse(v: RawBsonRef<'_>) -> CommandResult<Expr> {
-        match v {
-            RawBsonRef::String(s) if s.starts_with("$$") => Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                format!("aggregation variables ({s}) are not supported by Ebb yet"),
-            )),
-            RawBsonRef::String(s) if s.starts_with('$') => {
-                Ok(Expr::Path(s[1..].split('.').map(str::to_owned).collect()))
-            }
-            RawBsonRef::Document(d) => {
-                let mut fields = Vec::new();
-                for elem in d {
-                    let (k, v) =
-                        elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-                    if k.as_str() == "$literal" {
-                        return Ok(Expr::Const(RawBson::from(v)));
-                    }
-                    if k.as_str().starts_with('$') {
-                        return Err(CommandError::new(
-                            ErrorCode::NotImplemented,
-                            format!(
-                                "expression operator {} is not supported by Ebb yet",
-                                k.as_str()
-                            ),
-                        ));
-                    }
-                    fields.push((k.as_str().to_owned(), Expr::parse(v)?));
-                }
-                Ok(Expr::Doc(fields))
-            }
-            other => Ok(Expr::Const(RawBson::from(other))),
-        }
-    }
-
-    /// The value, or `None` when a path is missing.
-    fn eval(&self, doc: &RawDocument) -> Option<RawBson> {
-        match self {
-            Expr::Path(parts) => path::lookup(doc, parts).map(RawBson::from),
-            Expr::Const(v) => Some(v.clone()),
-            Expr::Doc(fields) => {
-                let mut out = RawDocumentBuf::new();
-                for (k, e) in fields {
-                    if let (Some(v), Ok(key)) = (e.eval(doc), <&CStr>::try_from(k.as_str())) {
-                        out.append(key, v);
-                    }
-                }
-                Some(RawBson::Document(out))
-            }
-        }
-    }
-}
-
-fn parse_group(spec: &RawDocument) -> CommandResult<Group> {
+fn parse_group(spec: &RawDocument, vars: &Arc<Variables>) -> CommandResult<Group> {
     let mut id = None;
     let mut fields = Vec::new();
     for elem in spec {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         if k.as_str() == "_id" {
-            id = Some(Expr::parse(v)?);
+            id = Some(Expression::parse_in(v, vars)?);
             continue;
         }
         let RawBsonRef::Document(acc) = v else {
@@ -147,7 +88,7 @@ fn parse_group(spec: &RawDocument) -> CommandResult<Group> {
                 ));
             }
         };
-        fields.push((k.as_str().to_owned(), acc, Expr::parse(arg)?));
+        fields.push((k.as_str().to_owned(), acc, Expression::parse_in(arg, vars)?));
     }
     let id = id.ok_or_else(|| {
         CommandError::new(
@@ -186,7 +127,7 @@ fn count_arg(stage: &str, v: RawBsonRef<'_>) -> CommandResult<usize> {
     }
 }
 
-fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
+fn parse_pipeline(req: &Request<'_>, vars: &Arc<Variables>) -> CommandResult<Vec<Stage>> {
     let stages = match field(req, "pipeline")? {
         Some(RawBsonRef::Array(a)) => a,
         Some(other) => return Err(wrong_type("aggregate.pipeline", other, " 'array'")),
@@ -217,14 +158,18 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
             )),
         };
         out.push(match name.as_str() {
-            "$match" => Stage::Match(Filter::compile_with(
+            "$match" => Stage::Match(Filter::compile_in(
                 doc_arg("match filter")?,
-                crate::query::FilterContext::Pipeline,
+                FilterContext::Pipeline,
+                vars,
             )?),
             "$sort" => Stage::Sort(SortSpec::compile_for_pipeline(doc_arg("$sort key")?)?),
             "$skip" => Stage::Skip(count_arg("$skip", arg)?),
             "$limit" => Stage::Limit(count_arg("$limit", arg)?),
-            "$project" => Stage::Project(Projection::compile_for_pipeline(doc_arg("$project")?)?),
+            "$project" => Stage::Project(Projection::compile_for_pipeline_in(
+                doc_arg("$project")?,
+                vars,
+            )?),
             "$count" => match arg {
                 RawBsonRef::String(s)
                     if !s.is_empty() && !s.starts_with('$') && !s.contains('.') =>
@@ -238,7 +183,7 @@ fn parse_pipeline(req: &Request<'_>) -> CommandResult<Vec<Stage>> {
                     ));
                 }
             },
-            "$group" => Stage::Group(parse_group(doc_arg("$group")?)?),
+            "$group" => Stage::Group(parse_group(doc_arg("$group")?, vars)?),
             other => {
                 return Err(CommandError::new(
                     ErrorCode::Location(40324),
@@ -308,11 +253,11 @@ struct GroupState {
 }
 
 #[expect(clippy::cast_precision_loss, reason = "averages are doubles")]
-fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
+fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> CommandResult<Vec<RawDocumentBuf>> {
     let mut groups: Vec<GroupState> = Vec::new();
     let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
     for doc in docs {
-        let key = group.id.eval(doc).unwrap_or(RawBson::Null);
+        let key = group.id.evaluate(doc)?.unwrap_or(RawBson::Null);
         let ks = crate::query::keystring::to_key(key.as_raw_bson_ref());
         let slot = *index.entry(ks).or_insert_with(|| {
             groups.push(GroupState {
@@ -332,7 +277,7 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
         });
         let state = &mut groups[slot];
         for (i, (_, acc, expr)) in group.fields.iter().enumerate() {
-            let v = expr.eval(doc);
+            let v = expr.evaluate(doc)?;
             let current = std::mem::replace(&mut state.values[i], RawBson::Null);
             state.values[i] = match (acc, v) {
                 (Acc::Sum | Acc::Avg, Some(v)) if as_f64(&v).is_some() => {
@@ -375,7 +320,7 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
             };
         }
     }
-    groups
+    Ok(groups
         .into_iter()
         .map(|g| {
             let mut out = RawDocumentBuf::new();
@@ -392,7 +337,7 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
             }
             out
         })
-        .collect()
+        .collect())
 }
 
 /// Runs the stages over documents paired with the expiry instant of the stored document they
@@ -436,7 +381,7 @@ fn run_pipeline(
             }
             Stage::Group(g) => {
                 let plain: Vec<RawDocumentBuf> = docs.into_iter().map(|(d, _)| d).collect();
-                run_group(g, &plain).into_iter().map(computed).collect()
+                run_group(g, &plain)?.into_iter().map(computed).collect()
             }
         };
     }
@@ -487,7 +432,8 @@ pub(super) async fn aggregate(
             ));
         }
     };
-    let mut stages = parse_pipeline(req)?;
+    let vars = variables(req, state.now_ms())?;
+    let mut stages = parse_pipeline(req, &vars)?;
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
         return first_batch(
@@ -537,7 +483,8 @@ mod tests {
             rawdoc! {"k": "b", "v": 3},
         ];
         let spec = rawdoc! {"_id": "$k", "total": {"$sum": "$v"}, "n": {"$sum": 1}, "avg": {"$avg": "$v"}, "max": {"$max": "$v"}};
-        let out = run_group(&parse_group(&spec).unwrap(), &docs);
+        let vars = Arc::new(Variables::system_clock());
+        let out = run_group(&parse_group(&spec, &vars).unwrap(), &docs).unwrap();
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].get_str("_id").unwrap(), "a");
         assert_eq!(out[0].get_f64("total").unwrap(), 3.5);

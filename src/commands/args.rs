@@ -1,8 +1,11 @@
 //! Reading typed command fields, with MongoDB's error codes and messages.
 
+use std::sync::Arc;
+
 use bson::RawBsonRef;
 
 use crate::error::{CommandError, CommandResult};
+use crate::query::Variables;
 
 /// MongoDB's name for a BSON type, as `$type` and error messages spell it.
 pub use crate::query::display::type_name;
@@ -134,6 +137,24 @@ pub fn doc_value<'a>(
             " 'object'",
         )),
     }
+}
+
+/// The variables of one command's expressions: `$$NOW` at `now_ms`, and the command's `let`
+/// option (a document, `TypeMismatch` otherwise), evaluated once, before the command runs.
+pub fn variables(req: &crate::dispatch::Request<'_>, now_ms: i64) -> CommandResult<Arc<Variables>> {
+    variables_of(opt_doc(req, "let")?, now_ms)
+}
+
+/// [`variables`] from a `let` document already read.
+pub fn variables_of(
+    let_spec: Option<&bson::RawDocument>,
+    now_ms: i64,
+) -> CommandResult<Arc<Variables>> {
+    let vars = Variables::new(bson::DateTime::from_millis(now_ms));
+    Ok(Arc::new(match let_spec {
+        Some(spec) => vars.with_let(spec)?,
+        None => vars,
+    }))
 }
 
 /// An optional integer option: int32, int64, or a double with no fractional part.

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
 use super::args::{
-    bool_value, collection_name, doc_value, field, fields, i64_value, opt_doc, opt_i64, wrong_type,
+    bool_value, collection_name, doc_value, field, fields, i64_value, opt_doc, opt_i64,
+    variables_of, wrong_type,
 };
 use crate::catalog::{Collection, validate_namespace};
 use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::query::filter::Filter;
+use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::{keystring, path};
@@ -221,6 +222,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         batch_size,
         single_batch,
         no_timeout,
+        let_vars,
         u0,
         u1,
         u2,
@@ -237,6 +239,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             "batchSize",
             "singleBatch",
             "noCursorTimeout",
+            "let",
             UNSUPPORTED[0],
             UNSUPPORTED[1],
             UNSUPPORTED[2],
@@ -244,10 +247,13 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             UNSUPPORTED[4],
         ],
     )?;
+    let vars = variables_of(doc_value(req, "let", let_vars)?, state.now_ms())?;
     let filter_doc = doc_value(req, "filter", filter)?;
-    let filter = filter_doc.map(Filter::compile).transpose()?;
+    let filter = filter_doc
+        .map(|f| Filter::compile_in(f, FilterContext::Query, &vars))
+        .transpose()?;
     let projection = doc_value(req, "projection", projection)?
-        .map(Projection::compile)
+        .map(|p| Projection::compile_in(p, &vars))
         .transpose()?;
     let sort = doc_value(req, "sort", sort)?
         .map(SortSpec::compile)

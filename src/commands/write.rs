@@ -7,16 +7,18 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
-use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, wrong_type};
+use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, variables, wrong_type};
 use crate::catalog::{Collection, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::query::filter::Filter;
+use crate::query::Variables;
+use crate::query::filter::{Filter, FilterContext};
 use crate::query::keystring;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
@@ -617,14 +619,16 @@ struct UpdateStatement {
     update: Update,
     upsert: bool,
     multi: bool,
-    /// `c` (or findAndModify's `let`): variables for pipeline updates.
-    constants: Option<RawDocumentBuf>,
 }
 
 /// Parses one `updates` entry. The outer error is structural (a bad field, a missing `q`):
 /// mongod fails the whole command for it. The inner one comes from compiling the filter or
-/// the update, which mongod reports for that statement alone, in `writeErrors`.
-fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<UpdateStatement>> {
+/// the update, which mongod reports for that statement alone, in `writeErrors`. The filter and
+/// the update see the command's variables, then the statement's constants `c`.
+fn parse_update_statement(
+    stmt: &RawDocument,
+    vars: &Arc<Variables>,
+) -> CommandResult<CommandResult<UpdateStatement>> {
     let mut q = None;
     let mut u = None;
     let mut array_filters = None;
@@ -679,13 +683,17 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
     let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
     let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
     Ok((|| {
-        let update = Update::compile_modification(u, array_filters)?;
-        if constants.is_some() && !update.is_pipeline() {
-            return Err(CommandError::new(
-                ErrorCode::Location(51198),
-                "Constant values may only be specified for pipeline updates",
-            ));
-        }
+        let vars = match constants {
+            Some(_) if !matches!(u, RawBsonRef::Array(_)) => {
+                return Err(CommandError::new(
+                    ErrorCode::Location(51198),
+                    "Constant values may only be specified for pipeline updates",
+                ));
+            }
+            Some(c) => Arc::new(Variables::clone(vars).with_constants(c)?),
+            None => Arc::clone(vars),
+        };
+        let update = Update::compile_modification_in(u, array_filters, &vars)?;
         if multi && update.is_replacement() {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -693,11 +701,10 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
             ));
         }
         Ok(UpdateStatement {
-            filter: Filter::compile(q)?,
+            filter: Filter::compile_in(q, FilterContext::Query, &vars)?,
             update,
             upsert,
             multi,
-            constants: constants.map(ToOwned::to_owned),
         })
     })())
 }
@@ -731,7 +738,6 @@ fn apply_update(
     }
     let ctx = UpdateContext {
         filter: Some(&s.filter),
-        variables: s.constants.as_deref(),
         ..UpdateContext::at(w.now_ms)
     };
     let mut out = Updated::default();
@@ -777,10 +783,11 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
     let raw = statements(req, "updates")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
+    let vars = variables(req, state.now_ms())?;
     // mongod parses every statement before running any: one bad statement fails the command.
     let parsed = raw
         .iter()
-        .map(|s| parse_update_statement(s))
+        .map(|s| parse_update_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
     let create = parsed.iter().any(|s| s.as_ref().is_ok_and(|s| s.upsert));
     let result = with_writer(state, req.db, name, concern, create, |w| {
@@ -833,7 +840,10 @@ struct DeleteStatement {
     limit_one: bool,
 }
 
-fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<DeleteStatement>> {
+fn parse_delete_statement(
+    stmt: &RawDocument,
+    vars: &Arc<Variables>,
+) -> CommandResult<CommandResult<DeleteStatement>> {
     let mut q = None;
     let mut limit = None;
     for elem in stmt {
@@ -877,10 +887,12 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Del
         ));
     }
     // As for updates, a filter that does not compile fails only its statement.
-    Ok(Filter::compile(q).map(|filter| DeleteStatement {
-        filter,
-        limit_one: limit == 1,
-    }))
+    Ok(
+        Filter::compile_in(q, FilterContext::Query, vars).map(|filter| DeleteStatement {
+            filter,
+            limit_one: limit == 1,
+        }),
+    )
 }
 
 pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -889,9 +901,10 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
     let raw = statements(req, "deletes")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
+    let vars = variables(req, state.now_ms())?;
     let parsed = raw
         .iter()
-        .map(|s| parse_delete_statement(s))
+        .map(|s| parse_delete_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
     let result = with_writer(state, req.db, name, concern, false, |w| {
         let mut n = 0;
@@ -934,10 +947,11 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
 pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    let vars = variables(req, state.now_ms())?;
     let query = opt_doc(req, "query")?;
     let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
     let fields = opt_doc(req, "fields")?
-        .map(Projection::compile)
+        .map(|f| Projection::compile_in(f, &vars))
         .transpose()?;
     let remove = opt_bool(req, "remove")?.unwrap_or(false);
     let new = opt_bool(req, "new")?.unwrap_or(false);
@@ -947,11 +961,10 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         Some(RawBsonRef::Array(a)) => Some(a),
         Some(other) => return Err(wrong_type("findAndModify.arrayFilters", other, " 'array'")),
     };
-    let constants = opt_doc(req, "let")?.map(ToOwned::to_owned);
     let update = match field(req, "update")? {
         None => None,
         Some(u @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => {
-            Some(Update::compile_modification(u, array_filters)?)
+            Some(Update::compile_modification_in(u, array_filters, &vars)?)
         }
         Some(other) => {
             return Err(wrong_type(
@@ -976,7 +989,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         _ => {}
     }
     let filter = match query {
-        Some(q) => Filter::compile(q)?,
+        Some(q) => Filter::compile_in(q, FilterContext::Query, &vars)?,
         None => Filter::match_all(),
     };
     let fields_filter = filter.clone();
@@ -1007,7 +1020,6 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
                 update,
                 upsert,
                 multi: false,
-                constants,
             };
             let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
             let updated_existing = u.matched > 0;

@@ -32,13 +32,14 @@
 
 use std::cmp::Ordering;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use bson::spec::ElementType;
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
 
 use super::compare::{canonical_type, compare, is_nan, number_as_f64, rank};
 use super::display;
-use super::expr::Expression;
+use super::expr::{Expression, Variables};
 use super::path::{FieldPath, LeafArrays, array_index};
 use super::regex::Regex;
 use super::{invalid_bson, not_implemented, true_value};
@@ -161,9 +162,11 @@ enum Level {
 }
 
 #[derive(Clone, Copy)]
-struct Parse {
+struct Parse<'v> {
     level: Level,
     context: FilterContext,
+    /// The command's variables, which `$expr` sees.
+    vars: &'v Arc<Variables>,
 }
 
 /// The array position recorded by a match (mongod's `MatchDetails::elemMatchKey`).
@@ -192,11 +195,22 @@ impl Filter {
         query: &RawDocument,
         context: FilterContext,
     ) -> Result<Filter, CommandError> {
+        Filter::compile_in(query, context, &Arc::new(Variables::system_clock()))
+    }
+
+    /// Compiles a filter for `context` whose `$expr`s see the command's variables (`$$NOW`
+    /// and `let`).
+    pub fn compile_in(
+        query: &RawDocument,
+        context: FilterContext,
+        vars: &Arc<Variables>,
+    ) -> Result<Filter, CommandError> {
         Ok(Filter::from_root(parse_doc(
             query,
             Parse {
                 level: Level::Top,
                 context,
+                vars,
             },
         )?))
     }
@@ -434,15 +448,7 @@ impl Node {
 
 /// A uniformly random draw in `[0, 1)` below `rate` (mongod's `{$lt: [{$rand: {}}, rate]}`).
 fn sample(rate: f64) -> bool {
-    use std::hash::BuildHasher;
-    // Each `RandomState` has fresh random keys; hashing a constant draws a random u64.
-    let bits = std::collections::hash_map::RandomState::new().hash_one(0_u8) >> 11;
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "53-bit values are exact doubles"
-    )]
-    let draw = bits as f64 / (1_u64 << 53) as f64;
-    draw < rate
+    super::random_unit() < rate
 }
 
 impl Item {
@@ -846,7 +852,7 @@ fn is_path_keyword(name: &str) -> bool {
 
 /// Parses a filter document (the top level, an entry of `$and`/`$or`/`$nor`, or an
 /// `$elemMatch` document).
-fn parse_doc(doc: &RawDocument, p: Parse) -> Result<Node, CommandError> {
+fn parse_doc(doc: &RawDocument, p: Parse<'_>) -> Result<Node, CommandError> {
     let mut children = Vec::new();
     for item in doc {
         let (key, value) = item.map_err(|e| invalid_bson(&e))?;
@@ -881,7 +887,7 @@ fn parse_pathless(
     key: &str,
     op: &str,
     value: RawBsonRef<'_>,
-    p: Parse,
+    p: Parse<'_>,
 ) -> Result<Option<Node>, CommandError> {
     let top_only = |what: &str| {
         if p.level == Level::Sub {
@@ -908,7 +914,7 @@ fn parse_pathless(
         "id" | "ref" | "db" => Node::from_item(key, leaf_eq(key, value)?),
         "expr" => {
             top_only("$expr")?;
-            Node::Expr(Box::new(Expression::parse(value)?))
+            Node::Expr(Box::new(Expression::parse_in(value, p.vars)?))
         }
         "where" => {
             if p.context == FilterContext::Pipeline {
@@ -989,7 +995,7 @@ fn is_operator_doc(sub: &RawDocument, incomplete_dbref: bool) -> bool {
 }
 
 /// `$and`, `$or`, `$nor`: a non-empty array of filter documents.
-fn parse_tree(key: &str, value: RawBsonRef<'_>, p: Parse) -> Result<Node, CommandError> {
+fn parse_tree(key: &str, value: RawBsonRef<'_>, p: Parse<'_>) -> Result<Node, CommandError> {
     let RawBsonRef::Array(arr) = value else {
         return Err(bad_value(format!("{key} must be an array")));
     };
@@ -1030,7 +1036,7 @@ fn comparison(path: &str, op: CmpOp, value: RawBsonRef<'_>) -> Result<Item, Comm
 }
 
 /// The operators of `{path: {$op: …, …}}` (they are AND-ed).
-fn parse_ops(path: &str, ops: &RawDocument, p: Parse) -> Result<Vec<Item>, CommandError> {
+fn parse_ops(path: &str, ops: &RawDocument, p: Parse<'_>) -> Result<Vec<Item>, CommandError> {
     let mut out = Vec::new();
     for item in ops {
         let (op, value) = item.map_err(|e| invalid_bson(&e))?;
@@ -1047,7 +1053,7 @@ fn parse_op(
     op: &str,
     value: RawBsonRef<'_>,
     context: &RawDocument,
-    p: Parse,
+    p: Parse<'_>,
 ) -> Result<Option<Item>, CommandError> {
     let item = match op {
         "$not" => parse_not(path, value, p)?,
@@ -1114,7 +1120,7 @@ fn parse_op(
     Ok(Some(item))
 }
 
-fn parse_not(path: &str, value: RawBsonRef<'_>, p: Parse) -> Result<Item, CommandError> {
+fn parse_not(path: &str, value: RawBsonRef<'_>, p: Parse<'_>) -> Result<Item, CommandError> {
     match value {
         RawBsonRef::RegularExpression(re) => Ok(Item::Not(vec![Item::Leaf(Pred::Regex(
             Box::new(Regex::compile(re.pattern.as_str(), re.options.as_str())?),
@@ -1202,7 +1208,7 @@ fn parse_regex_doc(context: &RawDocument) -> Result<Item, CommandError> {
 
 /// `$elemMatch`: the value form when the argument is an operator document whose first
 /// operator is not a top-level one, otherwise a filter on document elements.
-fn parse_elem_match(value: RawBsonRef<'_>, p: Parse) -> Result<Item, CommandError> {
+fn parse_elem_match(value: RawBsonRef<'_>, p: Parse<'_>) -> Result<Item, CommandError> {
     let RawBsonRef::Document(obj) = value else {
         return Err(bad_value("$elemMatch needs an Object"));
     };
@@ -1238,7 +1244,7 @@ fn first_key(v: RawBsonRef<'_>) -> Option<(String, RawBsonRef<'_>)> {
     }
 }
 
-fn parse_all(path: &str, value: RawBsonRef<'_>, p: Parse) -> Result<Item, CommandError> {
+fn parse_all(path: &str, value: RawBsonRef<'_>, p: Parse<'_>) -> Result<Item, CommandError> {
     let RawBsonRef::Array(arr) = value else {
         return Err(bad_value("$all needs an array"));
     };

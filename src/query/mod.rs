@@ -10,7 +10,7 @@
 //! compare     canonical type ranks and the BSON total order
 //! keystring   byte encoding whose order is `compare`'s (storage keys, indexes)
 //! filter      Filter::compile(&query)?.matches(&doc)
-//! expr        aggregation expressions ($expr, later pipeline stages)
+//! expr        Expression::parse_in(v, &vars)?.evaluate(&doc): $expr, projections, stages
 //! regex       $regex: PCRE syntax on the `regex` crate
 //! projection  Projection::compile(&spec)?.apply(&doc)
 //! sort        SortSpec::compile(&spec)?.compare(&a, &b)
@@ -32,7 +32,7 @@ pub mod sort;
 pub mod update;
 
 pub use compare::{canonical_type, compare, compare_docs};
-pub use expr::Expression;
+pub use expr::{Expression, Variables};
 pub use filter::{Filter, FilterContext};
 pub use projection::Projection;
 pub use sort::SortSpec;
@@ -53,6 +53,19 @@ pub(crate) fn not_implemented(what: &str) -> CommandError {
 /// A malformed BSON element met while reading a document.
 pub(crate) fn invalid_bson(e: &bson::error::Error) -> CommandError {
     CommandError::new(ErrorCode::InvalidBSON, format!("invalid BSON: {e}"))
+}
+
+/// A uniformly random draw in `[0, 1)` (`$rand`, `$sampleRate`).
+pub(crate) fn random_unit() -> f64 {
+    use std::hash::BuildHasher;
+    // Each `RandomState` has fresh random keys; hashing a constant draws a random u64.
+    let bits = std::collections::hash_map::RandomState::new().hash_one(0_u8) >> 11;
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "53-bit values are exact doubles"
+    )]
+    let draw = bits as f64 / (1_u64 << 53) as f64;
+    draw
 }
 
 /// MongoDB's "truthiness" of a projection or `$exists` value: false for `false`, zero, null,

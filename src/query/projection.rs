@@ -20,11 +20,13 @@
 //! In an aggregation `$project` ([`Projection::compile_for_pipeline`]) the positional
 //! projection is mongod's error, and `$slice`/`$elemMatch` are expressions.
 
+use std::sync::Arc;
+
 use bson::raw::CString;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::expr::{self, Expression};
-use super::filter::Filter;
+use super::expr::{self, Expression, Variables};
+use super::filter::{Filter, FilterContext};
 use super::{check_field_path, display, invalid_bson, not_implemented, true_value};
 use crate::error::{CommandError, ErrorCode};
 
@@ -60,12 +62,13 @@ enum Child {
     Positional,
 }
 
-#[derive(Default)]
 #[expect(
     clippy::struct_excessive_bools,
     reason = "independent facts about one projection"
 )]
 struct Ctx {
+    /// The command's variables, which expressions (and `$elemMatch`'s `$expr`) see.
+    vars: Arc<Variables>,
     /// `Some(true)` for inclusion, `Some(false)` for exclusion, once a field decides it.
     inclusion: Option<bool>,
     id_specified: bool,
@@ -84,19 +87,46 @@ fn location(code: i32, msg: impl Into<String>) -> CommandError {
 impl Projection {
     /// Compiles a find (or findAndModify `fields`) projection.
     pub fn compile(spec: &RawDocument) -> Result<Projection, CommandError> {
-        Projection::compile_inner(spec, false)
+        Projection::compile_in(spec, &Arc::new(Variables::system_clock()))
+    }
+
+    /// [`Projection::compile`] with expressions that see the command's variables (`$$NOW`,
+    /// `let`).
+    pub fn compile_in(
+        spec: &RawDocument,
+        vars: &Arc<Variables>,
+    ) -> Result<Projection, CommandError> {
+        Projection::compile_inner(spec, false, vars)
     }
 
     /// Compiles an aggregation `$project` specification: no positional projection, and
     /// `$slice`/`$elemMatch` are read as aggregation expressions.
     pub fn compile_for_pipeline(spec: &RawDocument) -> Result<Projection, CommandError> {
-        Projection::compile_inner(spec, true)
+        Projection::compile_for_pipeline_in(spec, &Arc::new(Variables::system_clock()))
     }
 
-    fn compile_inner(spec: &RawDocument, pipeline: bool) -> Result<Projection, CommandError> {
+    /// [`Projection::compile_for_pipeline`] with the command's variables.
+    pub fn compile_for_pipeline_in(
+        spec: &RawDocument,
+        vars: &Arc<Variables>,
+    ) -> Result<Projection, CommandError> {
+        Projection::compile_inner(spec, true, vars)
+    }
+
+    fn compile_inner(
+        spec: &RawDocument,
+        pipeline: bool,
+        vars: &Arc<Variables>,
+    ) -> Result<Projection, CommandError> {
         let mut ctx = Ctx {
+            vars: Arc::clone(vars),
+            inclusion: None,
+            id_specified: false,
+            id_included: false,
+            has_slice: false,
+            has_elem_match: false,
+            positional: None,
             pipeline,
-            ..Ctx::default()
         };
         let mut root = Node::default();
         for item in spec {
@@ -256,7 +286,7 @@ fn parse_element(
             }
             check_field_path(name)?;
             let parts: Vec<&str> = name.split('.').collect();
-            let expr = Expression::parse(literal)?;
+            let expr = Expression::parse_in(literal, &ctx.vars)?;
             parent.add_at_path(&parts, name, Child::Computed(Box::new(expr)))?;
             if ctx.inclusion == Some(false) {
                 return Err(location(
@@ -388,7 +418,7 @@ fn parse_operator(
             let mut query = RawDocumentBuf::new();
             let key = CString::try_from(name).map_err(|e| invalid_bson(&e))?;
             query.append(key, RawBsonRef::Document(sub));
-            let filter = Filter::compile(&query)?;
+            let filter = Filter::compile_in(&query, FilterContext::Query, &ctx.vars)?;
             ctx.has_elem_match = true;
             Ok(Child::ElemMatch(Box::new(filter)))
         }
@@ -401,8 +431,9 @@ fn parse_operator(
                 ));
             }
             ctx.inclusion = Some(true);
-            Ok(Child::Computed(Box::new(Expression::parse(
+            Ok(Child::Computed(Box::new(Expression::parse_in(
                 RawBsonRef::Document(sub),
+                &ctx.vars,
             )?)))
         }
         op => Err(location(31325, format!("Unknown expression ${op}"))),

@@ -5,6 +5,7 @@
 //! Update::compile_with_array_filters(&u, Some(&filters))? with `arrayFilters`
 //! Update::compile_pipeline(&stages)?                     `u: [stage, …]`
 //! Update::compile_modification(u, array_filters)?        any of these, from the command's `u`
+//! Update::compile_modification_in(u, af, &variables)?    … whose pipeline sees `let` and `c`
 //! update.apply(&doc)?                                    Some(new doc) or None (unchanged)
 //! update.apply_with(&doc, &UpdateContext { filter: Some(&filter), .. })?
 //! upsert_seed(&filter.equality_fields(), &update)?       the document an upsert inserts
@@ -18,9 +19,9 @@
 //! may hold the positional `$` (the array index the statement's filter matched, from
 //! [`Filter::matched_array_index`]), `$[]` (every element) and `$[<id>]` (elements matching
 //! `arrayFilters`). Pipelines run `$set`/`$addFields`, `$unset`, `$project` and
-//! `$replaceRoot`/`$replaceWith` with a minimal expression evaluator (see `pipeline`). Not
+//! `$replaceRoot`/`$replaceWith` with the engine's aggregation expressions (see `pipeline`). Not
 //! supported: decimal128 arithmetic (`$inc`/`$mul` reject it with `NotImplemented`),
-//! collations, aggregation operators other than `$literal` in pipelines.
+//! collations, and the aggregation operators [`Expression`](super::Expression) lacks.
 //!
 //! As in mongod, operator paths form one tree built at compile time (see `tree`), which is
 //! where `ConflictingUpdateOperators` is detected; applying walks the document once along that
@@ -37,6 +38,7 @@ mod tree;
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -47,6 +49,7 @@ use self::pipeline::Pipeline;
 use self::tree::{At, Leaf, Node, is_array_filter_identifier};
 use super::compare::compare;
 use super::display::{self, type_name};
+use super::expr::Variables;
 use super::filter::Filter;
 use super::invalid_bson;
 use crate::error::{CommandError, ErrorCode};
@@ -82,17 +85,16 @@ pub struct UpdateContext<'a> {
     /// element, a positional update fails as in mongod: "The positional operator did not find
     /// the match needed from the query."
     pub filter: Option<&'a Filter>,
-    /// The time `$currentDate` and `$$NOW` give.
+    /// The time `$currentDate` gives. (A pipeline's `$$NOW` comes from the [`Variables`] it
+    /// was compiled with.)
     pub now: bson::DateTime,
-    /// The timestamp `$currentDate: {$type: "timestamp"}` and `$$CLUSTER_TIME` give.
+    /// The timestamp `$currentDate: {$type: "timestamp"}` gives.
     pub timestamp: bson::Timestamp,
-    /// Constants for pipeline updates (`$$name`): the statement's `c`, or the command's `let`.
-    pub variables: Option<&'a RawDocument>,
 }
 
 impl<'a> UpdateContext<'a> {
     /// A context at `now_ms` (milliseconds since the epoch), with the timestamp
-    /// `Timestamp(now_ms / 1000, 1)`, no filter and no variables.
+    /// `Timestamp(now_ms / 1000, 1)` and no filter.
     pub fn at(now_ms: i64) -> UpdateContext<'a> {
         UpdateContext {
             filter: None,
@@ -101,7 +103,6 @@ impl<'a> UpdateContext<'a> {
                 time: u32::try_from(now_ms.div_euclid(1000).max(0)).unwrap_or(u32::MAX),
                 increment: 1,
             },
-            variables: None,
         }
     }
 
@@ -234,10 +235,19 @@ impl Update {
         })
     }
 
-    /// Compiles a pipeline-style update (`u: [stage, …]`).
+    /// Compiles a pipeline-style update (`u: [stage, …]`) with no user variables and `$$NOW`
+    /// at the system clock's time.
     pub fn compile_pipeline(pipeline: &RawArray) -> Result<Update, CommandError> {
+        Update::compile_pipeline_in(pipeline, &Arc::new(Variables::system_clock()))
+    }
+
+    /// Compiles a pipeline-style update whose expressions see `vars`.
+    pub fn compile_pipeline_in(
+        pipeline: &RawArray,
+        vars: &Arc<Variables>,
+    ) -> Result<Update, CommandError> {
         Ok(Update {
-            kind: Kind::Pipeline(Pipeline::parse(pipeline)?),
+            kind: Kind::Pipeline(Pipeline::parse(pipeline, vars)?),
         })
     }
 
@@ -248,6 +258,16 @@ impl Update {
         update: RawBsonRef<'_>,
         array_filters: Option<&RawArray>,
     ) -> Result<Update, CommandError> {
+        Update::compile_modification_in(update, array_filters, &Arc::new(Variables::system_clock()))
+    }
+
+    /// [`Update::compile_modification`] where a pipeline's expressions see `vars` (the
+    /// command's `$$NOW` and `let`, and the statement's `c`).
+    pub fn compile_modification_in(
+        update: RawBsonRef<'_>,
+        array_filters: Option<&RawArray>,
+        vars: &Arc<Variables>,
+    ) -> Result<Update, CommandError> {
         match update {
             RawBsonRef::Document(d) => Update::compile_with_array_filters(d, array_filters),
             RawBsonRef::Array(stages) => {
@@ -257,7 +277,7 @@ impl Update {
                         "arrayFilters may not be specified for pipeline-style updates",
                     ));
                 }
-                Update::compile_pipeline(stages)
+                Update::compile_pipeline_in(stages, vars)
             }
             other => Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -342,7 +362,7 @@ impl Update {
                 Ok(out)
             }
             Kind::Pipeline(p) => {
-                let out = p.apply(doc, ctx)?;
+                let out = p.apply(doc)?;
                 replace(doc, &out, true)
             }
         }
@@ -425,7 +445,7 @@ pub fn upsert_seed(
     upsert_seed_with(filter_equalities, update, &UpdateContext::now())
 }
 
-/// [`upsert_seed`] with an explicit context (time, pipeline variables). The filter is not used:
+/// [`upsert_seed`] with an explicit context (`$currentDate`'s time). The filter is not used:
 /// an insert has no matched array index, so a positional `$` fails as in mongod.
 pub fn upsert_seed_with(
     filter_equalities: &[(String, RawBson)],

@@ -2,19 +2,20 @@
 //! `$set`/`$addFields`, `$unset`, `$project`, `$replaceRoot`/`$replaceWith` — run on the
 //! matched document in order; the result replaces it (keeping its `_id`).
 //!
-//! Expressions are a minimal private evaluator until the aggregation expression module lands
-//! (unify then): literals, field paths (`"$a.b"`, through arrays of documents), variables
-//! (`$$ROOT`, `$$CURRENT`, `$$REMOVE`, `$$NOW`, `$$CLUSTER_TIME`, and the statement's `c`/`let`
-//! constants), expression objects and arrays, and `$literal`. Any other operator
-//! (`{$add: …}`) is rejected with `NotImplemented` at compile time.
+//! Expressions are the engine's aggregation expressions ([`Expression`]), parsed with the
+//! statement's variables: `$$NOW` and the command's `let`, then the statement's constants `c`.
+//! Computed values are stored as they come, so a pipeline may create field names holding `.`
+//! or starting with `$` (`$setField`, `$literal`), as MongoDB 5.0+ allows.
+
+use std::sync::Arc;
 
 use bson::raw::CString;
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::UpdateContext;
 use crate::error::{CommandError, ErrorCode};
 use crate::query::display::{self, type_name};
-use crate::query::{check_field_path, invalid_bson, not_implemented, true_value};
+use crate::query::expr::{Expression, Variables};
+use crate::query::{check_field_path, invalid_bson, true_value};
 
 /// A compiled update pipeline.
 #[derive(Debug, Clone, Default)]
@@ -29,7 +30,7 @@ enum Stage {
     /// `$project` (and `$unset`, an exclusion).
     Project { inclusion: bool, spec: Spec },
     /// `$replaceRoot` (`with: false`) or `$replaceWith`.
-    ReplaceRoot { expr: Expr, with: bool },
+    ReplaceRoot { expr: Expression, with: bool },
 }
 
 /// A field tree, in specification order.
@@ -42,19 +43,8 @@ struct Spec {
 enum Field {
     Include,
     Exclude,
-    Compute(Expr),
+    Compute(Expression),
     Nested(Spec),
-}
-
-#[derive(Debug, Clone)]
-enum Expr {
-    Const(RawBson),
-    /// `"$a.b"`: a path in the current document.
-    Path(Vec<String>),
-    /// `"$$name.a.b"`.
-    Var(String, Vec<String>),
-    Object(Vec<(String, Expr)>),
-    Array(Vec<Expr>),
 }
 
 fn location(code: i32, msg: impl Into<String>) -> CommandError {
@@ -102,8 +92,11 @@ const OTHER_STAGES: &[&str] = &[
 ];
 
 impl Pipeline {
-    /// Parses an update pipeline.
-    pub(super) fn parse(pipeline: &RawArray) -> Result<Pipeline, CommandError> {
+    /// Parses an update pipeline whose expressions see `vars`.
+    pub(super) fn parse(
+        pipeline: &RawArray,
+        vars: &Arc<Variables>,
+    ) -> Result<Pipeline, CommandError> {
         let mut stages = Vec::new();
         for item in pipeline {
             let item = item.map_err(|e| invalid_bson(&e))?;
@@ -122,12 +115,12 @@ impl Pipeline {
             let (name, spec) = first.map_err(|e| invalid_bson(&e))?;
             let name = name.as_str();
             stages.push(match name {
-                "$set" | "$addFields" => Stage::AddFields(parse_add_fields(name, spec)?),
-                "$project" => parse_project(spec)?,
+                "$set" | "$addFields" => Stage::AddFields(parse_add_fields(name, spec, vars)?),
+                "$project" => parse_project(spec, vars)?,
                 "$unset" => parse_unset(spec)?,
-                "$replaceRoot" => parse_replace_root(spec)?,
+                "$replaceRoot" => parse_replace_root(spec, vars)?,
                 "$replaceWith" => Stage::ReplaceRoot {
-                    expr: parse_operand(spec)?,
+                    expr: Expression::parse_in(spec, vars)?,
                     with: true,
                 },
                 _ if OTHER_STAGES.contains(&name) => {
@@ -147,17 +140,13 @@ impl Pipeline {
         Ok(Pipeline { stages })
     }
 
-    /// Runs the stages on `doc`.
-    pub(super) fn apply(
-        &self,
-        doc: &RawDocument,
-        ctx: &UpdateContext<'_>,
-    ) -> Result<RawDocumentBuf, CommandError> {
+    /// Runs the stages on `doc`; each stage's expressions see that stage's input document.
+    pub(super) fn apply(&self, doc: &RawDocument) -> Result<RawDocumentBuf, CommandError> {
         let mut cur = doc.to_owned();
         for stage in &self.stages {
-            let root = Root { doc: &cur, ctx };
+            let root: &RawDocument = &cur;
             let next = match stage {
-                Stage::AddFields(spec) => add_to_doc(spec, &cur, &root)?,
+                Stage::AddFields(spec) => add_to_doc(spec, &cur, root)?,
                 Stage::Project {
                     inclusion: false,
                     spec,
@@ -165,8 +154,8 @@ impl Pipeline {
                 Stage::Project {
                     inclusion: true,
                     spec,
-                } => include_doc(spec, &cur, &root)?,
-                Stage::ReplaceRoot { expr, with } => match root.eval(expr)? {
+                } => include_doc(spec, &cur, root)?,
+                Stage::ReplaceRoot { expr, with } => match expr.evaluate(root)? {
                     Some(RawBson::Document(d)) => d,
                     other => {
                         let (shown, kind) = match &other {
@@ -219,7 +208,11 @@ fn invalid(stage: &str) -> impl Fn(CommandError) -> CommandError + '_ {
     }
 }
 
-fn parse_add_fields(stage: &str, spec: RawBsonRef<'_>) -> Result<Spec, CommandError> {
+fn parse_add_fields(
+    stage: &str,
+    spec: RawBsonRef<'_>,
+    vars: &Arc<Variables>,
+) -> Result<Spec, CommandError> {
     let RawBsonRef::Document(spec) = spec else {
         return Err(not_an_object(stage, spec));
     };
@@ -237,10 +230,10 @@ fn parse_add_fields(stage: &str, spec: RawBsonRef<'_>) -> Result<Spec, CommandEr
             check_field_path(name)?;
             let field = match value {
                 RawBsonRef::Document(d) if first_key_is_operator(d)? => {
-                    Field::Compute(parse_operand(value)?)
+                    Field::Compute(Expression::parse_in(value, vars)?)
                 }
-                RawBsonRef::Document(d) => Field::Nested(parse_nested_add(d, name)?),
-                other => Field::Compute(parse_operand(other)?),
+                RawBsonRef::Document(d) => Field::Nested(parse_nested_add(d, name, vars)?),
+                other => Field::Compute(Expression::parse_in(other, vars)?),
             };
             out.insert(name, field, spec)?;
         }
@@ -250,7 +243,11 @@ fn parse_add_fields(stage: &str, spec: RawBsonRef<'_>) -> Result<Spec, CommandEr
 }
 
 /// A sub-object of `$addFields`: its fields are paths below `prefix`.
-fn parse_nested_add(d: &RawDocument, prefix: &str) -> Result<Spec, CommandError> {
+fn parse_nested_add(
+    d: &RawDocument,
+    prefix: &str,
+    vars: &Arc<Variables>,
+) -> Result<Spec, CommandError> {
     if d.is_empty() {
         return Err(location(
             40180,
@@ -264,12 +261,12 @@ fn parse_nested_add(d: &RawDocument, prefix: &str) -> Result<Spec, CommandError>
         check_sub_field(name, d)?;
         let field = match value {
             RawBsonRef::Document(sub) if first_key_is_operator(sub)? => {
-                Field::Compute(parse_operand(value)?)
+                Field::Compute(Expression::parse_in(value, vars)?)
             }
             RawBsonRef::Document(sub) => {
-                Field::Nested(parse_nested_add(sub, &format!("{prefix}.{name}"))?)
+                Field::Nested(parse_nested_add(sub, &format!("{prefix}.{name}"), vars)?)
             }
-            other => Field::Compute(parse_operand(other)?),
+            other => Field::Compute(Expression::parse_in(other, vars)?),
         };
         out.fields.push((name.to_owned(), field));
     }
@@ -380,7 +377,7 @@ struct ProjectCtx {
     id_specified: bool,
 }
 
-fn parse_project(spec: RawBsonRef<'_>) -> Result<Stage, CommandError> {
+fn parse_project(spec: RawBsonRef<'_>, vars: &Arc<Variables>) -> Result<Stage, CommandError> {
     let RawBsonRef::Document(spec) = spec else {
         return Err(location(15969, "$project specification must be an object"));
     };
@@ -398,7 +395,7 @@ fn parse_project(spec: RawBsonRef<'_>) -> Result<Stage, CommandError> {
             let name = name.as_str();
             check_field_path(name)?;
             ctx.id_specified |= name == "_id" || name.starts_with("_id.");
-            let field = project_field(&mut ctx, name, value, true)?;
+            let field = project_field(&mut ctx, name, value, true, vars)?;
             root.insert(name, field, spec)
                 .map_err(|_| location(31250, format!("Path collision at {name}")))?;
         }
@@ -424,6 +421,7 @@ fn project_field(
     name: &str,
     value: RawBsonRef<'_>,
     top: bool,
+    vars: &Arc<Variables>,
 ) -> Result<Field, CommandError> {
     let is_id = top && name == "_id";
     let decide = |ctx: &mut ProjectCtx, include: bool| -> Result<(), CommandError> {
@@ -455,7 +453,7 @@ fn project_field(
                 let (k, v) = item.map_err(|e| invalid_bson(&e))?;
                 let k = k.as_str();
                 check_field_path(k)?;
-                let field = project_field(ctx, &format!("{name}.{k}"), v, false)?;
+                let field = project_field(ctx, &format!("{name}.{k}"), v, false, vars)?;
                 nested.insert(k, field, d)?;
             }
             Ok(Field::Nested(nested))
@@ -494,7 +492,7 @@ fn project_field(
             if !is_id {
                 ctx.inclusion = Some(true);
             }
-            Ok(Field::Compute(parse_operand(value)?))
+            Ok(Field::Compute(Expression::parse_in(value, vars)?))
         }
     }
 }
@@ -544,7 +542,7 @@ fn parse_unset(spec: RawBsonRef<'_>) -> Result<Stage, CommandError> {
     })
 }
 
-fn parse_replace_root(spec: RawBsonRef<'_>) -> Result<Stage, CommandError> {
+fn parse_replace_root(spec: RawBsonRef<'_>, vars: &Arc<Variables>) -> Result<Stage, CommandError> {
     let RawBsonRef::Document(spec) = spec else {
         return Err(CommandError::type_mismatch(format!(
             "BSON field '$replaceRoot' is the wrong type '{}', expected type 'object'",
@@ -573,189 +571,9 @@ fn parse_replace_root(spec: RawBsonRef<'_>) -> Result<Stage, CommandError> {
         ));
     };
     Ok(Stage::ReplaceRoot {
-        expr: parse_operand(new_root)?,
+        expr: Expression::parse_in(new_root, vars)?,
         with: false,
     })
-}
-
-/// mongod's `Expression::parseOperand`: `"$path"`, `"$$var"`, an object, an array or a
-/// constant.
-fn parse_operand(v: RawBsonRef<'_>) -> Result<Expr, CommandError> {
-    match v {
-        RawBsonRef::String(s) if s.starts_with("$$") => {
-            let mut parts = s[2..].split('.');
-            let name = parts.next().unwrap_or_default();
-            if name.is_empty() {
-                return Err(location(16869, "empty variable names are not allowed"));
-            }
-            let rest: Vec<String> = parts.map(str::to_owned).collect();
-            if rest.iter().any(String::is_empty) {
-                return Err(location(
-                    15998,
-                    "FieldPath field names may not be empty strings.",
-                ));
-            }
-            Ok(Expr::Var(name.to_owned(), rest))
-        }
-        RawBsonRef::String(s) if s.starts_with('$') => {
-            if s == "$" {
-                return Err(location(16872, "'$' by itself is not a valid FieldPath"));
-            }
-            check_field_path(&s[1..])?;
-            Ok(Expr::Path(s[1..].split('.').map(str::to_owned).collect()))
-        }
-        RawBsonRef::Document(d) => parse_object(d),
-        RawBsonRef::Array(items) => {
-            let mut out = Vec::new();
-            for item in items {
-                out.push(parse_operand(item.map_err(|e| invalid_bson(&e))?)?);
-            }
-            Ok(Expr::Array(out))
-        }
-        other => Ok(Expr::Const(other.into())),
-    }
-}
-
-/// An expression object (`{a: "$x"}`) or an operator (`{$literal: …}`).
-fn parse_object(d: &RawDocument) -> Result<Expr, CommandError> {
-    if first_key_is_operator(d)? {
-        let mut it = d.iter();
-        let (op, arg) = match (it.next(), it.next()) {
-            (Some(first), None) => first.map_err(|e| invalid_bson(&e))?,
-            _ => {
-                return Err(location(
-                    15983,
-                    format!(
-                        "An object representing an expression must have exactly one field: {}",
-                        display::value(RawBsonRef::Document(d))
-                    ),
-                ));
-            }
-        };
-        return match op.as_str() {
-            "$literal" => Ok(Expr::Const(arg.into())),
-            other => Err(not_implemented(&format!(
-                "the {other} aggregation expression"
-            ))),
-        };
-    }
-    let mut fields = Vec::new();
-    for item in d {
-        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
-        let k = k.as_str();
-        check_field_path(k)?;
-        if k.contains('.') {
-            return Err(location(
-                16412,
-                format!(
-                    "FieldPath field names may not contain '.'. Consider using $getField or $setField. Found: {k}"
-                ),
-            ));
-        }
-        fields.push((k.to_owned(), parse_operand(v)?));
-    }
-    Ok(Expr::Object(fields))
-}
-
-// ---- evaluation ----
-
-/// What expressions are evaluated against: the stage's input document.
-struct Root<'r> {
-    doc: &'r RawDocument,
-    ctx: &'r UpdateContext<'r>,
-}
-
-impl Root<'_> {
-    /// Evaluates `expr`; `None` is "missing".
-    fn eval(&self, expr: &Expr) -> Result<Option<RawBson>, CommandError> {
-        Ok(match expr {
-            Expr::Const(v) => Some(v.clone()),
-            Expr::Path(parts) => doc_path(self.doc, parts)?,
-            Expr::Var(name, rest) => {
-                let value: RawBson = match name.as_str() {
-                    "ROOT" | "CURRENT" => RawBson::Document(self.doc.to_owned()),
-                    "REMOVE" => return Ok(None),
-                    "NOW" => RawBson::DateTime(self.ctx.now),
-                    "CLUSTER_TIME" => RawBson::Timestamp(self.ctx.timestamp),
-                    user => match self
-                        .ctx
-                        .variables
-                        .map(|vars| vars.get(user))
-                        .transpose()
-                        .map_err(|e| invalid_bson(&e))?
-                        .flatten()
-                    {
-                        Some(v) => v.into(),
-                        None => {
-                            return Err(location(
-                                17276,
-                                format!("Use of undefined variable: {user}"),
-                            ));
-                        }
-                    },
-                };
-                value_path(value.as_raw_bson_ref(), rest)?
-            }
-            Expr::Object(fields) => {
-                let mut out = RawDocumentBuf::new();
-                for (k, e) in fields {
-                    if let Some(v) = self.eval(e)? {
-                        out.append(cstring(k)?, v);
-                    }
-                }
-                Some(RawBson::Document(out))
-            }
-            Expr::Array(items) => {
-                let mut out = bson::RawArrayBuf::new();
-                for e in items {
-                    out.push(self.eval(e)?.unwrap_or(RawBson::Null));
-                }
-                Some(RawBson::Array(out))
-            }
-        })
-    }
-}
-
-/// mongod's `ExpressionFieldPath::evaluatePath` from a value.
-fn value_path(v: RawBsonRef<'_>, parts: &[String]) -> Result<Option<RawBson>, CommandError> {
-    if parts.is_empty() {
-        return Ok(Some(v.into()));
-    }
-    match v {
-        RawBsonRef::Document(d) => doc_path(d, parts),
-        RawBsonRef::Array(a) => Ok(Some(array_path(a, parts)?)),
-        _ => Ok(None),
-    }
-}
-
-fn doc_path(d: &RawDocument, parts: &[String]) -> Result<Option<RawBson>, CommandError> {
-    let Some((first, rest)) = parts.split_first() else {
-        return Ok(Some(RawBson::Document(d.to_owned())));
-    };
-    let Some(v) = d.get(first).map_err(|e| invalid_bson(&e))? else {
-        return Ok(None);
-    };
-    if rest.is_empty() {
-        return Ok(Some(v.into()));
-    }
-    match v {
-        RawBsonRef::Document(sub) => doc_path(sub, rest),
-        RawBsonRef::Array(a) => Ok(Some(array_path(a, rest)?)),
-        _ => Ok(None),
-    }
-}
-
-/// A path through an array: the values found in its document elements (others are skipped).
-fn array_path(a: &RawArray, parts: &[String]) -> Result<RawBson, CommandError> {
-    let mut out = bson::RawArrayBuf::new();
-    for item in a {
-        if let RawBsonRef::Document(d) = item.map_err(|e| invalid_bson(&e))?
-            && let Some(v) = doc_path(d, parts)?
-        {
-            out.push(v);
-        }
-    }
-    Ok(RawBson::Array(out))
 }
 
 /// `$addFields` on a document: computed fields replace existing ones in place, new ones are
@@ -763,7 +581,7 @@ fn array_path(a: &RawArray, parts: &[String]) -> Result<RawBson, CommandError> {
 fn add_to_doc(
     spec: &Spec,
     doc: &RawDocument,
-    root: &Root<'_>,
+    root: &RawDocument,
 ) -> Result<RawDocumentBuf, CommandError> {
     let mut out = RawDocumentBuf::new();
     let mut done = vec![false; spec.fields.len()];
@@ -792,10 +610,10 @@ fn add_to_doc(
 fn add_field(
     field: &Field,
     existing: Option<RawBsonRef<'_>>,
-    root: &Root<'_>,
+    root: &RawDocument,
 ) -> Result<Option<RawBson>, CommandError> {
     match field {
-        Field::Compute(e) => root.eval(e),
+        Field::Compute(e) => e.evaluate(root),
         Field::Nested(sub) => add_to_value(sub, existing, root),
         // `$project` inclusions reach here for values already projected: keep them.
         Field::Include | Field::Exclude => Ok(existing.map(Into::into)),
@@ -807,7 +625,7 @@ fn add_field(
 fn add_to_value(
     spec: &Spec,
     v: Option<RawBsonRef<'_>>,
-    root: &Root<'_>,
+    root: &RawDocument,
 ) -> Result<Option<RawBson>, CommandError> {
     match v {
         Some(RawBsonRef::Document(d)) => Ok(Some(RawBson::Document(add_to_doc(spec, d, root)?))),
@@ -863,7 +681,7 @@ fn exclude_value(spec: &Spec, v: RawBsonRef<'_>) -> Result<RawBson, CommandError
 fn include_doc(
     spec: &Spec,
     doc: &RawDocument,
-    root: &Root<'_>,
+    root: &RawDocument,
 ) -> Result<RawDocumentBuf, CommandError> {
     let projected = project_doc(spec, doc)?;
     if !spec.has_computed() {
@@ -953,12 +771,9 @@ mod tests {
         let RawBson::Array(stages) = pipeline else {
             panic!("not an array");
         };
-        let vars = rawdoc! {"x": 5};
-        let ctx = UpdateContext {
-            variables: Some(&vars),
-            ..UpdateContext::at(1_000)
-        };
-        Pipeline::parse(&stages)?.apply(doc, &ctx)
+        let vars =
+            Variables::new(bson::DateTime::from_millis(1_000)).with_constants(&rawdoc! {"x": 5})?;
+        Pipeline::parse(&stages, &Arc::new(vars))?.apply(doc)
     }
 
     #[test]
@@ -1017,6 +832,23 @@ mod tests {
                 rawbson!([{"$set": {"now": "$$NOW"}}, {"$project": {"now": 1, "_id": 0}}]),
                 rawdoc! {"now": bson::DateTime::from_millis(1_000)},
             ),
+            // Computed values may create names holding `.` or starting with `$`.
+            (
+                rawbson!([{"$replaceWith": {"$setField": {"field": {"$literal": "$x"}, "value": "$$x", "input": "$$ROOT"}}}, {"$project": {"a": 0, "b": 0, "e": 0}}]),
+                rawdoc! {"_id": 1, "$x": 5},
+            ),
+            (
+                rawbson!([{"$set": {"b": {"$setField": {"field": "c.d", "value": {"$add": ["$a", 1]}, "input": "$b"}}}}, {"$project": {"b": 1}}]),
+                rawdoc! {"_id": 1, "b": {"c": 2, "d": 3, "c.d": 2}},
+            ),
+            (
+                rawbson!([{"$project": {"_id": 0, "lit": {"$literal": {"$k": 1, "a.b": 2}}}}]),
+                rawdoc! {"lit": {"$k": 1, "a.b": 2}},
+            ),
+            (
+                rawbson!([{"$set": {"n": {"$let": {"vars": {"y": 2}, "in": {"$multiply": ["$$x", "$$y"]}}}}}, {"$project": {"n": 1, "_id": 0}}]),
+                rawdoc! {"n": 10},
+            ),
         ];
         for (pipeline, want) in cases {
             assert_eq!(run(pipeline.clone(), &doc)?, want, "{pipeline:?}");
@@ -1069,14 +901,24 @@ mod tests {
                 "$unset specification must be a string or an array",
             ),
             (
-                rawbson!([{"$set": {"a": {"$add": [1, 2]}}}]),
+                rawbson!([{"$set": {"a": {"$dateAdd": {}}}}]),
                 ErrorCode::NotImplemented,
-                "Invalid $set :: caused by :: the $add aggregation expression is not supported by Ebb yet",
+                "Invalid $set :: caused by :: the $dateAdd expression is not supported by Ebb yet",
             ),
             (
                 rawbson!([{"$set": {"a": "$$nope"}}]),
                 ErrorCode::Location(17276),
-                "Use of undefined variable: nope",
+                "Invalid $set :: caused by :: Use of undefined variable: nope",
+            ),
+            (
+                rawbson!([{"$replaceWith": {"$setField": {"field": "$f", "input": "$$ROOT", "value": 1}}}]),
+                ErrorCode::Location(4_161_108),
+                "'$CURRENT.f' is a field path reference which is not allowed in this context. Did you mean {$literal: '$CURRENT.f'}?",
+            ),
+            (
+                rawbson!([{"$set": {"n": "$$CLUSTER_TIME"}}]),
+                ErrorCode::Location(51144),
+                "Builtin variable '$$CLUSTER_TIME' is not available",
             ),
             (
                 rawbson!([{"$set": {"a": 1, "a.b": 2}}]),

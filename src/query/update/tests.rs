@@ -1540,3 +1540,36 @@ fn pipeline_updates() -> Result<(), CommandError> {
     assert_eq!(err.code, ErrorCode::FailedToParse);
     Ok(())
 }
+
+/// Pipelines store what their expressions compute, `.` and `$` names included (MongoDB 5.0+);
+/// operator updates still may not create a `$`-prefixed top-level field. The pipeline sees the
+/// command's `let` and, for an upsert too, its `$$NOW`.
+#[test]
+fn pipeline_updates_with_variables_and_dots_and_dollars() -> Result<(), CommandError> {
+    let vars = Arc::new(
+        Variables::new(bson::DateTime::from_millis(NOW_MS))
+            .with_let(&rawdoc! {"name": {"$literal": "$price"}, "v": 7})?,
+    );
+    let stages = bson::rawbson!([
+        {"$replaceWith": {"$setField": {"field": {"$literal": "$price"}, "value": "$$v", "input": "$$ROOT"}}},
+        {"$set": {"sub": {"$setField": {"field": "a.b", "value": "$$NOW", "input": {}}}}},
+    ]);
+    let u = Update::compile_modification_in(stages.as_raw_bson_ref(), None, &vars)?;
+    let now = bson::DateTime::from_millis(NOW_MS);
+    assert_eq!(
+        u.apply_with(&rawdoc! {"_id": 1}, &UpdateContext::at(0))?,
+        Some(rawdoc! {"_id": 1, "$price": 7, "sub": {"a.b": now}})
+    );
+    assert_eq!(
+        upsert_seed_with(&[("_id".to_owned(), RawBson::Int32(2))], &u, &at_now())?,
+        rawdoc! {"_id": 2, "$price": 7, "sub": {"a.b": now}}
+    );
+    // `$getField` with a variable is not a constant field name.
+    let stages = bson::rawbson!([{"$set": {"p": {"$getField": "$$name"}}}]);
+    let err = Update::compile_modification_in(stages.as_raw_bson_ref(), None, &vars).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Location(5_654_600));
+    let u = Update::compile(&rawdoc! {"$set": {"$price": 1}})?;
+    let err = u.apply_with(&rawdoc! {"_id": 1}, &at_now()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::DollarPrefixedFieldName);
+    Ok(())
+}

@@ -1,9 +1,16 @@
-//! Aggregation expressions: `Expression::parse(value)?` once, then `expr.evaluate(&doc)?`.
+//! Aggregation expressions: `Expression::parse_in(value, &variables)?` once, then
+//! `expr.evaluate(&doc)?` per document. The one evaluator of the engine: `$expr` filters,
+//! computed projections, aggregation stages and pipeline-style updates all use it.
 //!
-//! Used by the `$expr` query operator and meant for aggregation stages. An expression is a
-//! field path (`"$a.b"`), a variable (`"$$ROOT"`, `"$$CURRENT"`, `"$$ROOT.a"`, `"$$REMOVE"`), a
-//! constant, an array or object of expressions, or an operator document `{$op: args}`.
-//! Evaluation yields `Some(value)` or `None` for "missing" (a path that reaches nothing).
+//! An expression is a field path (`"$a.b"`), a variable (`"$$ROOT"`, `"$$CURRENT"`,
+//! `"$$REMOVE"`, `"$$NOW"`, `"$$name.a"` for a user variable), a constant, an array or object of
+//! expressions, or an operator document `{$op: args}`. Evaluation yields `Some(value)` or `None`
+//! for "missing" (a path that reaches nothing).
+//!
+//! Variables are resolved when an expression is parsed, as in mongod: the command's variables
+//! ([`Variables`]: `$$NOW`, fixed once per command, and the command's `let` values) and the
+//! names of enclosing `$let`s are in scope, anything else is "Use of undefined variable" (17276).
+//! A `$let` (or a command `let`) that binds `CURRENT` changes what `"$a"` reads.
 //!
 //! Operators: comparison `$eq $ne $gt $gte $lt $lte $cmp` (the BSON order of [`compare`], where
 //! missing equals undefined and sorts below null, as in mongod's `Value::compare`); boolean
@@ -11,28 +18,36 @@
 //! (numbers, dates) `$multiply $divide $mod $abs`, with int → long → double promotion on
 //! overflow; `$cond` (array and `{if, then, else}` forms), `$ifNull`; `$in`, `$size`,
 //! `$arrayElemAt`; `$type`; strings `$concat $toLower $toUpper $strLenCP $substrCP`;
-//! `$literal`. Errors carry mongod's codes and messages.
+//! `$literal` (and its alias `$const`), `$let`, `$rand`; and the field operators `$getField`,
+//! `$setField`, `$unsetField`, which read and write field names holding `.` or starting with `$`
+//! (see `fields`). Errors carry mongod's codes and messages.
 //!
-//! Not supported: the other MongoDB operators (`NotImplemented`, named), user variables
-//! (`$let`), `$$NOW` and `$$CLUSTER_TIME` (the engine has no clock), and server-side
-//! JavaScript (`$function`, `$accumulator`: mongod's error for a server without JavaScript).
-//! Decimal128 arithmetic goes through `f64` (the approximation [`compare`] documents), and
+//! Not supported: the other MongoDB operators (`NotImplemented`, named), `$$USER_ROLES`, and
+//! server-side JavaScript (`$function`, `$accumulator`: mongod's error for a server without
+//! JavaScript). `$$CLUSTER_TIME` is mongod's error for a standalone server (51144). Decimal128
+//! arithmetic goes through `f64` (the approximation [`compare`] documents), and
 //! `$toLower`/`$toUpper` convert only strings, symbols, numbers and null/missing to strings.
 
+mod fields;
+mod variables;
+
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bson::raw::CString;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
+pub use self::variables::Variables;
 use super::compare::compare;
 use super::display::{self, type_name};
-use super::{invalid_bson, not_implemented, true_value};
+use super::{invalid_bson, not_implemented, random_unit, true_value};
 use crate::error::{CommandError, ErrorCode};
 
-/// A parsed aggregation expression.
+/// A parsed aggregation expression, with the variables of the command it belongs to.
 #[derive(Debug, Clone)]
 pub struct Expression {
     node: Node,
+    vars: Arc<Variables>,
 }
 
 #[derive(Debug, Clone)]
@@ -40,11 +55,48 @@ enum Node {
     Const(RawBson),
     /// `$$REMOVE`.
     Missing,
-    /// A field path from `$$CURRENT` (which is `$$ROOT` here); empty for the document itself.
+    /// A field path from the document being evaluated (`$$ROOT`, and `$$CURRENT` unless a
+    /// `let` rebinds it); empty for the document itself.
     Path(Vec<String>),
+    /// A variable, with a field path below it (`$$v.a.b`).
+    Var(VarRef, Vec<String>),
     Array(Vec<Node>),
     Object(Vec<(CString, Node)>),
     Op(Op, Vec<Node>),
+    /// `$let`: `values` are evaluated in the enclosing scope into the slots from `base` on,
+    /// then `body` in a scope that sees them.
+    Let {
+        values: Vec<Node>,
+        base: usize,
+        body: Box<Node>,
+    },
+    /// `$getField` with its constant field name.
+    GetField {
+        field: String,
+        input: Box<Node>,
+    },
+    /// `$setField` (`value: Some`) or `$unsetField` (`value: None`).
+    SetField {
+        field: String,
+        input: Box<Node>,
+        value: Option<Box<Node>>,
+    },
+    /// `$rand`.
+    Rand,
+}
+
+/// What a variable reference names, resolved at parse time (mongod's `Variables::Id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VarRef {
+    /// A command variable (`let`, or a pipeline update's `c`): an index into [`Variables`].
+    User(usize),
+    /// A `$let` variable: its slot.
+    Local(usize),
+    /// `$$NOW`.
+    Now,
+    /// A builtin variable a standalone server does not define (`$$CLUSTER_TIME`): mongod's
+    /// 51144 when evaluated.
+    Unavailable(&'static str),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,18 +309,36 @@ const KNOWN: &[&str] = &[
 /// Whether `$name` is an aggregation expression operator MongoDB 7.0 knows (`name` without the
 /// `$`).
 pub fn is_expression_name(name: &str) -> bool {
-    KNOWN.contains(&name) || name == "literal"
+    KNOWN.contains(&name) || name == "const"
 }
 
 impl Expression {
-    /// Parses an expression (any BSON value), with mongod's errors.
+    /// Parses an expression (any BSON value) with no user variables and `$$NOW` at the system
+    /// clock's current time. Commands use [`Expression::parse_in`].
     pub fn parse(v: RawBsonRef<'_>) -> Result<Expression, CommandError> {
-        Ok(Expression { node: parse(v)? })
+        Expression::parse_in(v, &Arc::new(Variables::system_clock()))
+    }
+
+    /// Parses an expression that sees `vars` (the command's `$$NOW` and `let` variables), with
+    /// mongod's errors.
+    pub fn parse_in(v: RawBsonRef<'_>, vars: &Arc<Variables>) -> Result<Expression, CommandError> {
+        let mut scope = Scope::new(vars);
+        Ok(Expression {
+            node: parse(v, &mut scope)?,
+            vars: Arc::clone(vars),
+        })
     }
 
     /// Evaluates against `doc` (`$$ROOT` and `$$CURRENT`).
     pub fn evaluate(&self, doc: &RawDocument) -> Result<Value, CommandError> {
-        eval(&self.node, doc)
+        eval(
+            &self.node,
+            Env {
+                root: doc,
+                vars: &self.vars,
+                frame: None,
+            },
+        )
     }
 
     /// Evaluates and applies mongod's truthiness (missing, null, undefined, false and zero are
@@ -280,20 +350,76 @@ impl Expression {
     }
 }
 
-fn parse(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+/// What parsing sees (mongod's `VariablesParseState`): the command's variables and the names
+/// the enclosing `$let`s bind, innermost last; a `$let` name's slot is its index here.
+struct Scope<'a> {
+    vars: &'a Variables,
+    locals: Vec<String>,
+}
+
+impl<'a> Scope<'a> {
+    fn new(vars: &'a Variables) -> Scope<'a> {
+        Scope {
+            vars,
+            locals: Vec::new(),
+        }
+    }
+
+    /// A user-defined variable in scope: the innermost `$let` first, then the command's.
+    fn lookup(&self, name: &str) -> Option<VarRef> {
+        if let Some(slot) = self.locals.iter().rposition(|n| n == name) {
+            return Some(VarRef::Local(slot));
+        }
+        self.vars.find(name).map(VarRef::User)
+    }
+
+    /// `"$a.b"`: a path in `$$CURRENT`, which is the document unless a `let` rebinds it.
+    fn current(&self, parts: Vec<String>) -> Node {
+        match self.lookup("CURRENT") {
+            Some(var) => Node::Var(var, parts),
+            None => Node::Path(parts),
+        }
+    }
+}
+
+fn parse(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
     match v {
-        RawBsonRef::String(s) if s.starts_with("$$") => parse_variable(&s[2..]),
-        RawBsonRef::String(s) if s.starts_with('$') => Ok(Node::Path(parse_field_path(&s[1..])?)),
+        RawBsonRef::String(s) if s.starts_with("$$") => parse_variable(&s[2..], sc),
+        RawBsonRef::String(s) if s.starts_with('$') => Ok(sc.current(parse_field_path(&s[1..])?)),
         RawBsonRef::Array(a) => {
             let mut items = Vec::new();
             for e in a {
-                items.push(parse(e.map_err(|e| invalid_bson(&e))?)?);
+                items.push(parse(e.map_err(|e| invalid_bson(&e))?, sc)?);
             }
             Ok(Node::Array(items))
         }
-        RawBsonRef::Document(d) => parse_object(d),
+        RawBsonRef::Document(d) => parse_object(d, sc),
         other => Ok(Node::Const(other.into())),
     }
+}
+
+/// mongod's `FieldPath::uassertValidFieldName`, for one component.
+fn check_field_name(name: &str) -> Result<(), CommandError> {
+    if name.is_empty() {
+        return Err(loc(
+            15998,
+            "FieldPath field names may not be empty strings.",
+        ));
+    }
+    if name.starts_with('$') {
+        return Err(loc(
+            16410,
+            "FieldPath field names may not start with '$'. Consider using $getField or \
+             $setField.",
+        ));
+    }
+    if name.contains('.') {
+        return Err(loc(
+            16412,
+            "FieldPath field names may not contain '.'. Consider using $getField or $setField.",
+        ));
+    }
+    Ok(())
 }
 
 /// `"$a.b"` without the `$`: mongod's `FieldPath` rules.
@@ -301,46 +427,52 @@ fn parse_field_path(path: &str) -> Result<Vec<String>, CommandError> {
     if path.is_empty() {
         return Err(loc(16872, "'$' by itself is not a valid FieldPath"));
     }
+    if path.ends_with('.') {
+        return Err(loc(40353, "FieldPath must not end with a '.'."));
+    }
     let parts: Vec<String> = path.split('.').map(str::to_owned).collect();
     for p in &parts {
-        if p.is_empty() {
-            return Err(loc(
-                15998,
-                "FieldPath field names may not be empty strings.",
-            ));
-        }
-        if p.starts_with('$') {
-            return Err(loc(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or \
-                 $setField.",
-            ));
-        }
+        check_field_name(p)?;
     }
     Ok(parts)
 }
 
-fn parse_variable(rest: &str) -> Result<Node, CommandError> {
-    let (name, path) = rest.split_once('.').unwrap_or((rest, ""));
-    if name.is_empty() {
-        return Err(loc(16869, "empty variable names are not allowed"));
-    }
-    let mut parts = if path.is_empty() && !rest.contains('.') {
-        Vec::new()
-    } else {
-        parse_field_path(path)?
+/// `"$$name.a.b"` without the `$$`.
+fn parse_variable(rest: &str, sc: &Scope<'_>) -> Result<Node, CommandError> {
+    let (name, path) = match rest.split_once('.') {
+        Some((name, path)) => (name, Some(path)),
+        None => (rest, None),
     };
-    match name {
-        "ROOT" | "CURRENT" => Ok(Node::Path(std::mem::take(&mut parts))),
-        "REMOVE" => Ok(Node::Missing),
-        "NOW" | "CLUSTER_TIME" | "USER_ROLES" | "SEARCH_META" => {
-            Err(not_implemented(&format!("the ${name} variable")))
+    variables::check_read_name(name)?;
+    let resolved = match sc.lookup(name) {
+        Some(var) => Some(var),
+        None => match name {
+            "ROOT" | "CURRENT" | "REMOVE" => None,
+            "NOW" => Some(VarRef::Now),
+            "CLUSTER_TIME" => Some(VarRef::Unavailable("CLUSTER_TIME")),
+            "JS_SCOPE" => Some(VarRef::Unavailable("JS_SCOPE")),
+            "IS_MR" => Some(VarRef::Unavailable("IS_MR")),
+            // mongod leaves `$$SEARCH_META` missing outside `$search`.
+            "SEARCH_META" => return Ok(Node::Missing),
+            "USER_ROLES" => return Err(not_implemented("the $USER_ROLES variable")),
+            _ => return Err(loc(17276, format!("Use of undefined variable: {name}"))),
+        },
+    };
+    let parts = match path {
+        Some("") => {
+            return Err(loc(40353, "FieldPath must not end with a '.'."));
         }
-        _ => Err(loc(17276, format!("Use of undefined variable: {name}"))),
-    }
+        Some(path) => parse_field_path(path)?,
+        None => Vec::new(),
+    };
+    Ok(match (resolved, name) {
+        (Some(var), _) => Node::Var(var, parts),
+        (None, "REMOVE") => Node::Missing,
+        (None, _) => Node::Path(parts),
+    })
 }
 
-fn parse_object(d: &RawDocument) -> Result<Node, CommandError> {
+fn parse_object(d: &RawDocument, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
     let mut items = Vec::new();
     for item in d {
         items.push(item.map_err(|e| invalid_bson(&e))?);
@@ -348,47 +480,44 @@ fn parse_object(d: &RawDocument) -> Result<Node, CommandError> {
     if let Some((first, v)) = items.first()
         && let Some(op) = first.as_str().strip_prefix('$')
     {
-        {
-            if items.len() > 1 {
-                return Err(loc(
-                    15983,
-                    format!(
-                        "An object representing an expression must have exactly one field: {}",
-                        display::value(RawBsonRef::Document(d))
-                    ),
-                ));
-            }
-            return parse_operator(op, *v);
-        }
-    }
-    let mut fields = Vec::new();
-    for (k, v) in items {
-        let key = k.as_str();
-        if key.starts_with('$') {
+        if items.len() > 1 {
             return Err(loc(
-                16410,
-                "FieldPath field names may not start with '$'. Consider using $getField or \
-                 $setField.",
+                15983,
+                format!(
+                    "An object representing an expression must have exactly one field: {}",
+                    display::value(RawBsonRef::Document(d))
+                ),
             ));
         }
-        if key.contains('.') {
-            return Err(loc(16412, "FieldPath field names may not contain '.'."));
+        return parse_operator(op, *v, sc);
+    }
+    let mut fields: Vec<(CString, Node)> = Vec::new();
+    for (k, v) in items {
+        check_field_name(k.as_str())?;
+        if fields.iter().any(|(seen, _)| seen.as_str() == k.as_str()) {
+            return Err(loc(
+                16406,
+                format!(
+                    "duplicate field name specified in object literal: {}",
+                    display::value(RawBsonRef::Document(d))
+                ),
+            ));
         }
-        fields.push((CString::from(k), parse(v)?));
+        fields.push((CString::from(k), parse(v, sc)?));
     }
     Ok(Node::Object(fields))
 }
 
-fn parse_args(v: RawBsonRef<'_>) -> Result<Vec<Node>, CommandError> {
+fn parse_args(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Vec<Node>, CommandError> {
     match v {
         RawBsonRef::Array(a) => {
             let mut out = Vec::new();
             for e in a {
-                out.push(parse(e.map_err(|e| invalid_bson(&e))?)?);
+                out.push(parse(e.map_err(|e| invalid_bson(&e))?, sc)?);
             }
             Ok(out)
         }
-        other => Ok(vec![parse(other)?]),
+        other => Ok(vec![parse(other, sc)?]),
     }
 }
 
@@ -406,10 +535,15 @@ fn exactly(name: &str, args: &[Node], n: usize) -> Result<(), CommandError> {
     ))
 }
 
-fn parse_operator(name: &str, v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+fn parse_operator(name: &str, v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
     let op = match name {
-        "literal" => return Ok(Node::Const(v.into())),
-        "cond" => return parse_cond(v),
+        "literal" | "const" => return Ok(Node::Const(v.into())),
+        "cond" => return parse_cond(v, sc),
+        "let" => return parse_let(v, sc),
+        "rand" => return parse_rand(v),
+        "getField" => return fields::parse_get_field(v, sc),
+        "setField" => return fields::parse_set_field(v, sc, true),
+        "unsetField" => return fields::parse_set_field(v, sc, false),
         "eq" => Op::Eq,
         "ne" => Op::Ne,
         "gt" => Op::Gt,
@@ -452,7 +586,7 @@ fn parse_operator(name: &str, v: RawBsonRef<'_>) -> Result<Node, CommandError> {
             ));
         }
     };
-    let args = parse_args(v)?;
+    let args = parse_args(v, sc)?;
     match op {
         Op::Eq
         | Op::Ne
@@ -481,9 +615,9 @@ fn parse_operator(name: &str, v: RawBsonRef<'_>) -> Result<Node, CommandError> {
     Ok(Node::Op(op, args))
 }
 
-fn parse_cond(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+fn parse_cond(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
     let RawBsonRef::Document(d) = v else {
-        let args = parse_args(v)?;
+        let args = parse_args(v, sc)?;
         exactly("cond", &args, 3)?;
         return Ok(Node::Op(Op::Cond, args));
     };
@@ -501,7 +635,7 @@ fn parse_cond(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
                 ));
             }
         };
-        *slot = Some(parse(v)?);
+        *slot = Some(parse(v, sc)?);
     }
     let c = c.ok_or_else(|| loc(17080, "Missing 'if' parameter to $cond"))?;
     let t = t.ok_or_else(|| loc(17081, "Missing 'then' parameter to $cond"))?;
@@ -509,17 +643,136 @@ fn parse_cond(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
     Ok(Node::Op(Op::Cond, vec![c, t, e]))
 }
 
+/// `{$let: {vars: {name: expr, …}, in: expr}}`: the values are parsed in the enclosing scope,
+/// then the names (checked as mongod checks user-written names) are in scope for `in`.
+fn parse_let(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
+    let RawBsonRef::Document(d) = v else {
+        return Err(loc(16874, "$let only supports an object as its argument"));
+    };
+    let (mut vars, mut body) = (None, None);
+    for item in d {
+        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
+        match k.as_str() {
+            "vars" => vars = Some(v),
+            "in" => body = Some(v),
+            other => {
+                return Err(loc(
+                    16875,
+                    format!("Unrecognized parameter to $let: {other}"),
+                ));
+            }
+        }
+    }
+    let vars = vars.ok_or_else(|| loc(16876, "Missing 'vars' parameter to $let"))?;
+    let body = body.ok_or_else(|| loc(16877, "Missing 'in' parameter to $let"))?;
+    let RawBsonRef::Document(vars) = vars else {
+        return Err(loc(10065, "invalid parameter: expected an object (vars)"));
+    };
+    let mut names = Vec::new();
+    let mut values = Vec::new();
+    for item in vars {
+        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
+        names.push(k.as_str().to_owned());
+        values.push(parse(v, sc)?);
+    }
+    for name in &names {
+        variables::check_write_name(name)?;
+    }
+    let base = sc.locals.len();
+    sc.locals.extend(names);
+    let body = parse(body, sc);
+    sc.locals.truncate(base);
+    Ok(Node::Let {
+        values,
+        base,
+        body: Box::new(body?),
+    })
+}
+
+/// `{$rand: {}}`.
+fn parse_rand(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
+    match v {
+        RawBsonRef::Document(d) if d.is_empty() => Ok(Node::Rand),
+        RawBsonRef::Document(_) => Err(loc(3_040_501, "$rand does not currently accept arguments")),
+        _ => Err(loc(10065, "invalid parameter: expected an object ($rand)")),
+    }
+}
+
+/// Whether evaluating `node` reads the document (a field path, `$$ROOT`, `$$CURRENT`), which
+/// a command's `let` may not (mongod's dependency analysis).
+fn reads_document(node: &Node) -> bool {
+    match node {
+        Node::Path(_) => true,
+        Node::Const(_) | Node::Missing | Node::Var(..) | Node::Rand => false,
+        Node::Array(items) | Node::Op(_, items) => items.iter().any(reads_document),
+        Node::Object(fields) => fields.iter().any(|(_, n)| reads_document(n)),
+        Node::Let { values, body, .. } => values.iter().any(reads_document) || reads_document(body),
+        Node::GetField { input, .. } => reads_document(input),
+        Node::SetField { input, value, .. } => {
+            reads_document(input) || value.as_deref().is_some_and(reads_document)
+        }
+    }
+}
+
+// ---- evaluation ----
+
+/// What evaluation sees: the document, the command's variables and the `$let` values in scope.
+#[derive(Clone, Copy)]
+struct Env<'a> {
+    root: &'a RawDocument,
+    vars: &'a Variables,
+    frame: Option<&'a Frame<'a>>,
+}
+
+/// The values one `$let` binds, in slots `base..base + values.len()`.
+struct Frame<'a> {
+    parent: Option<&'a Frame<'a>>,
+    base: usize,
+    values: Vec<Value>,
+}
+
+impl<'a> Env<'a> {
+    /// A variable's value (`None`: missing).
+    fn var(self, var: VarRef) -> Result<Option<RawBsonRef<'a>>, CommandError> {
+        match var {
+            VarRef::User(i) => Ok(self.vars.value(i)),
+            VarRef::Local(slot) => {
+                let mut frame = self.frame;
+                while let Some(f) = frame {
+                    if slot >= f.base {
+                        return Ok(f.values.get(slot - f.base).and_then(r));
+                    }
+                    frame = f.parent;
+                }
+                Err(CommandError::internal(format!(
+                    "$let variable slot {slot} is not bound"
+                )))
+            }
+            VarRef::Now => Ok(Some(RawBsonRef::DateTime(self.vars.now()))),
+            VarRef::Unavailable(name) => Err(loc(
+                51144,
+                format!("Builtin variable '$${name}' is not available"),
+            )),
+        }
+    }
+}
+
 /// `$a.b` on `doc`: mongod's `ExpressionFieldPath::evaluatePath` (arrays map over their
 /// document elements; numeric components are field names, not indexes).
 fn eval_path(doc: &RawDocument, parts: &[String]) -> Value {
     let (first, rest) = parts.split_first()?;
     let v = doc.get(first).ok().flatten()?;
-    if rest.is_empty() {
+    value_path(v, rest)
+}
+
+/// [`eval_path`] from a value: the value itself for an empty path.
+fn value_path(v: RawBsonRef<'_>, parts: &[String]) -> Value {
+    if parts.is_empty() {
         return Some(v.into());
     }
     match v {
-        RawBsonRef::Document(d) => eval_path(d, rest),
-        RawBsonRef::Array(a) => Some(RawBson::Array(eval_path_array(a, rest))),
+        RawBsonRef::Document(d) => eval_path(d, parts),
+        RawBsonRef::Array(a) => Some(RawBson::Array(eval_path_array(a, parts))),
         _ => None,
     }
 }
@@ -536,29 +789,61 @@ fn eval_path_array(a: &RawArray, rest: &[String]) -> RawArrayBuf {
     out
 }
 
-fn eval(node: &Node, doc: &RawDocument) -> Result<Value, CommandError> {
+fn eval(node: &Node, env: Env<'_>) -> Result<Value, CommandError> {
     match node {
         Node::Const(v) => Ok(Some(v.clone())),
         Node::Missing => Ok(None),
-        Node::Path(parts) if parts.is_empty() => Ok(Some(RawBson::Document(doc.to_owned()))),
-        Node::Path(parts) => Ok(eval_path(doc, parts)),
+        Node::Path(parts) if parts.is_empty() => Ok(Some(RawBson::Document(env.root.to_owned()))),
+        Node::Path(parts) => Ok(eval_path(env.root, parts)),
+        Node::Var(var, parts) => Ok(env.var(*var)?.and_then(|v| value_path(v, parts))),
         Node::Array(items) => {
             let mut out = RawArrayBuf::new();
             for item in items {
-                out.push(eval(item, doc)?.unwrap_or(RawBson::Null));
+                out.push(eval(item, env)?.unwrap_or(RawBson::Null));
             }
             Ok(Some(RawBson::Array(out)))
         }
         Node::Object(fields) => {
             let mut out = RawDocumentBuf::new();
             for (k, v) in fields {
-                if let Some(v) = eval(v, doc)? {
+                if let Some(v) = eval(v, env)? {
                     out.append(k, v);
                 }
             }
             Ok(Some(RawBson::Document(out)))
         }
-        Node::Op(op, args) => eval_op(*op, args, doc),
+        Node::Op(op, args) => eval_op(*op, args, env),
+        Node::Let { values, base, body } => {
+            let mut bound = Vec::with_capacity(values.len());
+            for v in values {
+                bound.push(eval(v, env)?);
+            }
+            let frame = Frame {
+                parent: env.frame,
+                base: *base,
+                values: bound,
+            };
+            eval(
+                body,
+                Env {
+                    frame: Some(&frame),
+                    ..env
+                },
+            )
+        }
+        Node::GetField { field, input } => fields::get_field(field, eval(input, env)?),
+        Node::SetField {
+            field,
+            input,
+            value,
+        } => {
+            let input = eval(input, env)?;
+            fields::set_field(field, input, || match value {
+                Some(v) => eval(v, env),
+                None => Ok(None),
+            })
+        }
+        Node::Rand => Ok(Some(RawBson::Double(random_unit()))),
     }
 }
 
@@ -579,9 +864,9 @@ fn truthy(v: &Value) -> bool {
     r(v).is_some_and(true_value)
 }
 
-fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandError> {
+fn eval_op(op: Op, args: &[Node], env: Env<'_>) -> Result<Value, CommandError> {
     let arg = |i: usize| -> Result<Value, CommandError> {
-        args.get(i).map_or(Ok(None), |n| eval(n, doc))
+        args.get(i).map_or(Ok(None), |n| eval(n, env))
     };
     match op {
         Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte | Op::Cmp => {
@@ -603,7 +888,7 @@ fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandErr
         }
         Op::And => {
             for a in args {
-                if !truthy(&eval(a, doc)?) {
+                if !truthy(&eval(a, env)?) {
                     return Ok(boolean(false));
                 }
             }
@@ -611,7 +896,7 @@ fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandErr
         }
         Op::Or => {
             for a in args {
-                if truthy(&eval(a, doc)?) {
+                if truthy(&eval(a, env)?) {
                     return Ok(boolean(true));
                 }
             }
@@ -628,17 +913,17 @@ fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandErr
         Op::IfNull => {
             let (last, init) = args.split_last().unwrap_or((&Node::Missing, &[]));
             for a in init {
-                let v = eval(a, doc)?;
+                let v = eval(a, env)?;
                 if !nullish(r(&v)) {
                     return Ok(v);
                 }
             }
-            eval(last, doc)
+            eval(last, env)
         }
         Op::Add | Op::Multiply => {
             let mut values = Vec::with_capacity(args.len());
             for a in args {
-                values.push(eval(a, doc)?);
+                values.push(eval(a, env)?);
             }
             arith::sum_or_product(op == Op::Add, &values)
         }
@@ -682,7 +967,7 @@ fn eval_op(op: Op, args: &[Node], doc: &RawDocument) -> Result<Value, CommandErr
         Op::Concat => {
             let mut out = String::new();
             for a in args {
-                let v = eval(a, doc)?;
+                let v = eval(a, env)?;
                 match r(&v) {
                     v if nullish(v) => return Ok(Some(RawBson::Null)),
                     Some(RawBsonRef::String(s)) => out.push_str(s),
@@ -1461,18 +1746,137 @@ mod tests {
             (
                 rawbson!({"a.b": 1}),
                 ErrorCode::Location(16412),
-                "FieldPath field names may not contain '.'.",
+                "FieldPath field names may not contain '.'. Consider using $getField or $setField.",
             ),
             (
-                rawbson!("$$NOW"),
+                rawbson!({"a": 1, "a": 2}),
+                ErrorCode::Location(16406),
+                "duplicate field name specified in object literal: { a: 1, a: 2 }",
+            ),
+            (
+                rawbson!("$a."),
+                ErrorCode::Location(40353),
+                "FieldPath must not end with a '.'.",
+            ),
+            (
+                rawbson!("$$CLUSTER_TIME"),
+                ErrorCode::Location(51144),
+                "Builtin variable '$$CLUSTER_TIME' is not available",
+            ),
+            (
+                rawbson!("$$USER_ROLES"),
                 ErrorCode::NotImplemented,
-                "the $NOW variable is not supported by Ebb yet",
+                "the $USER_ROLES variable is not supported by Ebb yet",
             ),
         ];
         for (expr, code, msg) in cases {
             let err = eval_on(&expr, &doc).unwrap_err();
             assert_eq!((err.code, err.errmsg.as_str()), (code, msg), "{expr:?}");
         }
+    }
+
+    #[test]
+    fn let_and_rand_table() -> Result<(), CommandError> {
+        let doc = rawdoc! {"a": 5, "sub": {"x": 7}};
+        let cases: Vec<(RawBson, Option<RawBson>)> = vec![
+            (
+                rawbson!({"$let": {"vars": {"x": 2, "y": "$a"}, "in": {"$multiply": ["$$x", "$$y"]}}}),
+                Some(rawbson!(10)),
+            ),
+            // An inner `$let` shadows; its values see the outer scope.
+            (
+                rawbson!({"$let": {"vars": {"x": 1}, "in": {"$let": {"vars": {"x": {"$add": ["$$x", 1]}}, "in": "$$x"}}}}),
+                Some(rawbson!(2)),
+            ),
+            (
+                rawbson!({"$let": {"vars": {"x": 1}, "in": ["$$x", {"$let": {"vars": {"y": 2}, "in": {"$add": ["$$x", "$$y"]}}}, "$$x"]}}),
+                Some(rawbson!([1, 3, 1])),
+            ),
+            (
+                rawbson!({"$let": {"vars": {"o": {"p": {"q": 1}}}, "in": "$$o.p.q"}}),
+                Some(rawbson!(1)),
+            ),
+            // Rebinding CURRENT changes what field paths read; `$$ROOT` stays the document.
+            (
+                rawbson!({"$let": {"vars": {"CURRENT": "$sub"}, "in": ["$x", "$$ROOT.a"]}}),
+                Some(rawbson!([7, 5])),
+            ),
+            (
+                rawbson!({"$let": {"vars": {"m": "$$REMOVE"}, "in": "$$m"}}),
+                None,
+            ),
+            (rawbson!({"$type": {"$rand": {}}}), Some(rawbson!("double"))),
+            (
+                rawbson!({"$and": [{"$gte": [{"$rand": {}}, 0]}, {"$lt": [{"$rand": {}}, 1]}]}),
+                Some(rawbson!(true)),
+            ),
+            (rawbson!({"$const": "$a"}), Some(rawbson!("$a"))),
+            (rawbson!("$$SEARCH_META"), None),
+        ];
+        for (expr, want) in cases {
+            assert_eq!(eval_on(&expr, &doc)?, want, "{expr:?}");
+        }
+        let errors: Vec<(RawBson, i32, &str)> = vec![
+            (
+                rawbson!({"$let": 1}),
+                16874,
+                "$let only supports an object as its argument",
+            ),
+            (
+                rawbson!({"$let": {"vars": {}, "in": 1, "z": 1}}),
+                16875,
+                "Unrecognized parameter to $let: z",
+            ),
+            (
+                rawbson!({"$let": {"in": 1}}),
+                16876,
+                "Missing 'vars' parameter to $let",
+            ),
+            (
+                rawbson!({"$let": {"vars": {}}}),
+                16877,
+                "Missing 'in' parameter to $let",
+            ),
+            (
+                rawbson!({"$let": {"vars": 1, "in": 1}}),
+                10065,
+                "invalid parameter: expected an object (vars)",
+            ),
+            (
+                rawbson!({"$let": {"vars": {"X": 1}, "in": 1}}),
+                16867,
+                "'X' starts with an invalid character for a user variable name",
+            ),
+            (
+                rawbson!({"$let": {"vars": {"a": 1, "b": "$$a"}, "in": 1}}),
+                17276,
+                "Use of undefined variable: a",
+            ),
+            (
+                rawbson!([{"$let": {"vars": {"a": 1}, "in": 1}}, "$$a"]),
+                17276,
+                "Use of undefined variable: a",
+            ),
+            (
+                rawbson!({"$rand": {"a": 1}}),
+                3_040_501,
+                "$rand does not currently accept arguments",
+            ),
+            (
+                rawbson!({"$rand": 1}),
+                10065,
+                "invalid parameter: expected an object ($rand)",
+            ),
+        ];
+        for (expr, code, msg) in errors {
+            let err = eval_on(&expr, &doc).unwrap_err();
+            assert_eq!(
+                (err.code, err.errmsg.as_str()),
+                (ErrorCode::Location(code), msg),
+                "{expr:?}"
+            );
+        }
+        Ok(())
     }
 
     #[test]
