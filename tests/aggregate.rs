@@ -359,6 +359,22 @@ async fn out_into_a_ttl_collection_expires_its_documents() -> TestResult {
     );
     // The source, without a TTL policy, keeps everything.
     assert_eq!(all(&client, DB, "src").await?.len(), 4);
+
+    // $merge writes too: an inserted document and a replaced one live 10 s from the merge.
+    merge_documents(
+        &client,
+        vec![doc! { "_id": 4, "x": 0 }, doc! { "_id": 5 }],
+        "dst",
+        doc! { "whenMatched": "replace" },
+    )
+    .await?;
+    advance_clock(&client, 9_999).await?;
+    assert_eq!(
+        all(&client, DB, "dst").await?,
+        [doc! { "_id": 4, "x": 0 }, doc! { "_id": 5 }]
+    );
+    advance_clock(&client, 1).await?;
+    assert!(all(&client, DB, "dst").await?.is_empty());
     Ok(())
 }
 
