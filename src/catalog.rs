@@ -451,6 +451,56 @@ impl Catalog {
         Ok((result, Some(ticket), created))
     }
 
+    /// Replaces `db.name` (created if missing) by a collection with the same options and
+    /// indexes and only the documents `fill` writes, in one atomic commit: readers see the old
+    /// contents until the commit and the new ones after it, never a mix (what `$out` does).
+    ///
+    /// `fill` gets the new collection, which nobody else sees yet, and returns the batch of its
+    /// documents (a `Writer` on it computes each document's expiry from the kept TTL indexes).
+    /// The old collection's data is removed in the background, as for a drop. Returns `fill`'s
+    /// result and the commit ticket.
+    pub fn replace_collection<T>(
+        &self,
+        db: &str,
+        name: &str,
+        fill: impl FnOnce(&Collection) -> Result<(T, Batch), CommandError>,
+    ) -> Result<(T, u64), CommandError> {
+        validate_writable(db, name)?;
+        let _ddl = self.ddl();
+        let old = self.get(db, name);
+        let _writers = old.as_ref().map(|c| {
+            c.write_lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        });
+        let mut batch = Batch::new();
+        let id = self.next_id(&mut batch)?;
+        let (options, indexes) = old.as_ref().map_or_else(
+            || (RawDocumentBuf::new(), Vec::new()),
+            |c| (c.options.clone(), c.indexes.clone()),
+        );
+        let new = Collection::new(id, db, name, options, indexes);
+        let (result, docs) = fill(&new)?;
+        batch.ops.extend(docs.ops);
+        batch.put(
+            Keyspace::Catalog,
+            record_key(db, name),
+            Self::record(&new).into_bytes(),
+        );
+        if let Some(old) = &old {
+            batch.put(Keyspace::Catalog, dropped_key(old.id), Vec::new());
+        }
+        let ticket = self.store.commit(batch)?;
+        if let Some(old) = &old {
+            old.retired.store(true, Ordering::SeqCst);
+        }
+        let new = Arc::new(new);
+        self.write()
+            .insert((db.to_owned(), name.to_owned()), Arc::clone(&new));
+        info!(namespace = %new.namespace(), id = new.id, "replaced collection contents");
+        Ok((result, ticket))
+    }
+
     /// Drops `db.name`; `None` if it did not exist. Its data is removed in the background.
     pub fn drop_collection(&self, db: &str, name: &str) -> Result<Option<u64>, CommandError> {
         let _ddl = self.ddl();

@@ -193,14 +193,21 @@ async fn run_op_msg(msg: &OpMsg, ctx: &mut ConnCtx, state: &ServerState) -> RawD
     // One pass over the body finds the command name (first key) and `$db` (usually last).
     let mut name = None;
     let mut db = None;
+    let mut lsid = None;
     for elem in body.iter_elements().map_while(Result::ok) {
         let key = elem.key().as_str();
         if name.is_none() {
             name = Some(key);
         }
-        if key == "$db" {
-            db = Some(elem.value());
+        match key {
+            "$db" => db = Some(elem.value()),
+            "lsid" => lsid = elem.value().ok(),
+            _ => {}
         }
+    }
+    // The session is in use from the start of its command, as in mongod's session cache.
+    if let Some(id) = lsid.and_then(crate::sessions::session_id) {
+        state.sessions.touch(id, state.now_ms());
     }
     let result = match (db, name) {
         (Some(Ok(bson::RawBsonRef::String(db))), Some(name)) => {

@@ -77,6 +77,7 @@ error_codes! {
     ShutdownInProgress = 91,
     OperationFailed = 96,
     NotExactValueField = 111,
+    UnsupportedFormat = 115,
     InvalidPipelineOperator = 168,
     ClientMetadataCannotBeMutated = 186,
     InvalidIndexSpecificationOption = 197,
@@ -85,6 +86,7 @@ error_codes! {
     UnsupportedOpQueryCommand = 352,
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
+    MergeStageNoMatchingDocument = 13113,
     IDLUnknownField = 40415,
     IDLFailedToParse = 40414,
 }
@@ -97,7 +99,22 @@ pub struct CommandError {
     pub code: ErrorCode,
     /// The human-readable message.
     pub errmsg: String,
+    /// Fields the reply carries after `codeName`, such as a duplicate key's `keyPattern` and
+    /// `keyValue` (mongod's extra error info).
+    pub info: Option<ErrorInfo>,
 }
+
+/// The extra fields of an error reply, as a document whose fields are appended in order.
+#[derive(Debug, Clone)]
+pub struct ErrorInfo(pub RawDocumentBuf);
+
+impl PartialEq for ErrorInfo {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_bytes() == other.0.as_bytes()
+    }
+}
+
+impl Eq for ErrorInfo {}
 
 impl CommandError {
     /// An error with this code and message.
@@ -105,7 +122,15 @@ impl CommandError {
         CommandError {
             code,
             errmsg: errmsg.into(),
+            info: None,
         }
+    }
+
+    /// The same error, whose reply also carries the fields of `info` (after `codeName`).
+    #[must_use]
+    pub fn with_info(mut self, info: RawDocumentBuf) -> Self {
+        self.info = Some(ErrorInfo(info));
+        self
     }
 
     /// `BadValue` (2).
@@ -147,14 +172,22 @@ impl CommandError {
         )
     }
 
-    /// The reply document: `{ ok: 0.0, errmsg, code, codeName }`.
+    /// The reply document: `{ ok: 0.0, errmsg, code, codeName }`, then any extra info.
     pub fn to_document(&self) -> RawDocumentBuf {
-        rawdoc! {
+        let mut doc = rawdoc! {
             "ok": 0.0,
             "errmsg": self.errmsg.as_str(),
             "code": self.code.code(),
             "codeName": self.code.name().as_ref(),
+        };
+        if let Some(ErrorInfo(info)) = &self.info {
+            for elem in info.iter_elements().map_while(Result::ok) {
+                if let Ok(value) = elem.value() {
+                    doc.append(elem.key(), value);
+                }
+            }
         }
+        doc
     }
 }
 

@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod error;
 pub mod query;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod storage;
 pub mod ttl;

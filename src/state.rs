@@ -10,6 +10,7 @@ use crate::Config;
 use crate::catalog::Catalog;
 use crate::clock::Clock;
 use crate::cursor::Cursors;
+use crate::sessions::Sessions;
 use crate::ttl::TtlMetrics;
 
 /// Cheap to clone; every connection task holds one.
@@ -43,6 +44,8 @@ pub struct Inner {
     pub ttl_metrics: Arc<TtlMetrics>,
     /// Wakes the task that removes dropped collections' data.
     pub purge_wake: Arc<tokio::sync::Notify>,
+    /// The logical sessions commands have used (`$listLocalSessions`).
+    pub sessions: Sessions,
 }
 
 /// Counters reported by `serverStatus`.
@@ -133,6 +136,7 @@ impl ServerState {
             cursors: Cursors::default(),
             clock: Arc::new(Clock::default()),
             ttl_metrics: Arc::new(TtlMetrics::default()),
+            sessions: Sessions::default(),
         }))
     }
 

@@ -445,14 +445,18 @@ pub(super) fn advance_clock(req: &Request<'_>, state: &ServerState) -> CommandRe
     })
 }
 
-pub(super) fn end_sessions(req: &Request<'_>) -> CommandResult {
-    // Ebb keeps no server-side session state yet, so there is nothing to end; the argument is
-    // still checked as mongod checks it.
+pub(super) fn end_sessions(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    // Ebb keeps no state for a session beyond its last use (`crate::sessions`): ending one
+    // forgets it. The argument is checked as mongod checks it.
     match req.body.get("endSessions").ok().flatten() {
         Some(RawBsonRef::Array(ids)) => {
             for id in ids {
                 match id {
-                    Ok(RawBsonRef::Document(_)) => {}
+                    Ok(lsid @ RawBsonRef::Document(_)) => {
+                        if let Some(id) = crate::sessions::session_id(lsid) {
+                            state.sessions.end(&id);
+                        }
+                    }
                     Ok(other) => return Err(wrong_type("endSessions.0", other, " 'object'")),
                     Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
                 }

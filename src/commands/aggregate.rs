@@ -1,17 +1,22 @@
 //! `aggregate`, first cut: `$match`, `$sort`, `$skip`, `$limit`, `$project`, `$count`,
 //! `$group` (accumulators `$sum`, `$avg`, `$min`, `$max`, `$first`, `$last`, `$push`), with the
 //! engine's aggregation expressions ([`Expression`]), which see the command's `let` variables
-//! and `$$NOW`. Unknown stages answer MongoDB's error.
+//! and `$$NOW`; `$set`/`$addFields`, `$unset`,
+//! `$replaceRoot`/`$replaceWith` (the stages pipeline-style updates share); the writing stages
+//! `$out` and `$merge` ([`output`]); and collection-less aggregation (`{aggregate: 1}`) from
+//! `$documents` or `$listLocalSessions` ([`sources`]). Unknown stages answer MongoDB's error.
 
-use std::collections::VecDeque;
+mod output;
+mod sources;
+
 use std::sync::Arc;
 
 use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::args::{collection_name, field, opt_doc, variables, wrong_type};
+use super::args::{WriteConcern, collection_name, field, opt_doc, variables, wrong_type};
 use super::read::{collect, first_batch};
-use crate::catalog::validate_namespace;
+use crate::catalog::{validate_db_name, validate_namespace};
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -19,6 +24,7 @@ use crate::query::compare::compare;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
+use crate::query::update::Update;
 use crate::query::{Expression, Variables};
 
 enum Stage {
@@ -29,6 +35,36 @@ enum Stage {
     Project(Projection),
     Count(String),
     Group(Group),
+    /// `$set`/`$addFields`, `$unset`, `$replaceRoot`/`$replaceWith`: one pipeline-update stage,
+    /// run with aggregation's rules ([`Update::run_stages`]).
+    Reshape(Update),
+}
+
+/// Where a pipeline's documents come from.
+enum Input {
+    /// The collection named by the command.
+    Collection,
+    /// `$documents`.
+    Documents(Vec<RawDocumentBuf>),
+    /// `$listLocalSessions`.
+    LocalSessions(sources::SessionOwners),
+}
+
+/// What happens to a pipeline's results.
+enum Output {
+    /// They are the cursor's documents.
+    Cursor,
+    /// `$out`.
+    Out(output::Target),
+    /// `$merge`.
+    Merge(output::Merge),
+}
+
+/// A parsed pipeline: its input, its stages, its output.
+struct Pipeline {
+    input: Input,
+    stages: Vec<Stage>,
+    output: Output,
 }
 
 struct Group {
@@ -47,6 +83,7 @@ enum Acc {
     Push,
 }
 
+/// A malformed stage document (40323).
 fn bad_stage(msg: impl Into<String>) -> CommandError {
     CommandError::new(ErrorCode::Location(40323), msg)
 }
@@ -127,16 +164,23 @@ fn count_arg(stage: &str, v: RawBsonRef<'_>) -> CommandResult<usize> {
     }
 }
 
-fn parse_pipeline(req: &Request<'_>, vars: &Arc<Variables>) -> CommandResult<Vec<Stage>> {
-    let stages = match field(req, "pipeline")? {
+/// Parses the `pipeline` of an aggregate on a collection, or collection-less when
+/// `collectionless` (`{aggregate: 1}`), with mongod's placement rules: `$documents` and
+/// `$listLocalSessions` only first and only without a collection, `$out` and `$merge` only last.
+fn parse_pipeline(
+    req: &Request<'_>,
+    collectionless: bool,
+    vars: &Arc<Variables>,
+) -> CommandResult<Pipeline> {
+    let raw = match field(req, "pipeline")? {
         Some(RawBsonRef::Array(a)) => a,
         Some(other) => return Err(wrong_type("aggregate.pipeline", other, " 'array'")),
         None => {
             return Err(CommandError::missing_field("aggregate.pipeline"));
         }
     };
-    let mut out = Vec::new();
-    for stage in stages {
+    let mut parsed = Vec::new();
+    for stage in raw {
         let stage = stage.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let RawBsonRef::Document(stage) = stage else {
             return Err(CommandError::new(
@@ -144,55 +188,137 @@ fn parse_pipeline(req: &Request<'_>, vars: &Arc<Variables>) -> CommandResult<Vec
                 "Each element of the 'pipeline' array must be an object",
             ));
         };
-        let mut it = stage.iter();
-        let (Some(Ok((name, arg))), None) = (it.next(), it.next()) else {
-            return Err(bad_stage(
-                "A pipeline stage specification object must contain exactly one field.",
+        parsed.push(parse_stage(req, stage, collectionless, vars)?);
+    }
+    // mongod checks the first stage against the namespace, then every stage's position.
+    match parsed.first() {
+        None if collectionless => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidNamespace,
+                "{aggregate: 1} is not valid for an empty pipeline.",
             ));
-        };
-        let doc_arg = |what: &str| match arg {
-            RawBsonRef::Document(d) => Ok(d),
-            _ => Err(CommandError::new(
-                ErrorCode::Location(15959),
-                format!("the {what} specification must be an object"),
-            )),
-        };
-        out.push(match name.as_str() {
-            "$match" => Stage::Match(Filter::compile_in(
-                doc_arg("match filter")?,
-                FilterContext::Pipeline,
-                vars,
-            )?),
-            "$sort" => Stage::Sort(SortSpec::compile_for_pipeline(doc_arg("$sort key")?)?),
-            "$skip" => Stage::Skip(count_arg("$skip", arg)?),
-            "$limit" => Stage::Limit(count_arg("$limit", arg)?),
-            "$project" => Stage::Project(Projection::compile_for_pipeline_in(
-                doc_arg("$project")?,
-                vars,
-            )?),
-            "$count" => match arg {
-                RawBsonRef::String(s)
-                    if !s.is_empty() && !s.starts_with('$') && !s.contains('.') =>
-                {
-                    Stage::Count(s.to_owned())
-                }
-                _ => {
-                    return Err(CommandError::new(
-                        ErrorCode::Location(40156),
-                        "the count field must be a non-empty string",
-                    ));
-                }
-            },
-            "$group" => Stage::Group(parse_group(doc_arg("$group")?, vars)?),
-            other => {
+        }
+        Some((name, Parsed::Input(_))) if !collectionless => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidNamespace,
+                format!("'{name}' can only be run with {{aggregate: 1}}"),
+            ));
+        }
+        Some((name, Parsed::Stage(_) | Parsed::Output(_))) if collectionless => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidNamespace,
+                format!("{{aggregate: 1}} is not valid for '{name}'; a collection is required."),
+            ));
+        }
+        _ => {}
+    }
+    let last = parsed.len().saturating_sub(1);
+    let mut pipeline = Pipeline {
+        input: Input::Collection,
+        stages: Vec::new(),
+        output: Output::Cursor,
+    };
+    for (i, (name, stage)) in parsed.into_iter().enumerate() {
+        match stage {
+            Parsed::Input(_) if i > 0 => {
                 return Err(CommandError::new(
-                    ErrorCode::Location(40324),
-                    format!("Unrecognized pipeline stage name: '{other}'"),
+                    ErrorCode::Location(40602),
+                    format!("{name} is only valid as the first stage in a pipeline"),
                 ));
             }
-        });
+            Parsed::Output(_) if i < last => {
+                return Err(CommandError::new(
+                    ErrorCode::Location(40601),
+                    format!("{name} can only be the final stage in the pipeline"),
+                ));
+            }
+            Parsed::Input(input) => pipeline.input = input,
+            Parsed::Stage(stage) => pipeline.stages.push(stage),
+            Parsed::Output(output) => pipeline.output = output,
+        }
     }
-    Ok(out)
+    Ok(pipeline)
+}
+
+/// One parsed stage, by role.
+enum Parsed {
+    Input(Input),
+    Stage(Stage),
+    Output(Output),
+}
+
+fn parse_stage(
+    req: &Request<'_>,
+    stage: &RawDocument,
+    collectionless: bool,
+    vars: &Arc<Variables>,
+) -> CommandResult<(String, Parsed)> {
+    let mut it = stage.iter();
+    let (Some(Ok((name, arg))), None) = (it.next(), it.next()) else {
+        return Err(bad_stage(
+            "A pipeline stage specification object must contain exactly one field.",
+        ));
+    };
+    let doc_arg = |what: &str| match arg {
+        RawBsonRef::Document(d) => Ok(d),
+        _ => Err(CommandError::new(
+            ErrorCode::Location(15959),
+            format!("the {what} specification must be an object"),
+        )),
+    };
+    let parsed = match name.as_str() {
+        "$match" => Parsed::Stage(Stage::Match(Filter::compile_in(
+            doc_arg("match filter")?,
+            FilterContext::Pipeline,
+            vars,
+        )?)),
+        "$sort" => Parsed::Stage(Stage::Sort(SortSpec::compile_for_pipeline(doc_arg(
+            "$sort key",
+        )?)?)),
+        "$skip" => Parsed::Stage(Stage::Skip(count_arg("$skip", arg)?)),
+        "$limit" => Parsed::Stage(Stage::Limit(count_arg("$limit", arg)?)),
+        "$project" => Parsed::Stage(Stage::Project(Projection::compile_for_pipeline_in(
+            doc_arg("$project")?,
+            vars,
+        )?)),
+        "$count" => match arg {
+            RawBsonRef::String(s) if !s.is_empty() && !s.starts_with('$') && !s.contains('.') => {
+                Parsed::Stage(Stage::Count(s.to_owned()))
+            }
+            _ => {
+                return Err(CommandError::new(
+                    ErrorCode::Location(40156),
+                    "the count field must be a non-empty string",
+                ));
+            }
+        },
+        "$group" => Parsed::Stage(Stage::Group(parse_group(doc_arg("$group")?, vars)?)),
+        "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
+            let mut one = RawArrayBuf::new();
+            one.push(stage.to_owned());
+            Parsed::Stage(Stage::Reshape(Update::compile_pipeline_in(&one, vars)?))
+        }
+        "$documents" => Parsed::Input(Input::Documents(sources::documents(arg)?)),
+        "$listLocalSessions" => {
+            if !collectionless {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    "$listLocalSessions must be run against the database with {aggregate: 1}, \
+                     not a collection",
+                ));
+            }
+            Parsed::Input(Input::LocalSessions(sources::list_local_sessions(arg)?))
+        }
+        "$out" => Parsed::Output(Output::Out(output::parse_out(arg, req.db)?)),
+        "$merge" => Parsed::Output(Output::Merge(output::parse_merge(arg, req.db)?)),
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40324),
+                format!("Unrecognized pipeline stage name: '{other}'"),
+            ));
+        }
+    };
+    Ok((name.as_str().to_owned(), parsed))
 }
 
 fn add(acc: RawBson, v: &RawBson) -> RawBson {
@@ -383,6 +509,17 @@ fn run_pipeline(
                 let plain: Vec<RawDocumentBuf> = docs.into_iter().map(|(d, _)| d).collect();
                 run_group(g, &plain)?.into_iter().map(computed).collect()
             }
+            Stage::Reshape(update) => {
+                let mut out = Vec::with_capacity(docs.len());
+                for (d, e) in docs {
+                    // `$$NOW` is the command's, fixed when the stage was compiled.
+                    let reshaped = update
+                        .run_stages(&d)
+                        .ok_or_else(|| CommandError::internal("not a pipeline stage"))??;
+                    out.push((reshaped, e));
+                }
+                out
+            }
         };
     }
     Ok(docs)
@@ -392,17 +529,27 @@ pub(super) async fn aggregate(
     req: &Request<'_>,
     state: &crate::state::ServerState,
 ) -> CommandResult {
-    let target = field(req, "aggregate")?;
-    let name = match target {
-        Some(RawBsonRef::Int32(1)) => {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "collection-less aggregation ({aggregate: 1}) is not supported by Ebb yet",
-            ));
+    let collectionless = match field(req, "aggregate")? {
+        Some(n @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_))) => {
+            if !number_is_one(n) {
+                return Err(CommandError::new(
+                    ErrorCode::FailedToParse,
+                    "Invalid command format: the 'aggregate' field must specify a collection \
+                     name or 1",
+                ));
+            }
+            true
         }
-        _ => collection_name(req)?,
+        _ => false,
     };
-    validate_namespace(req.db, name)?;
+    let name = if collectionless {
+        validate_db_name(req.db)?;
+        None
+    } else {
+        let name = collection_name(req)?;
+        validate_namespace(req.db, name)?;
+        Some(name)
+    };
     let cursor = opt_doc(req, "cursor")?;
     if field(req, "explain")?.is_some() {
         return Err(CommandError::new(
@@ -433,40 +580,87 @@ pub(super) async fn aggregate(
         }
     };
     let vars = variables(req, state.now_ms())?;
-    let mut stages = parse_pipeline(req, &vars)?;
-    let ns = format!("{}.{name}", req.db);
-    let Some(collection) = state.catalog.get(req.db, name) else {
-        return first_batch(
-            state,
-            ns,
-            Source::Buffered(VecDeque::new()),
-            batch_size,
-            false,
-            false,
-        )
-        .await;
+    let Pipeline {
+        input,
+        mut stages,
+        output,
+    } = parse_pipeline(req, collectionless, &vars)?;
+    // Only a pipeline that writes takes a write concern.
+    let concern = match output {
+        Output::Cursor => WriteConcern::Journaled,
+        Output::Out(_) | Output::Merge(_) => WriteConcern::parse(req)?,
     };
-    // A leading $match narrows the collection scan itself.
-    let leading = match stages.first() {
-        Some(Stage::Match(_)) => match stages.remove(0) {
-            Stage::Match(f) => Some(f),
-            _ => None,
+    // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
+    let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
+    let now_ms = state.now_ms();
+    let docs = match (input, name) {
+        (Input::Collection, Some(name)) => match state.catalog.get(req.db, name) {
+            Some(collection) => {
+                // A leading $match narrows the collection scan itself.
+                let leading = match stages.first() {
+                    Some(Stage::Match(_)) => match stages.remove(0) {
+                        Stage::Match(f) => Some(f),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                collect(state, collection, leading).await?
+            }
+            None => Vec::new(),
         },
-        _ => None,
+        (Input::Collection, None) => Vec::new(),
+        (Input::Documents(docs), _) => docs
+            .into_iter()
+            .map(|d| (d, crate::storage::record::NEVER))
+            .collect(),
+        (Input::LocalSessions(owners), _) => {
+            sources::session_records(&state.sessions, owners, now_ms)
+                .into_iter()
+                .map(|d| (d, crate::storage::record::NEVER))
+                .collect()
+        }
     };
-    let docs = collect(state, collection, leading).await?;
-    let out = tokio::task::spawn_blocking(move || run_pipeline(&stages, docs))
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+    let out = if stages.is_empty() {
+        docs
+    } else {
+        tokio::task::spawn_blocking(move || run_pipeline(&stages, docs))
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))??
+    };
+    // The writing stages run to the end here, whatever the batch size: the cursor they answer
+    // is empty.
+    let results = match output {
+        Output::Cursor => out,
+        Output::Out(target) => {
+            let docs = out.into_iter().map(|(d, _)| d).collect();
+            output::out(state, target, concern, docs).await?;
+            Vec::new()
+        }
+        Output::Merge(spec) => {
+            let docs = out.into_iter().map(|(d, _)| d).collect();
+            output::merge(state, spec, concern, docs).await?;
+            Vec::new()
+        }
+    };
     first_batch(
         state,
         ns,
-        Source::Buffered(out.into()),
+        Source::Buffered(results.into()),
         batch_size,
         false,
         false,
     )
     .await
+}
+
+/// Whether a number is 1 (`{aggregate: 1}` accepts any numeric type).
+fn number_is_one(n: RawBsonRef<'_>) -> bool {
+    match n {
+        RawBsonRef::Int32(i) => i == 1,
+        RawBsonRef::Int64(i) => i == 1,
+        RawBsonRef::Double(d) => d == 1.0,
+        _ => false,
+    }
 }
 
 #[cfg(test)]

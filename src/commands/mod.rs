@@ -309,7 +309,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
-        Cmd::EndSessions => admin::end_sessions(req),
+        Cmd::EndSessions => admin::end_sessions(req, state),
         Cmd::KillCursors => read::kill_cursors(req, state),
         Cmd::ListDatabases => collection::list_databases(req, state).await,
         Cmd::Create => collection::create(req, state).await,

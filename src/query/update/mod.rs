@@ -299,6 +299,17 @@ impl Update {
         matches!(self.kind, Kind::Pipeline(_))
     }
 
+    /// Runs a pipeline-style update's stages on `doc` as aggregation stages run them: the result
+    /// is what the stages produce, with none of an update's `_id` rules. `None` when this is not
+    /// a pipeline. (Aggregation's `$set`/`$addFields`, `$unset`, `$replaceRoot` and
+    /// `$replaceWith` are these stages.)
+    pub fn run_stages(&self, doc: &RawDocument) -> Option<Result<RawDocumentBuf, CommandError>> {
+        match &self.kind {
+            Kind::Pipeline(p) => Some(p.apply(doc)),
+            Kind::Replacement(_) | Kind::Operators(_) => None,
+        }
+    }
+
     /// Whether a path uses the positional `$`, so that applying needs the statement's filter
     /// ([`UpdateContext::filter`]).
     pub fn is_positional(&self) -> bool {
