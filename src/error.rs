@@ -77,6 +77,7 @@ error_codes! {
     ShutdownInProgress = 91,
     OperationFailed = 96,
     NotExactValueField = 111,
+    IncompatibleCollationVersion = 161,
     InvalidPipelineOperator = 168,
     ClientMetadataCannotBeMutated = 186,
     InvalidIndexSpecificationOption = 197,
@@ -85,6 +86,7 @@ error_codes! {
     UnsupportedOpQueryCommand = 352,
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
+    IDLDuplicateField = 40413,
     IDLUnknownField = 40415,
     IDLFailedToParse = 40414,
 }
