@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bson::raw::cstr;
@@ -17,10 +18,10 @@ use crate::catalog::{Collection, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::Filter;
-use crate::query::keystring;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::update::{Update, UpdateContext, upsert_seed_with};
+use crate::query::{Collation, keystring};
 use crate::state::{Metrics, ServerState};
 use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
 
@@ -629,6 +630,7 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
     let mut u = None;
     let mut array_filters = None;
     let mut constants = None;
+    let mut collation = None;
     let (mut upsert, mut multi) = (false, false);
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -661,11 +663,9 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
             }
             ("c", RawBsonRef::Document(d)) => constants = Some(d),
             ("c", other) => return Err(wrong_type("update.updates.c", other, " 'object'")),
-            ("collation", _) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "collation is not supported by Ebb yet",
-                ));
+            ("collation", RawBsonRef::Document(d)) => collation = Some(d),
+            ("collation", other) => {
+                return Err(wrong_type("update.updates.collation", other, " 'object'"));
             }
             ("hint", _) => {}
             // (`sort` in an update statement is a MongoDB 8.0 field: 7.0 refuses it.)
@@ -679,7 +679,13 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
     let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
     let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
     Ok((|| {
-        let update = Update::compile_modification(u, array_filters)?;
+        let collation = collation
+            .map(Collation::parse)
+            .transpose()?
+            .flatten()
+            .map(Arc::new);
+        let update =
+            Update::compile_modification(u, array_filters)?.with_collation(collation.clone());
         if constants.is_some() && !update.is_pipeline() {
             return Err(CommandError::new(
                 ErrorCode::Location(51198),
@@ -693,7 +699,7 @@ fn parse_update_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Upd
             ));
         }
         Ok(UpdateStatement {
-            filter: Filter::compile(q)?,
+            filter: Filter::compile(q)?.with_collation(collation),
             update,
             upsert,
             multi,
@@ -836,6 +842,7 @@ struct DeleteStatement {
 fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<DeleteStatement>> {
     let mut q = None;
     let mut limit = None;
+    let mut collation = None;
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
@@ -854,11 +861,9 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Del
                     "s '[long, int, decimal, double]'",
                 ));
             }
-            ("collation", _) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "collation is not supported by Ebb yet",
-                ));
+            ("collation", RawBsonRef::Document(d)) => collation = Some(d),
+            ("collation", other) => {
+                return Err(wrong_type("delete.deletes.collation", other, " 'object'"));
             }
             ("hint", _) => {}
             (other, _) => {
@@ -876,11 +881,14 @@ fn parse_delete_statement(stmt: &RawDocument) -> CommandResult<CommandResult<Del
             format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
         ));
     }
-    // As for updates, a filter that does not compile fails only its statement.
-    Ok(Filter::compile(q).map(|filter| DeleteStatement {
-        filter,
-        limit_one: limit == 1,
-    }))
+    // As for updates, a filter (or collation) that does not compile fails only its statement.
+    Ok((|| {
+        let collation = collation.map(Collation::parse).transpose()?.flatten();
+        Ok(DeleteStatement {
+            filter: Filter::compile(q)?.with_collation(collation.map(Arc::new)),
+            limit_one: limit == 1,
+        })
+    })())
 }
 
 pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -935,7 +943,10 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
     let query = opt_doc(req, "query")?;
-    let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
+    let collation = super::read::collation_option(req)?;
+    let sort = opt_doc(req, "sort")?
+        .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
+        .transpose()?;
     let fields = opt_doc(req, "fields")?
         .map(Projection::compile)
         .transpose()?;
@@ -951,7 +962,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     let update = match field(req, "update")? {
         None => None,
         Some(u @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => {
-            Some(Update::compile_modification(u, array_filters)?)
+            Some(Update::compile_modification(u, array_filters)?.with_collation(collation.clone()))
         }
         Some(other) => {
             return Err(wrong_type(
@@ -976,7 +987,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         _ => {}
     }
     let filter = match query {
-        Some(q) => Filter::compile(q)?,
+        Some(q) => Filter::compile(q)?.with_collation(collation),
         None => Filter::match_all(),
     };
     let fields_filter = filter.clone();
