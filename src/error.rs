@@ -78,6 +78,7 @@ error_codes! {
     OperationFailed = 96,
     NotExactValueField = 111,
     UnsupportedFormat = 115,
+    IncompatibleCollationVersion = 161,
     InvalidPipelineOperator = 168,
     ClientMetadataCannotBeMutated = 186,
     InvalidIndexSpecificationOption = 197,
@@ -87,6 +88,7 @@ error_codes! {
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
     MergeStageNoMatchingDocument = 13113,
+    IDLDuplicateField = 40413,
     IDLUnknownField = 40415,
     IDLFailedToParse = 40414,
 }

@@ -2344,3 +2344,306 @@ async fn unknown_write_concern_field_is_40415() -> TestResult {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Collation
+
+fn en(strength: mongodb::options::CollationStrength) -> mongodb::options::Collation {
+    mongodb::options::Collation::builder()
+        .locale("en")
+        .strength(strength)
+        .build()
+}
+
+/// `_id`s 1–6 with names that differ in case and accents.
+async fn seed_names(client: &Client, name: &str) -> TestResult {
+    coll(client, name)
+        .insert_many([
+            doc! { "_id": 1, "name": "alpha" },
+            doc! { "_id": 2, "name": "Alpha" },
+            doc! { "_id": 3, "name": "ALPHA" },
+            doc! { "_id": 4, "name": "älpha" },
+            doc! { "_id": 5, "name": "beta" },
+            doc! { "_id": 6, "name": "Beta" },
+        ])
+        .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn find_with_collation_matches_and_sorts_case_insensitively() -> TestResult {
+    use mongodb::options::CollationStrength::{Primary, Secondary};
+    let (_server, client) = start().await?;
+    seed_names(&client, "coll_find").await?;
+    let c = coll(&client, "coll_find");
+    let found = drain(
+        c.find(doc! { "name": "alpha" })
+            .collation(en(Secondary))
+            .sort(doc! { "_id": 1 })
+            .await?,
+    )
+    .await?;
+    assert_eq!(
+        ids(&found),
+        vec![Bson::Int32(1), Bson::Int32(2), Bson::Int32(3)]
+    );
+    // Strength 1 ignores accents as well.
+    let found = drain(
+        c.find(doc! { "name": "ALPHA" })
+            .collation(en(Primary))
+            .sort(doc! { "_id": 1 })
+            .await?,
+    )
+    .await?;
+    assert_eq!(found.len(), 4);
+    // Without a collation only the exact string matches.
+    assert_eq!(
+        all(&client, "coll_find", doc! { "name": "alpha" })
+            .await?
+            .len(),
+        1
+    );
+    // Sort: case ties at strength 2 (then `_id` decides); binary puts upper case first.
+    let sorted = drain(
+        c.find(doc! { "name": { "$gte": "a" } })
+            .collation(en(Secondary))
+            .sort(doc! { "name": -1, "_id": 1 })
+            .await?,
+    )
+    .await?;
+    assert_eq!(
+        ids(&sorted),
+        [5, 6, 4, 1, 2, 3].map(Bson::Int32).to_vec(),
+        "{sorted:?}"
+    );
+    // `{_id: <string>}` under a collation is not an exact point read.
+    let ids_coll = coll(&client, "coll_find_ids");
+    ids_coll
+        .insert_many([doc! { "_id": "Key" }, doc! { "_id": "other" }])
+        .await?;
+    let found = drain(
+        ids_coll
+            .find(doc! { "_id": "key" })
+            .collation(en(Secondary))
+            .await?,
+    )
+    .await?;
+    assert_eq!(ids(&found), vec![Bson::String("Key".into())]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn update_and_delete_statements_use_their_collation() -> TestResult {
+    use mongodb::options::CollationStrength::Secondary;
+    let (_server, client) = start().await?;
+    seed_names(&client, "coll_write").await?;
+    let c = coll(&client, "coll_write");
+    let r = c
+        .update_many(doc! { "name": "ALPHA" }, doc! { "$set": { "hit": true } })
+        .collation(en(Secondary))
+        .await?;
+    assert_eq!((r.matched_count, r.modified_count), (3, 3));
+    let r = c
+        .update_one(doc! { "name": "BETA" }, doc! { "$set": { "one": true } })
+        .collation(en(Secondary))
+        .await?;
+    assert_eq!(r.matched_count, 1);
+    let r = c
+        .delete_many(doc! { "name": { "$in": ["BETA", "x"] } })
+        .collation(en(Secondary))
+        .await?;
+    assert_eq!(r.deleted_count, 2);
+    let r = c
+        .delete_one(doc! { "name": "alpha" })
+        .collation(en(Secondary))
+        .await?;
+    assert_eq!(r.deleted_count, 1);
+    assert_eq!(
+        ids(&all(&client, "coll_write", doc! {}).await?),
+        [2, 3, 4].map(Bson::Int32).to_vec()
+    );
+    // Each statement has its own collation; a bad one fails that statement alone.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! {
+            "update": "coll_write",
+            "updates": [
+                { "q": { "name": "alpha" }, "u": { "$set": { "s": 1 } }, "multi": true,
+                  "collation": { "locale": "en", "strength": 2 } },
+                { "q": { "name": "alpha" }, "u": { "$set": { "s": 2 } },
+                  "collation": { "locale": "xx" } },
+                { "q": { "name": "alpha" }, "u": { "$set": { "s": 3 } } },
+            ],
+            "ordered": false,
+        },
+    )
+    .await?;
+    assert_eq!(integer(reply.get("n")), Some(2), "{reply}");
+    let errors = write_errors(&reply);
+    assert_eq!(errors.len(), 1, "{reply}");
+    assert_eq!(errors[0].get_i32("index")?, 1);
+    assert_eq!(errors[0].get_i32("code")?, 2);
+    assert_eq!(
+        errors[0].get_str("errmsg")?,
+        "Field 'locale' is invalid in: { locale: \"xx\" }"
+    );
+    // The option's type is checked for the whole command.
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "delete": "coll_write", "deletes": [{ "q": {}, "limit": 0, "collation": "en" }] },
+    )
+    .await?;
+    assert_command_error(&err, 14, "TypeMismatch");
+    assert_eq!(
+        err.message,
+        "BSON field 'delete.deletes.collation' is the wrong type 'string', expected type 'object'"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn find_and_modify_with_collation() -> TestResult {
+    use mongodb::options::CollationStrength::Secondary;
+    let (_server, client) = start().await?;
+    seed_names(&client, "coll_fam").await?;
+    let c = coll(&client, "coll_fam");
+    let before = c
+        .find_one_and_update(doc! { "name": "ALPHA" }, doc! { "$set": { "n": 1 } })
+        .collation(en(Secondary))
+        .sort(doc! { "_id": -1 })
+        .await?;
+    assert_eq!(
+        before.and_then(|d| d.get("_id").cloned()),
+        Some(Bson::Int32(3))
+    );
+    let replaced = c
+        .find_one_and_replace(doc! { "name": "BETA" }, doc! { "name": "gamma" })
+        .collation(en(Secondary))
+        .return_document(ReturnDocument::After)
+        .await?;
+    assert_eq!(replaced, Some(doc! { "_id": 5, "name": "gamma" }));
+    let deleted = c
+        .find_one_and_delete(doc! { "name": "Beta" })
+        .collation(en(Secondary))
+        .await?;
+    assert_eq!(deleted, Some(doc! { "_id": 6, "name": "Beta" }));
+    let err = c
+        .find_one_and_delete(doc! {})
+        .collation(
+            mongodb::options::Collation::builder()
+                .locale("en")
+                .strength(mongodb::options::CollationStrength::Primary)
+                .backwards(true)
+                .build(),
+        )
+        .await
+        .err()
+        .ok_or("findAndModify with an invalid collation succeeded")?;
+    let err = command_error(&err).ok_or("not a command error")?;
+    assert_command_error(err, 2, "BadValue");
+    Ok(())
+}
+
+#[tokio::test]
+async fn count_distinct_and_aggregate_with_collation() -> TestResult {
+    use mongodb::options::CollationStrength::{Primary, Secondary};
+    let (_server, client) = start().await?;
+    seed_names(&client, "coll_read").await?;
+    let c = coll(&client, "coll_read");
+    let reply = run_command(
+        &client,
+        DB,
+        doc! {
+            "count": "coll_read",
+            "query": { "name": "alpha" },
+            "collation": { "locale": "en", "strength": 2 },
+        },
+    )
+    .await?;
+    assert_eq!(integer(reply.get("n")), Some(3), "{reply}");
+    // distinct keeps one of the values equal under the collation: the first one met.
+    let values = c.distinct("name", doc! {}).collation(en(Primary)).await?;
+    assert_eq!(values, vec![Bson::from("alpha"), Bson::from("beta")]);
+    let values = c.distinct("name", doc! {}).await?;
+    assert_eq!(values.len(), 6);
+    let grouped = drain(
+        c.aggregate([
+            doc! { "$match": { "name": { "$in": ["ALPHA", "BETA"] } } },
+            doc! { "$group": { "_id": "$name", "n": { "$sum": 1 } } },
+            doc! { "$sort": { "_id": -1 } },
+        ])
+        .collation(en(Secondary))
+        .await?,
+    )
+    .await?;
+    assert_eq!(
+        grouped,
+        vec![
+            doc! { "_id": "beta", "n": 2 },
+            doc! { "_id": "alpha", "n": 3 }
+        ]
+    );
+    // Errors: MongoDB's codes and messages.
+    let cases = [
+        (
+            doc! { "locale": "en", "strength": 6 },
+            51024,
+            "Location51024",
+            "BSON field 'collation.strength' value must be <= 5, actual value '6'",
+        ),
+        (
+            doc! { "strength": 2 },
+            40414,
+            "IDLFailedToParse",
+            "BSON field 'collation.locale' is missing but a required field",
+        ),
+        (
+            doc! { "locale": "en", "colour": "blue" },
+            40415,
+            "IDLUnknownField",
+            "BSON field 'collation.colour' is an unknown field.",
+        ),
+        (
+            doc! { "locale": "en_XX" },
+            2,
+            "BadValue",
+            "Field 'locale' is invalid in: { locale: \"en_XX\" }. Did you mean 'en'?",
+        ),
+    ];
+    for (collation, code, name, message) in cases {
+        let err = run_command_err(
+            &client,
+            DB,
+            doc! { "find": "coll_read", "filter": {}, "collation": collation },
+        )
+        .await?;
+        assert_command_error(&err, code, name);
+        assert_eq!(err.message, message);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn collection_and_index_default_collations_are_refused() -> TestResult {
+    let (_server, client) = start().await?;
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "create": "coll_default", "collation": { "locale": "en", "strength": 2 } },
+    )
+    .await?;
+    assert_command_error(&err, 238, "NotImplemented");
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {
+            "createIndexes": "coll_default",
+            "indexes": [{ "key": { "a": 1 }, "name": "a_1", "collation": { "locale": "en" } }],
+        },
+    )
+    .await?;
+    assert_command_error(&err, 238, "NotImplemented");
+    Ok(())
+}

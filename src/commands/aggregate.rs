@@ -20,7 +20,8 @@ use crate::catalog::{validate_db_name, validate_namespace};
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::query::compare::compare;
+use crate::query::Collation;
+use crate::query::compare::compare_collated;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
@@ -70,6 +71,8 @@ struct Pipeline {
 struct Group {
     id: Expression,
     fields: Vec<(String, Acc, Expression)>,
+    /// The command's collation: keys equal under it group together; `$min`/`$max` use it.
+    collation: Option<Arc<Collation>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -133,7 +136,11 @@ fn parse_group(spec: &RawDocument, vars: &Arc<Variables>) -> CommandResult<Group
             "a group specification must include an _id",
         )
     })?;
-    Ok(Group { id, fields })
+    Ok(Group {
+        id,
+        fields,
+        collation: None,
+    })
 }
 
 fn count_arg(stage: &str, v: RawBsonRef<'_>) -> CommandResult<usize> {
@@ -384,7 +391,10 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> CommandResult<Vec<RawDoc
     let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
     for doc in docs {
         let key = group.id.evaluate(doc)?.unwrap_or(RawBson::Null);
-        let ks = crate::query::keystring::to_key(key.as_raw_bson_ref());
+        let ks = match &group.collation {
+            Some(c) => crate::query::keystring::to_key(collation_key(&key, c).as_raw_bson_ref()),
+            None => crate::query::keystring::to_key(key.as_raw_bson_ref()),
+        };
         let slot = *index.entry(ks).or_insert_with(|| {
             groups.push(GroupState {
                 key: key.clone(),
@@ -413,7 +423,11 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> CommandResult<Vec<RawDoc
                 (Acc::Sum | Acc::Avg, _) => current,
                 (Acc::Min | Acc::Max, Some(v)) if !matches!(v, RawBson::Null) => {
                     let replace = state.counts[i] == 0 || {
-                        let ord = compare(v.as_raw_bson_ref(), current.as_raw_bson_ref());
+                        let ord = compare_collated(
+                            v.as_raw_bson_ref(),
+                            current.as_raw_bson_ref(),
+                            group.collation.as_deref(),
+                        );
                         if *acc == Acc::Min {
                             ord.is_lt()
                         } else {
@@ -464,6 +478,55 @@ fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> CommandResult<Vec<RawDoc
             out
         })
         .collect())
+}
+
+/// `v` with every string (at any depth) replaced by the hex digits of its collation sort key, so
+/// that values equal under the collation have equal keystrings.
+fn collation_key(v: &RawBson, c: &Collation) -> RawBson {
+    use std::fmt::Write;
+    match v {
+        RawBson::String(s) | RawBson::Symbol(s) => {
+            let mut hex = String::new();
+            for b in c.sort_key(s) {
+                let _ = write!(hex, "{b:02x}");
+            }
+            RawBson::String(hex)
+        }
+        RawBson::Document(d) => {
+            let mut out = RawDocumentBuf::new();
+            for (k, v) in d.iter().map_while(Result::ok) {
+                out.append(k, collation_key(&RawBson::from(v), c));
+            }
+            RawBson::Document(out)
+        }
+        RawBson::Array(a) => {
+            let mut out = RawArrayBuf::new();
+            for v in a.into_iter().map_while(Result::ok) {
+                out.push(collation_key(&RawBson::from(v), c));
+            }
+            RawBson::Array(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The stages with the command's collation applied where strings are compared.
+fn collate(stages: Vec<Stage>, collation: Option<&Arc<Collation>>) -> Vec<Stage> {
+    let Some(c) = collation else {
+        return stages;
+    };
+    stages
+        .into_iter()
+        .map(|stage| match stage {
+            Stage::Match(f) => Stage::Match(f.with_collation(Some(c.clone()))),
+            Stage::Sort(s) => Stage::Sort(s.with_collation(Some(c.clone()))),
+            Stage::Group(mut g) => {
+                g.collation = Some(c.clone());
+                Stage::Group(g)
+            }
+            other => other,
+        })
+        .collect()
 }
 
 /// Runs the stages over documents paired with the expiry instant of the stored document they
@@ -582,9 +645,11 @@ pub(super) async fn aggregate(
     let vars = variables(req, state.now_ms())?;
     let Pipeline {
         input,
-        mut stages,
+        stages,
         output,
     } = parse_pipeline(req, collectionless, &vars)?;
+    let collation = super::read::collation_option(req)?;
+    let mut stages = collate(stages, collation.as_ref());
     // Only a pipeline that writes takes a write concern.
     let concern = match output {
         Output::Cursor => WriteConcern::Journaled,

@@ -17,7 +17,7 @@ use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
-use crate::query::{keystring, path};
+use crate::query::{Collation, keystring, path};
 use crate::state::{Metrics, ServerState};
 use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 
@@ -208,7 +208,7 @@ pub(crate) async fn first_batch(
 }
 
 pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResult {
-    const UNSUPPORTED: [&str; 5] = ["collation", "min", "max", "tailable", "awaitData"];
+    const UNSUPPORTED: [&str; 4] = ["min", "max", "tailable", "awaitData"];
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
@@ -223,11 +223,11 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         single_batch,
         no_timeout,
         let_vars,
+        collation,
         u0,
         u1,
         u2,
         u3,
-        u4,
     ] = fields(
         req,
         [
@@ -240,23 +240,30 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             "singleBatch",
             "noCursorTimeout",
             "let",
+            "collation",
             UNSUPPORTED[0],
             UNSUPPORTED[1],
             UNSUPPORTED[2],
             UNSUPPORTED[3],
-            UNSUPPORTED[4],
         ],
     )?;
     let vars = variables_of(doc_value(req, "let", let_vars)?, state.now_ms())?;
+    let collation = collation
+        .map(|c| Collation::from_option("find.collation", c))
+        .transpose()?
+        .flatten();
     let filter_doc = doc_value(req, "filter", filter)?;
     let filter = filter_doc
-        .map(|f| Filter::compile_in(f, FilterContext::Query, &vars))
+        .map(|f| {
+            Filter::compile_in(f, FilterContext::Query, &vars)
+                .map(|f| f.with_collation(collation.clone()))
+        })
         .transpose()?;
     let projection = doc_value(req, "projection", projection)?
         .map(|p| Projection::compile_in(p, &vars))
         .transpose()?;
     let sort = doc_value(req, "sort", sort)?
-        .map(SortSpec::compile)
+        .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
         .transpose()?;
     let skip = non_negative_value("skip", i64_value(req, "skip", skip)?)?.unwrap_or(0);
     let limit = non_negative_value("limit", i64_value(req, "limit", limit)?)?.filter(|&l| l > 0);
@@ -264,7 +271,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let single_batch = bool_value(req, "singleBatch", single_batch)?.unwrap_or(false);
     let no_timeout = bool_value(req, "noCursorTimeout", no_timeout)?.unwrap_or(false);
-    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3, u4]) {
+    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3]) {
         if value.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
             return Err(CommandError::new(
                 ErrorCode::NotImplemented,
@@ -278,7 +285,9 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     };
     // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
     // compiled filter, scan or cursor.
+    // (A string `_id` under a collation also matches other strings.)
     if let Some(id) = filter_doc.and_then(plain_id_equality)
+        && !(collation.is_some() && matches!(id, RawBsonRef::String(_)))
         && projection.is_none()
         && sort.is_none()
         && skip == 0
@@ -350,6 +359,14 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     first_batch(state, ns, source, batch_size, single_batch, no_timeout)
         .await
         .map_err(|e| executor_error(e, "find"))
+}
+
+/// The command's `collation` option (`None` if absent or simple).
+pub(crate) fn collation_option(req: &Request<'_>) -> CommandResult<Option<Arc<Collation>>> {
+    Ok(field(req, "collation")?
+        .map(|c| Collation::from_option(&format!("{}.collation", req.name), c))
+        .transpose()?
+        .flatten())
 }
 
 /// mongod's prefix for errors raised while a query runs (not while it is parsed).
@@ -473,7 +490,10 @@ pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResu
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_command);
-    let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;
+    let collation = collation_option(req)?;
+    let filter = opt_doc(req, "query")?
+        .map(|q| Filter::compile(q).map(|f| f.with_collation(collation)))
+        .transpose()?;
     let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
     // count's limit may be negative (meaning the same as positive).
     let limit = opt_i64(req, "limit")?
@@ -515,7 +535,10 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
             return Err(CommandError::missing_field("distinct.key"));
         }
     };
-    let filter = opt_doc(req, "query")?.map(Filter::compile).transpose()?;
+    let collation = collation_option(req)?;
+    let filter = opt_doc(req, "query")?
+        .map(|q| Filter::compile(q).map(|f| f.with_collation(collation.clone())))
+        .transpose()?;
     let Some(collection) = state.catalog.get(req.db, name) else {
         return Ok(rawdoc! { "values": RawArrayBuf::new(), "ok": 1.0 });
     };
@@ -530,10 +553,16 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
             values.push(RawBson::from(v));
         }
     }
-    values.sort_by(|a, b| crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()));
-    values.dedup_by(|a, b| {
-        crate::query::compare::compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()).is_eq()
-    });
+    // Values equal under the collation count once (the first met, as the sort is stable).
+    let ord = |a: &RawBson, b: &RawBson| {
+        crate::query::compare::compare_collated(
+            a.as_raw_bson_ref(),
+            b.as_raw_bson_ref(),
+            collation.as_deref(),
+        )
+    };
+    values.sort_by(|a, b| ord(a, b));
+    values.dedup_by(|a, b| ord(a, b).is_eq());
     let mut out = RawArrayBuf::new();
     for v in values {
         out.push(v);

@@ -17,6 +17,7 @@ use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, varia
 use crate::catalog::{Collection, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::Collation;
 use crate::query::Variables;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::keystring;
@@ -633,6 +634,7 @@ fn parse_update_statement(
     let mut u = None;
     let mut array_filters = None;
     let mut constants = None;
+    let mut collation = None;
     let (mut upsert, mut multi) = (false, false);
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -665,11 +667,9 @@ fn parse_update_statement(
             }
             ("c", RawBsonRef::Document(d)) => constants = Some(d),
             ("c", other) => return Err(wrong_type("update.updates.c", other, " 'object'")),
-            ("collation", _) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "collation is not supported by Ebb yet",
-                ));
+            ("collation", RawBsonRef::Document(d)) => collation = Some(d),
+            ("collation", other) => {
+                return Err(wrong_type("update.updates.collation", other, " 'object'"));
             }
             ("hint", _) => {}
             // (`sort` in an update statement is a MongoDB 8.0 field: 7.0 refuses it.)
@@ -683,6 +683,11 @@ fn parse_update_statement(
     let q = q.ok_or_else(|| CommandError::missing_field("update.updates.q"))?;
     let u = u.ok_or_else(|| CommandError::missing_field("update.updates.u"))?;
     Ok((|| {
+        let collation = collation
+            .map(Collation::parse)
+            .transpose()?
+            .flatten()
+            .map(Arc::new);
         let vars = match constants {
             Some(_) if !matches!(u, RawBsonRef::Array(_)) => {
                 return Err(CommandError::new(
@@ -693,7 +698,8 @@ fn parse_update_statement(
             Some(c) => Arc::new(Variables::clone(vars).with_constants(c)?),
             None => Arc::clone(vars),
         };
-        let update = Update::compile_modification_in(u, array_filters, &vars)?;
+        let update = Update::compile_modification_in(u, array_filters, &vars)?
+            .with_collation(collation.clone());
         if multi && update.is_replacement() {
             return Err(CommandError::new(
                 ErrorCode::FailedToParse,
@@ -701,7 +707,7 @@ fn parse_update_statement(
             ));
         }
         Ok(UpdateStatement {
-            filter: Filter::compile_in(q, FilterContext::Query, &vars)?,
+            filter: Filter::compile_in(q, FilterContext::Query, &vars)?.with_collation(collation),
             update,
             upsert,
             multi,
@@ -846,6 +852,7 @@ fn parse_delete_statement(
 ) -> CommandResult<CommandResult<DeleteStatement>> {
     let mut q = None;
     let mut limit = None;
+    let mut collation = None;
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
@@ -864,11 +871,9 @@ fn parse_delete_statement(
                     "s '[long, int, decimal, double]'",
                 ));
             }
-            ("collation", _) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    "collation is not supported by Ebb yet",
-                ));
+            ("collation", RawBsonRef::Document(d)) => collation = Some(d),
+            ("collation", other) => {
+                return Err(wrong_type("delete.deletes.collation", other, " 'object'"));
             }
             ("hint", _) => {}
             (other, _) => {
@@ -886,13 +891,15 @@ fn parse_delete_statement(
             format!("The limit field in delete objects must be 0 or 1. Got {limit}"),
         ));
     }
-    // As for updates, a filter that does not compile fails only its statement.
-    Ok(
-        Filter::compile_in(q, FilterContext::Query, vars).map(|filter| DeleteStatement {
-            filter,
+    // As for updates, a filter (or collation) that does not compile fails only its statement.
+    Ok((|| {
+        let collation = collation.map(Collation::parse).transpose()?.flatten();
+        Ok(DeleteStatement {
+            filter: Filter::compile_in(q, FilterContext::Query, vars)?
+                .with_collation(collation.map(Arc::new)),
             limit_one: limit == 1,
-        }),
-    )
+        })
+    })())
 }
 
 pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
@@ -949,7 +956,10 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     validate_writable(req.db, name)?;
     let vars = variables(req, state.now_ms())?;
     let query = opt_doc(req, "query")?;
-    let sort = opt_doc(req, "sort")?.map(SortSpec::compile).transpose()?;
+    let collation = super::read::collation_option(req)?;
+    let sort = opt_doc(req, "sort")?
+        .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
+        .transpose()?;
     let fields = opt_doc(req, "fields")?
         .map(|f| Projection::compile_in(f, &vars))
         .transpose()?;
@@ -963,9 +973,10 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
     };
     let update = match field(req, "update")? {
         None => None,
-        Some(u @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => {
-            Some(Update::compile_modification_in(u, array_filters, &vars)?)
-        }
+        Some(u @ (RawBsonRef::Document(_) | RawBsonRef::Array(_))) => Some(
+            Update::compile_modification_in(u, array_filters, &vars)?
+                .with_collation(collation.clone()),
+        ),
         Some(other) => {
             return Err(wrong_type(
                 "findAndModify.update",
@@ -989,7 +1000,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         _ => {}
     }
     let filter = match query {
-        Some(q) => Filter::compile_in(q, FilterContext::Query, &vars)?,
+        Some(q) => Filter::compile_in(q, FilterContext::Query, &vars)?.with_collation(collation),
         None => Filter::match_all(),
     };
     let fields_filter = filter.clone();

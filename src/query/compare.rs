@@ -5,7 +5,9 @@
 //! - numbers (int32, int64, double, decimal128) by exact numeric value across types: `1`, `1L` and
 //!   `1.0` are equal, int64 against double is exact beyond 2^53, `-0.0 == 0.0`, and NaN equals
 //!   NaN and sorts below every other number (also below `-inf`);
-//! - strings and symbols by their UTF-8 bytes (the "simple" collation);
+//! - strings and symbols by their UTF-8 bytes (the "simple" collation), or with a
+//!   [`Collation`] by its locale's rules ([`compare_collated`]; field names stay binary, as in
+//!   mongod);
 //! - documents element by element: canonical type, then field name, then value; a document that
 //!   is a prefix of another is smaller;
 //! - arrays element by element (canonical type, then value), shorter prefix first;
@@ -31,6 +33,8 @@ use std::cmp::Ordering;
 use bson::raw::{RawDbPointerRef, RawJavaScriptCodeWithScopeRef};
 use bson::spec::BinarySubtype;
 use bson::{RawArray, RawBinaryRef, RawBsonRef, RawDocument, RawDocumentBuf, RawRegexRef};
+
+use super::collation::Collation;
 
 /// Canonical type ranks, in MongoDB's order. The numbers are Ebb's own (they appear in
 /// [`keystring`](super::keystring) encodings) and are all non-zero, so 0 can end a sequence.
@@ -100,6 +104,16 @@ pub fn canonical_type(v: RawBsonRef<'_>) -> u8 {
 
 /// Compares two values in MongoDB's order.
 pub fn compare(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
+    compare_collated(a, b, None)
+}
+
+/// [`compare`], with strings (also inside documents and arrays) compared by `collation` when
+/// there is one.
+pub fn compare_collated(
+    a: RawBsonRef<'_>,
+    b: RawBsonRef<'_>,
+    collation: Option<&Collation>,
+) -> Ordering {
     let (ra, rb) = (canonical_type(a), canonical_type(b));
     if ra != rb {
         return ra.cmp(&rb);
@@ -111,8 +125,10 @@ pub fn compare(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
         (RawBsonRef::Int64(x), RawBsonRef::Int64(y)) => x.cmp(&y),
         (RawBsonRef::Double(x), RawBsonRef::Double(y)) => compare_f64(x, y),
         _ if ra == rank::NUMBER => NumKey::of(a).cmp(&NumKey::of(b)),
-        (RawBsonRef::Document(x), RawBsonRef::Document(y)) => compare_docs(x, y),
-        (RawBsonRef::Array(x), RawBsonRef::Array(y)) => compare_arrays(x, y),
+        (RawBsonRef::Document(x), RawBsonRef::Document(y)) => {
+            compare_docs_collated(x, y, collation)
+        }
+        (RawBsonRef::Array(x), RawBsonRef::Array(y)) => compare_arrays_collated(x, y, collation),
         (RawBsonRef::Binary(x), RawBsonRef::Binary(y)) => compare_binary(x, y),
         (RawBsonRef::ObjectId(x), RawBsonRef::ObjectId(y)) => x.bytes().cmp(&y.bytes()),
         (RawBsonRef::Boolean(x), RawBsonRef::Boolean(y)) => x.cmp(&y),
@@ -134,8 +150,11 @@ pub fn compare(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
         (RawBsonRef::JavaScriptCodeWithScope(x), RawBsonRef::JavaScriptCodeWithScope(y)) => {
             compare_code_with_scope(x, y)
         }
-        _ => match (string_bytes(a), string_bytes(b)) {
-            (Some(x), Some(y)) => x.cmp(y),
+        _ => match (string_value(a), string_value(b)) {
+            (Some(x), Some(y)) => match collation {
+                Some(c) => c.compare(x, y),
+                None => x.as_bytes().cmp(y.as_bytes()),
+            },
             // MinKey, MaxKey, null, undefined: one value per rank.
             _ => Ordering::Equal,
         },
@@ -145,6 +164,14 @@ pub fn compare(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
 /// Compares two documents element by element: canonical type, field name, value; a prefix is
 /// smaller.
 pub fn compare_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
+    compare_docs_collated(a, b, None)
+}
+
+fn compare_docs_collated(
+    a: &RawDocument,
+    b: &RawDocument,
+    collation: Option<&Collation>,
+) -> Ordering {
     let mut ia = a.iter();
     let mut ib = b.iter();
     loop {
@@ -159,7 +186,7 @@ pub fn compare_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
                 let ord = canonical_type(va)
                     .cmp(&canonical_type(vb))
                     .then_with(|| ka.as_str().as_bytes().cmp(kb.as_str().as_bytes()))
-                    .then_with(|| compare(va, vb));
+                    .then_with(|| compare_collated(va, vb, collation));
                 if ord != Ordering::Equal {
                     return ord;
                 }
@@ -170,6 +197,10 @@ pub fn compare_docs(a: &RawDocument, b: &RawDocument) -> Ordering {
 
 /// Compares two arrays element by element; a prefix is smaller.
 pub fn compare_arrays(a: &RawArray, b: &RawArray) -> Ordering {
+    compare_arrays_collated(a, b, None)
+}
+
+fn compare_arrays_collated(a: &RawArray, b: &RawArray, collation: Option<&Collation>) -> Ordering {
     let mut ia = a.into_iter();
     let mut ib = b.into_iter();
     loop {
@@ -181,7 +212,7 @@ pub fn compare_arrays(a: &RawArray, b: &RawArray) -> Ordering {
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
             (Some(va), Some(vb)) => {
-                let ord = compare(va, vb);
+                let ord = compare_collated(va, vb, collation);
                 if ord != Ordering::Equal {
                     return ord;
                 }
@@ -201,9 +232,9 @@ fn compare_f64(x: f64, y: f64) -> Ordering {
     }
 }
 
-fn string_bytes(v: RawBsonRef<'_>) -> Option<&[u8]> {
+fn string_value(v: RawBsonRef<'_>) -> Option<&str> {
     match v {
-        RawBsonRef::String(s) | RawBsonRef::Symbol(s) => Some(s.as_bytes()),
+        RawBsonRef::String(s) | RawBsonRef::Symbol(s) => Some(s),
         _ => None,
     }
 }
@@ -555,6 +586,35 @@ mod tests {
         for (a, b, want) in cases {
             assert_eq!(ord(&a, &b), want, "{a:?} vs {b:?}");
             assert_eq!(ord(&b, &a), want.reverse(), "{b:?} vs {a:?}");
+        }
+    }
+
+    #[test]
+    fn collated_strings_inside_documents_and_arrays() {
+        use Ordering::{Equal, Greater, Less};
+        let en2 = Collation::parse(&rawdoc! {"locale": "en", "strength": 2})
+            .unwrap()
+            .unwrap();
+        let cases: Vec<(RawBson, RawBson, Ordering)> = vec![
+            (rawbson!("a"), rawbson!("A"), Equal),
+            (rawbson!("a"), RawBson::Symbol("A".into()), Equal),
+            (rawbson!("B"), rawbson!("a"), Greater),
+            (rawbson!({"k": "X"}), rawbson!({"k": "x"}), Equal),
+            // Field names are compared as bytes.
+            (rawbson!({"K": "x"}), rawbson!({"k": "x"}), Less),
+            (
+                rawbson!(["a", {"b": ["C"]}]),
+                rawbson!(["A", {"b": ["c"]}]),
+                Equal,
+            ),
+            (rawbson!(["a", "b"]), rawbson!(["A", "C"]), Less),
+            // Other types are unaffected.
+            (rawbson!(1), rawbson!("a"), Less),
+            (regex("A", ""), regex("a", ""), Less),
+        ];
+        for (a, b, want) in cases {
+            let got = compare_collated(a.as_raw_bson_ref(), b.as_raw_bson_ref(), Some(&en2));
+            assert_eq!(got, want, "{a:?} vs {b:?}");
         }
     }
 

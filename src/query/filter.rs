@@ -19,6 +19,9 @@
 //!   query ([`Filter::try_matches`]);
 //! - `$sampleRate` (a random sample, as mongod's `$rand` rewrite).
 //!
+//! Strings compare as bytes, or by the command's collation ([`Filter::with_collation`]; not
+//! in `$regex`, and not yet in `$expr`).
+//!
 //! Paths are dotted, traverse arrays implicitly, and index arrays with numeric components
 //! (`a.0.b`), as in [`path`](super::path). Operators that look at arrays as a whole (`$size`, `$elemMatch`)
 //! do not expand a leaf array.
@@ -37,7 +40,8 @@ use std::sync::Arc;
 use bson::spec::ElementType;
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument};
 
-use super::compare::{canonical_type, compare, is_nan, number_as_f64, rank};
+use super::collation::Collation;
+use super::compare::{canonical_type, compare, compare_collated, is_nan, number_as_f64, rank};
 use super::display;
 use super::expr::{Expression, Variables};
 use super::path::{FieldPath, LeafArrays, array_index};
@@ -62,6 +66,8 @@ pub struct Filter {
     root: Node,
     /// The distinct first components of the paths in `root`, fetched in one pass per document.
     fields: Vec<String>,
+    /// The collation strings compare with (`None`: binary), see [`Filter::with_collation`].
+    collation: Option<Arc<Collation>>,
 }
 
 #[derive(Debug, Clone)]
@@ -218,7 +224,28 @@ impl Filter {
     fn from_root(mut root: Node) -> Filter {
         let mut fields = Vec::new();
         root.assign_fields(&mut fields);
-        Filter { root, fields }
+        Filter {
+            root,
+            fields,
+            collation: None,
+        }
+    }
+
+    /// This filter with strings compared by `collation` (the command's `collation` option):
+    /// equality, ranges, `$in`/`$nin`, `$all` and `$elemMatch` use it; `$regex`, `$type`,
+    /// `$exists` and field names do not, as in mongod. `None` keeps binary comparison.
+    #[must_use]
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Filter {
+        if let Some(c) = &collation {
+            self.root.collate(c);
+        }
+        self.collation = collation;
+        self
+    }
+
+    /// The collation this filter compares strings with, if not the simple one.
+    pub fn collation(&self) -> Option<&Arc<Collation>> {
+        self.collation.as_ref()
     }
 
     /// A filter that matches every document (`{}`).
@@ -226,6 +253,7 @@ impl Filter {
         Filter {
             root: Node::And(Vec::new()),
             fields: Vec::new(),
+            collation: None,
         }
     }
 
@@ -258,10 +286,21 @@ impl Filter {
     }
 
     fn eval(&self, doc: &RawDocument, key: &mut Key) -> Result<bool, CommandError> {
+        self.eval_collated(doc, key, self.collation.as_deref())
+    }
+
+    /// [`Filter::eval`] with `collation` rather than this filter's own (an `$elemMatch`
+    /// sub-filter compares as the filter around it).
+    fn eval_collated(
+        &self,
+        doc: &RawDocument,
+        key: &mut Key,
+        coll: Option<&Collation>,
+    ) -> Result<bool, CommandError> {
         // One pass over the document fetches every top-level field the filter reads (the first
         // occurrence of each, as `RawDocument::get` would), instead of one scan per predicate.
         let values = super::path::top_level_fields(doc, &self.fields);
-        self.root.eval(doc, &values, key)
+        self.root.eval(doc, &values, key, coll)
     }
 
     /// Whether the filter is `{}` (or reduces to an empty conjunction).
@@ -276,7 +315,11 @@ impl Filter {
     /// filter has other conditions (`{_id: 1, a: 2}`), they must still call [`matches`] on it.
     ///
     /// [`matches`]: Filter::matches
+    ///
+    /// With a collation, an `_id` string matches other strings than itself (`"a"` and `"A"` at
+    /// strength 2), so no value is reported for one.
     pub fn id_equality(&self) -> Option<RawBson> {
+        let collated = self.collation.is_some();
         self.top_level().into_iter().find_map(|e| match e {
             Node::Path {
                 path,
@@ -286,7 +329,8 @@ impl Filter {
                 && !matches!(
                     v,
                     RawBson::Array(_) | RawBson::Document(_) | RawBson::RegularExpression(_)
-                ) =>
+                )
+                && !(collated && matches!(v, RawBson::String(_) | RawBson::Symbol(_))) =>
             {
                 Some(v.clone())
             }
@@ -336,11 +380,12 @@ impl Node {
         doc: &RawDocument,
         fields: &[Option<RawBsonRef<'_>>],
         key: &mut Key,
+        coll: Option<&Collation>,
     ) -> Result<bool, CommandError> {
         Ok(match self {
             Node::And(v) => {
                 for e in v {
-                    if !e.eval(doc, fields, key)? {
+                    if !e.eval(doc, fields, key, coll)? {
                         key.value = None;
                         return Ok(false);
                     }
@@ -349,7 +394,7 @@ impl Node {
             }
             Node::Or(v) => {
                 for e in v {
-                    if e.eval(doc, fields, &mut Key::ignore())? {
+                    if e.eval(doc, fields, &mut Key::ignore(), coll)? {
                         return Ok(true);
                     }
                 }
@@ -357,13 +402,13 @@ impl Node {
             }
             Node::Nor(v) => {
                 for e in v {
-                    if e.eval(doc, fields, &mut Key::ignore())? {
+                    if e.eval(doc, fields, &mut Key::ignore(), coll)? {
                         return Ok(false);
                     }
                 }
                 true
             }
-            Node::Not(e) => !e.eval(doc, fields, &mut Key::ignore())?,
+            Node::Not(e) => !e.eval(doc, fields, &mut Key::ignore(), coll)?,
             Node::Const(b) => *b,
             Node::Expr(e) => e.evaluate_bool(doc)?,
             Node::Sample(rate) => sample(*rate),
@@ -373,7 +418,7 @@ impl Node {
                 let mut found = None;
                 let _ = walk::at(first, rest, pred.leaf(), None, &mut |v, offset| {
                     let mut inner = None;
-                    if pred.matches_one(v, &mut inner) {
+                    if pred.matches_one(v, &mut inner, coll) {
                         found = Some(offset.or(inner));
                         ControlFlow::Break(())
                     } else {
@@ -410,6 +455,16 @@ impl Node {
                     fields.len() - 1
                 });
             }
+        }
+    }
+
+    /// Prepares the predicates for comparing strings with `c` (sorts `$in` sets).
+    fn collate(&mut self, c: &Collation) {
+        match self {
+            Node::And(v) | Node::Or(v) | Node::Nor(v) => v.iter_mut().for_each(|e| e.collate(c)),
+            Node::Not(e) => e.collate(c),
+            Node::Path { pred, .. } => pred.collate(c),
+            Node::Const(_) | Node::Expr(_) | Node::Sample(_) => {}
         }
     }
 
@@ -473,6 +528,24 @@ impl Pred {
         }
     }
 
+    /// See [`Node::collate`].
+    fn collate(&mut self, c: &Collation) {
+        match self {
+            Pred::In(set) => set.collate(c),
+            Pred::ElemMatchObject(f) => f.root.collate(c),
+            Pred::ElemMatchValue(v) | Pred::And(v) => v.iter_mut().for_each(|p| p.collate(c)),
+            Pred::Not(p) => p.collate(c),
+            Pred::Cmp(..)
+            | Pred::Exists
+            | Pred::Regex(_)
+            | Pred::Type(_)
+            | Pred::Mod { .. }
+            | Pred::Size(_)
+            | Pred::Bits(_)
+            | Pred::Const(_) => {}
+        }
+    }
+
     /// How a path ending at an array is expanded for this predicate.
     fn leaf(&self) -> LeafArrays {
         match self {
@@ -485,11 +558,16 @@ impl Pred {
 
     /// Whether one value reached by the path (`None`: missing) satisfies the predicate;
     /// `$elemMatch` records the matching element's index in `key`.
-    fn matches_one(&self, v: Option<RawBsonRef<'_>>, key: &mut Option<usize>) -> bool {
+    fn matches_one(
+        &self,
+        v: Option<RawBsonRef<'_>>,
+        key: &mut Option<usize>,
+        coll: Option<&Collation>,
+    ) -> bool {
         match self {
             Pred::Exists => v.is_some(),
-            Pred::Cmp(op, rhs) => cmp_matches(*op, v, rhs.as_raw_bson_ref()),
-            Pred::In(set) => set.contains(v),
+            Pred::Cmp(op, rhs) => cmp_matches(*op, v, rhs.as_raw_bson_ref(), coll),
+            Pred::In(set) => set.contains(v, coll),
             Pred::Regex(re) => v.is_some_and(|v| re.matches_value(v)),
             Pred::Type(types) => v.is_some_and(|v| types.contains(v)),
             Pred::Mod { divisor, remainder } => v
@@ -517,7 +595,10 @@ impl Pred {
                         },
                         _ => continue,
                     };
-                    if sub.matches(doc) {
+                    if sub
+                        .eval_collated(doc, &mut Key::ignore(), coll)
+                        .unwrap_or(false)
+                    {
                         *key = Some(i);
                         return true;
                     }
@@ -529,22 +610,30 @@ impl Pred {
                     return false;
                 };
                 for (i, e) in a.into_iter().map_while(Result::ok).enumerate() {
-                    if preds.iter().all(|p| p.matches_one(Some(e), &mut None)) {
+                    if preds
+                        .iter()
+                        .all(|p| p.matches_one(Some(e), &mut None, coll))
+                    {
                         *key = Some(i);
                         return true;
                     }
                 }
                 false
             }
-            Pred::And(preds) => preds.iter().all(|p| p.matches_one(v, &mut None)),
-            Pred::Not(p) => !p.matches_one(v, &mut None),
+            Pred::And(preds) => preds.iter().all(|p| p.matches_one(v, &mut None, coll)),
+            Pred::Not(p) => !p.matches_one(v, &mut None, coll),
             Pred::Const(b) => *b,
         }
     }
 }
 
 /// mongod's `ComparisonMatchExpression::matchesSingleElement`.
-fn cmp_matches(op: CmpOp, v: Option<RawBsonRef<'_>>, rhs: RawBsonRef<'_>) -> bool {
+fn cmp_matches(
+    op: CmpOp,
+    v: Option<RawBsonRef<'_>>,
+    rhs: RawBsonRef<'_>,
+    coll: Option<&Collation>,
+) -> bool {
     // A missing field ranks with undefined, as mongod's EOO does.
     let lr = v.map_or(rank::UNDEFINED, canonical_type);
     let rr = canonical_type(rhs);
@@ -569,7 +658,7 @@ fn cmp_matches(op: CmpOp, v: Option<RawBsonRef<'_>>, rhs: RawBsonRef<'_>) -> boo
             return ln && rn && matches!(op, CmpOp::Lte | CmpOp::Gte);
         }
     }
-    let ord = compare(v, rhs);
+    let ord = compare_collated(v, rhs, coll);
     match op {
         CmpOp::Eq => ord == Ordering::Equal,
         CmpOp::Lt => ord == Ordering::Less,
@@ -580,7 +669,19 @@ fn cmp_matches(op: CmpOp, v: Option<RawBsonRef<'_>>, rhs: RawBsonRef<'_>) -> boo
 }
 
 impl InSet {
-    fn contains(&self, v: Option<RawBsonRef<'_>>) -> bool {
+    /// Sorts (and deduplicates) the values in `collation`'s order, for
+    /// [`InSet::contains`] with that collation.
+    fn collate(&mut self, collation: &Collation) {
+        let c = Some(collation);
+        self.sorted
+            .sort_by(|a, b| compare_collated(a.as_raw_bson_ref(), b.as_raw_bson_ref(), c));
+        self.sorted.dedup_by(|a, b| {
+            compare_collated(a.as_raw_bson_ref(), b.as_raw_bson_ref(), c) == Ordering::Equal
+        });
+    }
+
+    /// Whether `v` is in the set; `coll` must be the collation the set was sorted for.
+    fn contains(&self, v: Option<RawBsonRef<'_>>, coll: Option<&Collation>) -> bool {
         let Some(v) = v else {
             return self.has_null;
         };
@@ -588,7 +689,7 @@ impl InSet {
             return true;
         }
         self.sorted
-            .binary_search_by(|x| compare(x.as_raw_bson_ref(), v))
+            .binary_search_by(|x| compare_collated(x.as_raw_bson_ref(), v, coll))
             .is_ok()
             || self.regexes.iter().any(|re| re.matches_value(v))
     }
@@ -1541,6 +1642,138 @@ mod tests {
 
     fn matches(filter: &RawDocumentBuf, doc: &RawDocumentBuf) -> bool {
         Filter::compile(filter).unwrap().matches(doc)
+    }
+
+    fn collation(spec: &RawDocumentBuf) -> Option<Arc<Collation>> {
+        Collation::parse(spec).unwrap().map(Arc::new)
+    }
+
+    #[test]
+    fn collation_table() {
+        let en1 = rawdoc! {"locale": "en", "strength": 1};
+        let en2 = rawdoc! {"locale": "en", "strength": 2};
+        let en3 = rawdoc! {"locale": "en", "strength": 3};
+        let num = rawdoc! {"locale": "en", "numericOrdering": true};
+        let simple = rawdoc! {"locale": "simple"};
+        let cases: Vec<(&RawDocumentBuf, RawDocumentBuf, RawDocumentBuf, bool)> = vec![
+            (&en2, rawdoc! {"a": "cat"}, rawdoc! {"a": "CAT"}, true),
+            (&en3, rawdoc! {"a": "cat"}, rawdoc! {"a": "CAT"}, false),
+            (&simple, rawdoc! {"a": "cat"}, rawdoc! {"a": "CAT"}, false),
+            (&en2, rawdoc! {"a": "cafe"}, rawdoc! {"a": "café"}, false),
+            (&en1, rawdoc! {"a": "cafe"}, rawdoc! {"a": "CAFÉ"}, true),
+            (
+                &en2,
+                rawdoc! {"a": {"$ne": "cat"}},
+                rawdoc! {"a": "Cat"},
+                false,
+            ),
+            // Ranges compare in the locale's order: "B" > "a" there, not in binary.
+            (&en2, rawdoc! {"a": {"$gt": "a"}}, rawdoc! {"a": "B"}, true),
+            (
+                &simple,
+                rawdoc! {"a": {"$gt": "a"}},
+                rawdoc! {"a": "B"},
+                false,
+            ),
+            (&en2, rawdoc! {"a": {"$lte": "b"}}, rawdoc! {"a": "B"}, true),
+            (&num, rawdoc! {"a": {"$gt": "9"}}, rawdoc! {"a": "10"}, true),
+            (
+                &en3,
+                rawdoc! {"a": {"$gt": "9"}},
+                rawdoc! {"a": "10"},
+                false,
+            ),
+            // Type bracketing still holds: strings never equal numbers.
+            (&en1, rawdoc! {"a": {"$gte": ""}}, rawdoc! {"a": 5}, false),
+            // $in / $nin, with more values than one so that the set is searched.
+            (
+                &en2,
+                rawdoc! {"a": {"$in": ["x", "DOG", 3]}},
+                rawdoc! {"a": "dog"},
+                true,
+            ),
+            (
+                &en3,
+                rawdoc! {"a": {"$in": ["x", "DOG", 3]}},
+                rawdoc! {"a": "dog"},
+                false,
+            ),
+            (
+                &en2,
+                rawdoc! {"a": {"$nin": ["x", "DOG"]}},
+                rawdoc! {"a": "Dog"},
+                false,
+            ),
+            // Arrays, nested documents and arrays of them.
+            (&en2, rawdoc! {"a": "x"}, rawdoc! {"a": ["y", "X"]}, true),
+            (
+                &en2,
+                rawdoc! {"a": {"b": "Q"}},
+                rawdoc! {"a": {"b": "q"}},
+                true,
+            ),
+            (
+                &en2,
+                rawdoc! {"a": ["P", "q"]},
+                rawdoc! {"a": ["p", "Q"]},
+                true,
+            ),
+            // Field names stay binary.
+            (
+                &en2,
+                rawdoc! {"a": {"B": 1}},
+                rawdoc! {"a": {"b": 1}},
+                false,
+            ),
+            (
+                &en2,
+                rawdoc! {"a": {"$all": ["X", "y"]}},
+                rawdoc! {"a": ["x", "Y"]},
+                true,
+            ),
+            (
+                &en2,
+                rawdoc! {"a": {"$elemMatch": {"$eq": "X"}}},
+                rawdoc! {"a": ["x"]},
+                true,
+            ),
+            (
+                &en2,
+                rawdoc! {"a": {"$elemMatch": {"b": {"$in": ["X", "z"]}}}},
+                rawdoc! {"a": [{"b": "x"}]},
+                true,
+            ),
+            (
+                &en2,
+                rawdoc! {"$or": [{"a": "no"}, {"a": "YES"}]},
+                rawdoc! {"a": "yes"},
+                true,
+            ),
+            // $regex is not collated.
+            (
+                &en2,
+                rawdoc! {"a": {"$regex": "^X"}},
+                rawdoc! {"a": "x"},
+                false,
+            ),
+        ];
+        for (spec, filter, doc, want) in cases {
+            let f = Filter::compile(&filter)
+                .unwrap()
+                .with_collation(collation(spec));
+            assert_eq!(f.matches(&doc), want, "{spec:?} {filter:?} on {doc:?}");
+        }
+    }
+
+    #[test]
+    fn collated_id_equality_is_not_a_point_read() {
+        let en2 = collation(&rawdoc! {"locale": "en", "strength": 2});
+        let f = |q: RawDocumentBuf| Filter::compile(&q).unwrap().with_collation(en2.clone());
+        assert_eq!(f(rawdoc! {"_id": "a"}).id_equality(), None);
+        assert_eq!(f(rawdoc! {"_id": {"$eq": "a"}, "b": 1}).id_equality(), None);
+        assert_eq!(f(rawdoc! {"_id": 5}).id_equality(), Some(RawBson::Int32(5)));
+        let plain = Filter::compile(&rawdoc! {"_id": "a"}).unwrap();
+        assert_eq!(plain.id_equality(), Some(RawBson::String("a".into())));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! path        dotted paths with MongoDB's implicit array traversal
-//! compare     canonical type ranks and the BSON total order
+//! compare     canonical type ranks and the BSON total order (strings binary, or collated)
+//! collation   the `collation` option: Collation::parse(&spec)?, ICU4X string comparison
 //! keystring   byte encoding whose order is `compare`'s (storage keys, indexes)
 //! filter      Filter::compile(&query)?.matches(&doc)
 //! expr        Expression::parse_in(v, &vars)?.evaluate(&doc): $expr, projections, stages
@@ -18,6 +19,7 @@
 //! display     values printed as mongod prints them in error messages
 //! ```
 
+pub mod collation;
 pub mod compare;
 pub mod display;
 pub mod expr;
@@ -31,6 +33,7 @@ pub mod regex;
 pub mod sort;
 pub mod update;
 
+pub use collation::Collation;
 pub use compare::{canonical_type, compare, compare_docs};
 pub use expr::{Expression, Variables};
 pub use filter::{Filter, FilterContext};

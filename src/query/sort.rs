@@ -6,6 +6,8 @@
 //! below null, as `undefined`), a missing field sorts as `null`, and array elements that cannot
 //! continue the path count as `null`.
 //!
+//! Strings sort in binary order, or by a collation given with [`SortSpec::with_collation`].
+//!
 //! `{$natural: 1}` / `{$natural: -1}` (find only) is not a key: it asks for the scan order,
 //! which [`SortSpec::natural`] reports for the command to honour; it cannot be combined with
 //! other keys. `{$meta: …}` keys are rejected with `NotImplemented` (Ebb has no text or search
@@ -15,10 +17,12 @@
 //! from one index-key expansion (which only differs when several keys traverse the same array).
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bson::{RawArray, RawBsonRef, RawDocument};
 
-use super::compare::compare;
+use super::collation::Collation;
+use super::compare::compare_collated;
 use super::path::array_index;
 use super::{check_field_path, display, invalid_bson, not_implemented};
 use crate::error::{CommandError, ErrorCode};
@@ -31,6 +35,8 @@ pub struct SortSpec {
     natural: Option<i32>,
     /// The distinct first components of the key paths, fetched in one pass per document.
     fields: Vec<String>,
+    /// The collation strings sort by (`None`: binary), see [`SortSpec::with_collation`].
+    collation: Option<Arc<Collation>>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +71,7 @@ impl SortSpec {
                 keys,
                 natural: Some(natural),
                 fields,
+                collation: None,
             });
         }
         for item in spec {
@@ -144,7 +151,16 @@ impl SortSpec {
             keys,
             natural: None,
             fields,
+            collation: None,
         })
+    }
+
+    /// This specification with strings (also inside documents and arrays) ordered by
+    /// `collation`; `None` keeps binary order.
+    #[must_use]
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> SortSpec {
+        self.collation = collation;
+        self
     }
 
     /// `Some(1)` or `Some(-1)` for a `{$natural: ±1}` sort: the documents in scan (`_id`) order,
@@ -162,6 +178,7 @@ impl SortSpec {
     /// The sort key of `doc`: one value per key part, borrowed from `doc`. Sorting many
     /// documents should compute keys once and compare them with [`SortSpec::compare_keys`].
     pub fn key<'a>(&self, doc: &'a RawDocument) -> Vec<RawBsonRef<'a>> {
+        let coll = self.collation.as_deref();
         // One pass fetches every top-level field the keys read (first occurrence of each).
         let values = super::path::top_level_fields(doc, &self.fields);
         self.keys
@@ -171,7 +188,7 @@ impl SortSpec {
                 let first = values.get(k.field).copied().flatten();
                 let mut consider = |v: RawBsonRef<'a>| {
                     let better = best.is_none_or(|b| {
-                        let ord = compare(v, b);
+                        let ord = compare_collated(v, b, coll);
                         if k.ascending {
                             ord.is_lt()
                         } else {
@@ -194,7 +211,7 @@ impl SortSpec {
     /// Compares two keys produced by [`SortSpec::key`].
     pub fn compare_keys(&self, a: &[RawBsonRef<'_>], b: &[RawBsonRef<'_>]) -> Ordering {
         for ((k, x), y) in self.keys.iter().zip(a).zip(b) {
-            let ord = compare(*x, *y);
+            let ord = compare_collated(*x, *y, self.collation.as_deref());
             let ord = if k.ascending { ord } else { ord.reverse() };
             if ord != Ordering::Equal {
                 return ord;
@@ -318,6 +335,51 @@ mod tests {
         let mut docs: Vec<&RawDocumentBuf> = docs.iter().collect();
         docs.sort_by(|a, b| s.compare(a, b));
         docs.iter().map(|d| d.get_i32("_id").unwrap()).collect()
+    }
+
+    #[test]
+    fn collated_sort() {
+        let docs = [
+            rawdoc! {"_id": 1, "a": "b"},
+            rawdoc! {"_id": 2, "a": "A"},
+            rawdoc! {"_id": 3, "a": "a"},
+            rawdoc! {"_id": 4, "a": "B"},
+            rawdoc! {"_id": 5, "a": ["c", "Z"]},
+            rawdoc! {"_id": 6, "a": {"x": "C"}},
+            rawdoc! {"_id": 7, "a": "10"},
+            rawdoc! {"_id": 8, "a": "9"},
+        ];
+        let order = |spec: RawDocumentBuf, coll: RawDocumentBuf| {
+            let c = crate::query::Collation::parse(&coll).unwrap().map(Arc::new);
+            let s = SortSpec::compile(&spec).unwrap().with_collation(c);
+            let mut docs: Vec<&RawDocumentBuf> = docs.iter().collect();
+            docs.sort_by(|a, b| s.compare(a, b));
+            docs.iter()
+                .map(|d| d.get_i32("_id").unwrap())
+                .collect::<Vec<_>>()
+        };
+        // Binary: digits, then upper case, then lower case ([c, Z] sorts by "Z").
+        assert_eq!(
+            order(rawdoc! {"a": 1}, rawdoc! {"locale": "simple"}),
+            vec![7, 8, 2, 4, 5, 3, 1, 6]
+        );
+        // Strength 2: case ties (stable order), "Z" is the largest of [c, Z] descending.
+        assert_eq!(
+            order(rawdoc! {"a": 1}, rawdoc! {"locale": "en", "strength": 2}),
+            vec![7, 8, 2, 3, 1, 4, 5, 6]
+        );
+        assert_eq!(
+            order(rawdoc! {"a": -1}, rawdoc! {"locale": "en", "strength": 2}),
+            vec![6, 5, 1, 4, 2, 3, 8, 7]
+        );
+        // Tertiary, upper case first; numeric ordering puts "9" before "10".
+        assert_eq!(
+            order(
+                rawdoc! {"a": 1},
+                rawdoc! {"locale": "en", "caseFirst": "upper", "numericOrdering": true}
+            ),
+            vec![8, 7, 2, 3, 4, 1, 5, 6]
+        );
     }
 
     #[test]

@@ -61,6 +61,13 @@ impl ArrayFilters {
         Ok(ArrayFilters { filters })
     }
 
+    /// The filters with strings compared by `c` (the statement's collation).
+    pub(super) fn collate(&mut self, c: &std::sync::Arc<crate::query::collation::Collation>) {
+        for (_, f) in &mut self.filters {
+            *f = std::mem::replace(f, Filter::match_all()).with_collation(Some(c.clone()));
+        }
+    }
+
     pub(super) fn contains(&self, identifier: &str) -> bool {
         self.get(identifier).is_some()
     }

@@ -21,7 +21,8 @@
 //! `arrayFilters`). Pipelines run `$set`/`$addFields`, `$unset`, `$project` and
 //! `$replaceRoot`/`$replaceWith` with the engine's aggregation expressions (see `pipeline`). Not
 //! supported: decimal128 arithmetic (`$inc`/`$mul` reject it with `NotImplemented`),
-//! collations, and the aggregation operators [`Expression`](super::Expression) lacks.
+//! collations in pipelines, and the aggregation operators [`Expression`](super::Expression)
+//! lacks. [`Update::with_collation`] gives operator updates the statement's collation.
 //!
 //! As in mongod, operator paths form one tree built at compile time (see `tree`), which is
 //! where `ConflictingUpdateOperators` is detected; applying walks the document once along that
@@ -47,6 +48,7 @@ use self::array_filters::ArrayFilters;
 use self::ops::Op;
 use self::pipeline::Pipeline;
 use self::tree::{At, Leaf, Node, is_array_filter_identifier};
+use super::collation::Collation;
 use super::compare::compare;
 use super::display::{self, type_name};
 use super::expr::Variables;
@@ -75,6 +77,8 @@ struct Operators {
     filters: ArrayFilters,
     /// Whether a path holds the positional `$`.
     positional: bool,
+    /// The statement's collation, see [`Update::with_collation`].
+    collation: Option<Arc<Collation>>,
 }
 
 /// What applying an update may need besides the document.
@@ -129,6 +133,9 @@ struct Env<'a> {
     timestamp: bson::Timestamp,
     /// The value each `$rename` moves (`None`: its source does not exist).
     renames: &'a [Option<RawBson>],
+    /// The statement's collation (`$min`, `$max`, `$addToSet`, `$pull`, `$pullAll`, `$push`'s
+    /// `$sort` compare strings with it).
+    collation: Option<&'a Collation>,
 }
 
 const OPERATORS: &[&str] = &[
@@ -150,6 +157,20 @@ const OPERATORS: &[&str] = &[
 ];
 
 impl Update {
+    /// This update with strings compared by `collation` (the statement's `collation` option):
+    /// in `arrayFilters`, `$pull` conditions, and the comparisons of `$min`, `$max`,
+    /// `$addToSet`, `$pullAll` and `$push`'s `$sort`, as in mongod. Pipeline updates keep
+    /// binary comparison. `None` changes nothing.
+    #[must_use]
+    pub fn with_collation(mut self, collation: Option<Arc<Collation>>) -> Update {
+        if let (Kind::Operators(ops), Some(c)) = (&mut self.kind, collation) {
+            ops.root.collate(&c);
+            ops.filters.collate(&c);
+            ops.collation = Some(c);
+        }
+        self
+    }
+
     /// Compiles an update document (operators or a replacement), with mongod's parse errors.
     pub fn compile(update: &RawDocument) -> Result<Update, CommandError> {
         Update::compile_with_array_filters(update, None)
@@ -180,6 +201,7 @@ impl Update {
             renames: Vec::new(),
             filters,
             positional: false,
+            collation: None,
         };
         let mut found = BTreeSet::new();
         for item in update {
@@ -358,6 +380,7 @@ impl Update {
                     now: ctx.now,
                     timestamp: ctx.timestamp,
                     renames: &[],
+                    collation: ops.collation.as_deref(),
                 };
                 let mut sources = Vec::with_capacity(ops.renames.len());
                 for from in &ops.renames {
@@ -489,6 +512,7 @@ pub fn upsert_seed_with(
                 now: ctx.now,
                 timestamp: ctx.timestamp,
                 renames: &[],
+                collation: None,
             };
             for (path, value) in sorted {
                 let mut node = Node::default();

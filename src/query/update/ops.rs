@@ -2,12 +2,14 @@
 //! checks, made at compile time) and the value each one gives an existing or a missing field.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::Env;
 use crate::error::{CommandError, ErrorCode};
-use crate::query::compare::{compare, number_as_f64};
+use crate::query::collation::Collation;
+use crate::query::compare::{compare_collated, number_as_f64};
 use crate::query::display::{self, type_name};
 use crate::query::filter::Filter;
 use crate::query::{invalid_bson, not_implemented, path};
@@ -118,6 +120,28 @@ impl Op {
         })
     }
 
+    /// Prepares the operator for the statement's collation: `$pull` conditions compile with
+    /// it (the other comparing operators read it from `Env` as they apply).
+    pub(super) fn collate(&mut self, c: &Arc<Collation>) {
+        match self {
+            Op::Pull(matcher) => matcher.collate(c),
+            // Values equal under the collation are added once (the first of them).
+            Op::AddToSet(values) => {
+                let mut deduped: Vec<RawBson> = Vec::with_capacity(values.len());
+                for v in values.drain(..) {
+                    let seen = deduped.iter().any(|d| {
+                        compare_collated(d.as_raw_bson_ref(), v.as_raw_bson_ref(), Some(c)).is_eq()
+                    });
+                    if !seen {
+                        deduped.push(v);
+                    }
+                }
+                *values = deduped;
+            }
+            _ => {}
+        }
+    }
+
     /// What the operator does where its path does not exist.
     pub(super) fn absence(&self, env: &Env<'_>) -> Absence {
         match self {
@@ -148,7 +172,7 @@ impl Op {
                 _ => RawBson::Double(0.0),
             },
             Op::CurrentDate { timestamp } => current_date(*timestamp, env),
-            Op::Push(push) => RawBson::Array(push.apply(Vec::new())),
+            Op::Push(push) => RawBson::Array(push.apply(Vec::new(), env.collation)),
             Op::AddToSet(values) => RawBson::Array(values.iter().cloned().collect()),
             Op::Bit(ops) => apply_bits(RawBson::Int32(0), ops),
             Op::RenameTo(n) => match env.renames.get(*n) {
@@ -189,8 +213,12 @@ impl Op {
             },
             Op::Inc(by) => arithmetic(v, by.as_raw_bson_ref(), name, Arith::Add, env)?,
             Op::Mul(by) => arithmetic(v, by.as_raw_bson_ref(), name, Arith::Mul, env)?,
-            Op::Min(x) if compare(x.as_raw_bson_ref(), v) == Ordering::Less => x.clone(),
-            Op::Max(x) if compare(x.as_raw_bson_ref(), v) == Ordering::Greater => x.clone(),
+            Op::Min(x) if compare_collated(x.as_raw_bson_ref(), v, env.collation).is_lt() => {
+                x.clone()
+            }
+            Op::Max(x) if compare_collated(x.as_raw_bson_ref(), v, env.collation).is_gt() => {
+                x.clone()
+            }
             Op::Min(_) | Op::Max(_) => v.into(),
             Op::CurrentDate { timestamp } => current_date(*timestamp, env),
             Op::Push(push) => {
@@ -201,7 +229,7 @@ impl Op {
                         id_or_no_id(env)
                     )));
                 };
-                RawBson::Array(push.apply(array_values(arr)?))
+                RawBson::Array(push.apply(array_values(arr)?, env.collation))
             }
             Op::AddToSet(values) => {
                 let RawBsonRef::Array(arr) = v else {
@@ -214,9 +242,14 @@ impl Op {
                 let mut items = array_values(arr)?;
                 let existing = items.len();
                 for value in values {
-                    let present = items[..existing]
-                        .iter()
-                        .any(|e| compare(e.as_raw_bson_ref(), value.as_raw_bson_ref()).is_eq());
+                    let present = items[..existing].iter().any(|e| {
+                        compare_collated(
+                            e.as_raw_bson_ref(),
+                            value.as_raw_bson_ref(),
+                            env.collation,
+                        )
+                        .is_eq()
+                    });
                     if !present {
                         items.push(value.clone());
                     }
@@ -242,7 +275,7 @@ impl Op {
                 let items = pull_array(v)?;
                 let mut kept = Vec::with_capacity(items.len());
                 for item in items {
-                    if !matcher.matches(item.as_raw_bson_ref()) {
+                    if !matcher.matches(item.as_raw_bson_ref(), env.collation) {
                         kept.push(item);
                     }
                 }
@@ -254,9 +287,14 @@ impl Op {
                     items
                         .into_iter()
                         .filter(|e| {
-                            !values
-                                .iter()
-                                .any(|x| compare(e.as_raw_bson_ref(), x.as_raw_bson_ref()).is_eq())
+                            !values.iter().any(|x| {
+                                compare_collated(
+                                    e.as_raw_bson_ref(),
+                                    x.as_raw_bson_ref(),
+                                    env.collation,
+                                )
+                                .is_eq()
+                            })
                         })
                         .collect(),
                 )
@@ -523,7 +561,7 @@ fn parse_push_sort(v: RawBsonRef<'_>) -> Result<PushSort, CommandError> {
 
 impl Push {
     /// mongod's `PushNode::performPush` on the elements of an existing (or new, empty) array.
-    fn apply(&self, mut items: Vec<RawBson>) -> RawArrayBuf {
+    fn apply(&self, mut items: Vec<RawBson>, coll: Option<&Collation>) -> RawArrayBuf {
         let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
         let at = match self.position {
             _ if items.is_empty() => items.len(),
@@ -536,7 +574,7 @@ impl Push {
         };
         items.splice(at..at, self.values.iter().cloned());
         if let Some(sort) = &self.sort {
-            items.sort_by(|a, b| sort.compare(a.as_raw_bson_ref(), b.as_raw_bson_ref()));
+            items.sort_by(|a, b| sort.compare(a.as_raw_bson_ref(), b.as_raw_bson_ref(), coll));
         }
         if let Some(slice) = self.slice {
             let keep = usize::try_from(slice.unsigned_abs()).unwrap_or(usize::MAX);
@@ -554,10 +592,10 @@ impl Push {
 
 impl PushSort {
     /// mongod's `PatternElementCmp`.
-    fn compare(&self, a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
+    fn compare(&self, a: RawBsonRef<'_>, b: RawBsonRef<'_>, coll: Option<&Collation>) -> Ordering {
         match self {
             PushSort::Whole { descending } => {
-                let ord = compare(a, b);
+                let ord = compare_collated(a, b, coll);
                 if *descending { ord.reverse() } else { ord }
             }
             PushSort::Fields(fields) => {
@@ -566,7 +604,7 @@ impl PushSort {
                 for (parts, descending) in fields {
                     let ka = path::lookup(da, parts).unwrap_or(RawBsonRef::Null);
                     let kb = path::lookup(db, parts).unwrap_or(RawBsonRef::Null);
-                    let ord = compare(ka, kb);
+                    let ord = compare_collated(ka, kb, coll);
                     let ord = if *descending { ord.reverse() } else { ord };
                     if ord.is_ne() {
                         return ord;
@@ -624,7 +662,7 @@ fn parse_add_to_set(arg: RawBsonRef<'_>) -> Result<Vec<RawBson>, CommandError> {
     for v in values {
         if !deduped
             .iter()
-            .any(|d| compare(d.as_raw_bson_ref(), v.as_raw_bson_ref()).is_eq())
+            .any(|d| compare_collated(d.as_raw_bson_ref(), v.as_raw_bson_ref(), None).is_eq())
         {
             deduped.push(v);
         }
@@ -694,7 +732,15 @@ fn wrapped_filter(cond: RawBsonRef<'_>) -> Result<Filter, CommandError> {
 }
 
 impl PullMatcher {
-    fn matches(&self, element: RawBsonRef<'_>) -> bool {
+    /// Compares strings with `c` (see [`Op::collate`]).
+    fn collate(&mut self, c: &Arc<Collation>) {
+        if let PullMatcher::Object(f) | PullMatcher::Wrapped(f) = self {
+            *f = std::mem::replace(f, Filter::match_all()).with_collation(Some(c.clone()));
+        }
+    }
+
+    /// Whether `element` goes; `coll` is the update's collation (its filters hold it too).
+    fn matches(&self, element: RawBsonRef<'_>, coll: Option<&Collation>) -> bool {
         match self {
             PullMatcher::Object(filter) => match element {
                 RawBsonRef::Document(d) => filter.matches(d),
@@ -705,7 +751,7 @@ impl PullMatcher {
                 doc.append(bson::raw::cstr!(""), element);
                 filter.matches(&doc)
             }
-            PullMatcher::Equal(v) => compare(element, v.as_raw_bson_ref()).is_eq(),
+            PullMatcher::Equal(v) => compare_collated(element, v.as_raw_bson_ref(), coll).is_eq(),
         }
     }
 }

@@ -1573,3 +1573,86 @@ fn pipeline_updates_with_variables_and_dots_and_dollars() -> Result<(), CommandE
     assert_eq!(err.code, ErrorCode::DollarPrefixedFieldName);
     Ok(())
 }
+
+#[test]
+fn collated_operators() -> Result<(), CommandError> {
+    use crate::query::Collation;
+    use std::sync::Arc;
+    let en2 = Collation::parse(&rawdoc! {"locale": "en", "strength": 2})?.map(Arc::new);
+    let cases: Vec<(
+        RawDocumentBuf,
+        Option<RawDocumentBuf>,
+        RawDocumentBuf,
+        Option<RawDocumentBuf>,
+    )> = vec![
+        (
+            rawdoc! {"$addToSet": {"a": {"$each": ["X", "x", "y"]}}},
+            None,
+            rawdoc! {"_id": 1, "a": ["x"]},
+            Some(rawdoc! {"_id": 1, "a": ["x", "y"]}),
+        ),
+        (
+            rawdoc! {"$pull": {"a": "B"}},
+            None,
+            rawdoc! {"_id": 1, "a": ["a", "b", "c"]},
+            Some(rawdoc! {"_id": 1, "a": ["a", "c"]}),
+        ),
+        (
+            rawdoc! {"$pull": {"a": {"$in": ["A", "C"]}}},
+            None,
+            rawdoc! {"_id": 1, "a": ["a", "b", "c"]},
+            Some(rawdoc! {"_id": 1, "a": ["b"]}),
+        ),
+        (
+            rawdoc! {"$pull": {"a": {"k": "B"}}},
+            None,
+            rawdoc! {"_id": 1, "a": [{"k": "b"}, {"k": "c"}]},
+            Some(rawdoc! {"_id": 1, "a": [{"k": "c"}]}),
+        ),
+        (
+            rawdoc! {"$pullAll": {"a": ["A"]}},
+            None,
+            rawdoc! {"_id": 1, "a": ["a", "b"]},
+            Some(rawdoc! {"_id": 1, "a": ["b"]}),
+        ),
+        // "B" is above "a" in the locale's order, below it in binary.
+        (
+            rawdoc! {"$max": {"a": "B"}},
+            None,
+            rawdoc! {"_id": 1, "a": "a"},
+            Some(rawdoc! {"_id": 1, "a": "B"}),
+        ),
+        (
+            rawdoc! {"$min": {"a": "B"}},
+            None,
+            rawdoc! {"_id": 1, "a": "a"},
+            None,
+        ),
+        (
+            rawdoc! {"$push": {"a": {"$each": ["B"], "$sort": 1}}},
+            None,
+            rawdoc! {"_id": 1, "a": ["c", "a"]},
+            Some(rawdoc! {"_id": 1, "a": ["a", "B", "c"]}),
+        ),
+        (
+            rawdoc! {"$set": {"a.$[e]": 0}},
+            Some(rawdoc! {"e": "X"}),
+            rawdoc! {"_id": 1, "a": ["x", "y", "X"]},
+            Some(rawdoc! {"_id": 1, "a": [0, "y", 0]}),
+        ),
+    ];
+    for (update, filter, doc, want) in cases {
+        let mut array = bson::RawArrayBuf::new();
+        if let Some(f) = &filter {
+            array.push(f.clone());
+        }
+        let filters: Option<&bson::RawArray> = filter.as_ref().map(|_| &*array);
+        let collated =
+            Update::compile_with_array_filters(&update, filters)?.with_collation(en2.clone());
+        assert_eq!(collated.apply(&doc)?, want, "{update:?} on {doc:?}");
+    }
+    // Without the collation, case matters.
+    let plain = Update::compile(&rawdoc! {"$pull": {"a": "B"}})?;
+    assert_eq!(plain.apply(&rawdoc! {"_id": 1, "a": ["b"]})?, None);
+    Ok(())
+}

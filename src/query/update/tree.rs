@@ -15,6 +15,8 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
+use std::sync::Arc;
+
 use bson::raw::CString;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
@@ -22,6 +24,7 @@ use super::Env;
 use super::array_filters::ArrayFilters;
 use super::ops::{Absence, Op, array_values};
 use crate::error::{CommandError, ErrorCode};
+use crate::query::collation::Collation;
 use crate::query::compare::binary_equal;
 use crate::query::{display, invalid_bson};
 
@@ -183,6 +186,21 @@ fn child_name(
 }
 
 impl Node {
+    /// Prepares every operator below for comparing strings with `c` (see `Op::collate`).
+    pub(super) fn collate(&mut self, c: &Arc<Collation>) {
+        let nodes = self
+            .children
+            .iter_mut()
+            .map(|(_, n)| n)
+            .chain(self.positional.as_deref_mut());
+        for node in nodes {
+            match node {
+                UpdateNode::Object(n) | UpdateNode::Array(n) => n.collate(c),
+                UpdateNode::Leaf(leaf) => leaf.op.collate(c),
+            }
+        }
+    }
+
     fn position(&self, name: &str) -> Result<usize, usize> {
         self.children
             .binary_search_by(|(k, _)| k.as_str().cmp(name))
