@@ -259,13 +259,23 @@ pub(crate) struct Writer<'a> {
     /// What one range read of the snapshot found for a set of `_id` keys (see
     /// [`Writer::probe`]), so that checking each of them needs no point read.
     probed: Option<Probe>,
+    /// Where record values are built, on the durable engine: each is split off as a `Bytes`
+    /// sharing this buffer, so a batch of documents costs one allocation instead of one per
+    /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
+    /// next flush; the memory engine keeps values for good, and one live document would keep
+    /// its whole batch's buffer, so there each record gets its own allocation (`None`).
+    arena: Option<bytes::BytesMut>,
 }
 
-/// The stored records among a sorted set of `_id` keys, read from the snapshot in one pass.
+/// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
+/// that range is either among them or not stored.
 struct Probe {
-    /// The keys asked about, sorted: only these are answered.
-    asked: Vec<Vec<u8>>,
-    /// Those of them that are stored, with the expiry instant of each (expired or not).
+    /// The smallest key asked about.
+    first: Vec<u8>,
+    /// The largest key asked about.
+    last: Vec<u8>,
+    /// The `_id` keys stored from `first` to `last`, with the expiry instant of each (expired
+    /// or not).
     stored: HashMap<Vec<u8>, i64>,
 }
 
@@ -294,6 +304,19 @@ impl<'a> Writer<'a> {
             batch: Batch::new(),
             pending: HashMap::new(),
             probed: None,
+            arena: catalog
+                .store()
+                .storage()
+                .is_durable()
+                .then(bytes::BytesMut::new),
+        }
+    }
+
+    /// Makes room for `bytes` of documents about to be written (their records are built in one
+    /// buffer; see [`Writer::put`]).
+    pub fn reserve_records(&mut self, docs: usize, bytes: usize) {
+        if let Some(arena) = &mut self.arena {
+            arena.reserve(bytes + docs * record::HEADER_LEN);
         }
     }
 
@@ -304,22 +327,29 @@ impl<'a> Writer<'a> {
     /// smallest and the largest key holds many other documents (new `_id`s interleaved with
     /// stored ones), the scan gives up and each key is looked up alone; so it does on a storage
     /// error, which those lookups then report.
-    fn probe(&mut self, id_keys: Vec<Vec<u8>>) {
+    fn probe<'k>(&mut self, id_keys: impl Iterator<Item = &'k [u8]>) {
         self.probed = self.try_probe(id_keys).ok().flatten();
     }
 
-    fn try_probe(&self, mut id_keys: Vec<Vec<u8>>) -> CommandResult<Option<Probe>> {
+    fn try_probe<'k>(
+        &self,
+        id_keys: impl Iterator<Item = &'k [u8]>,
+    ) -> CommandResult<Option<Probe>> {
         const MIN_KEYS: usize = 8;
-        if id_keys.len() < MIN_KEYS {
-            return Ok(None);
+        let (mut n, mut first, mut last): (usize, Option<&[u8]>, Option<&[u8]>) = (0, None, None);
+        for k in id_keys {
+            n += 1;
+            first = Some(first.map_or(k, |f| f.min(k)));
+            last = Some(last.map_or(k, |l| l.max(k)));
         }
-        id_keys.sort_unstable();
-        id_keys.dedup();
-        let (Some(first), Some(last)) = (id_keys.first(), id_keys.last()) else {
+        let (Some(first), Some(last)) = (first, last) else {
             return Ok(None);
         };
+        if n < MIN_KEYS {
+            return Ok(None);
+        }
         let (lower, upper) = (self.key(first), self.key(last));
-        let budget = id_keys.len() * 2 + 64;
+        let budget = n * 2 + 64;
         let mut stored = HashMap::new();
         for (seen, entry) in self
             .snapshot
@@ -336,15 +366,11 @@ impl<'a> Writer<'a> {
             }
             let (key, value) = entry?;
             let id_key = key.get(8..).unwrap_or_default();
-            if id_keys
-                .binary_search_by(|k| k.as_slice().cmp(id_key))
-                .is_ok()
-            {
-                stored.insert(id_key.to_vec(), record::decode(&value)?.expires_ms);
-            }
+            stored.insert(id_key.to_vec(), record::decode(&value)?.expires_ms);
         }
         Ok(Some(Probe {
-            asked: id_keys,
+            first: first.to_vec(),
+            last: last.to_vec(),
             stored,
         }))
     }
@@ -360,10 +386,7 @@ impl<'a> Writer<'a> {
             return Ok(Some(*expires));
         }
         if let Some(probe) = &self.probed
-            && probe
-                .asked
-                .binary_search_by(|k| k.as_slice().cmp(id_key))
-                .is_ok()
+            && (probe.first.as_slice()..=probe.last.as_slice()).contains(&id_key)
         {
             return Ok(probe.stored.get(id_key).copied());
         }
@@ -389,7 +412,16 @@ impl<'a> Writer<'a> {
         fresh_id: bool,
     ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
         let id = id_of(doc).map_err(|e| (e, None))?;
-        let id_key = keystring::to_key(id);
+        self.insert_keyed(doc, keystring::to_key(id), fresh_id)
+    }
+
+    /// [`Writer::insert_checked`] with the keystring of the document's `_id` already built.
+    fn insert_keyed(
+        &mut self,
+        doc: &RawDocument,
+        id_key: Vec<u8>,
+        fresh_id: bool,
+    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
         let stored = if fresh_id {
             None
         } else {
@@ -397,32 +429,44 @@ impl<'a> Writer<'a> {
         };
         // An expired document holds no `_id`: inserting it again succeeds (and replaces it).
         if stored.is_some_and(|expires| expires > self.now_ms) {
+            let id = id_of(doc).map_err(|e| (e, None))?;
             return Err(dup_key_error(self.collection, id));
         }
-        self.put(&id_key, doc, stored);
+        self.put_owned(id_key, doc, stored);
         Ok(())
     }
 
     /// Writes `doc` under `id_key`, replacing the record there (whose expiry was `old_expiry`):
     /// the modification time is now, and the expiry is what the collection's TTL policy gives.
     fn put(&mut self, id_key: &[u8], doc: &RawDocument, old_expiry: Option<i64>) {
+        self.put_owned(id_key.to_vec(), doc, old_expiry);
+    }
+
+    /// [`Writer::put`], keeping `id_key` (for the batch's own `_id` checks) without a copy.
+    fn put_owned(&mut self, id_key: Vec<u8>, doc: &RawDocument, old_expiry: Option<i64>) {
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
         let id = self.collection.id;
         // A batch never changes one key twice, so an unchanged expiry entry is left alone.
         if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
             self.batch
-                .delete(Keyspace::Expiry, crate::ttl::expiry_key(id, old, id_key));
+                .delete(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
         }
         if expires != record::NEVER && old_expiry != Some(expires) {
             self.batch.put(
                 Keyspace::Expiry,
-                crate::ttl::expiry_key(id, expires, id_key),
+                crate::ttl::expiry_key(id, expires, &id_key),
                 Vec::new(),
             );
         }
-        let value = record::encode(self.now_ms, expires, doc);
-        self.batch.put(Keyspace::Docs, self.key(id_key), value);
-        self.pending.insert(id_key.to_vec(), expires);
+        let value = match &mut self.arena {
+            Some(arena) => {
+                record::encode_into(arena, self.now_ms, expires, doc);
+                arena.split().freeze()
+            }
+            None => record::encode(self.now_ms, expires, doc).into(),
+        };
+        self.batch.put(Keyspace::Docs, self.key(&id_key), value);
+        self.pending.insert(id_key, expires);
     }
 
     /// Commits what this writer holds so far and reads on from a fresh snapshot, so that the
@@ -576,23 +620,33 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
     let result = with_writer(state, req.db, name, concern, true, |w| {
         let mut n = 0;
         let mut errors = Vec::new();
+        // Each document checked, `_id` first, with the keystring of its `_id`.
         let prepared: Vec<_> = docs
             .iter()
-            .map(|doc| check_storable(doc, false).and_then(|()| with_id_first_fresh(doc)))
-            .collect();
-        // The `_id`s given by the client may already be stored: look them all up at once.
-        let given: Vec<Vec<u8>> = prepared
-            .iter()
-            .filter_map(|p| match p {
-                Ok((doc, false)) => id_of(doc).ok().map(keystring::to_key),
-                _ => None,
+            .map(|doc| {
+                check_storable(doc, false)?;
+                let (doc, fresh) = with_id_first_fresh(doc)?;
+                let id_key = keystring::to_key(id_of(&doc)?);
+                Ok((doc, fresh, id_key))
             })
-            .collect();
-        w.probe(given);
+            .collect::<Vec<CommandResult<_>>>();
+        // The `_id`s given by the client may already be stored: look them all up at once.
+        w.probe(prepared.iter().filter_map(|p| match p {
+            Ok((_, false, id_key)) => Some(id_key.as_slice()),
+            _ => None,
+        }));
+        w.reserve_records(
+            prepared.len(),
+            prepared
+                .iter()
+                .filter_map(|p| p.as_ref().ok())
+                .map(|(d, _, _)| d.as_bytes().len())
+                .sum(),
+        );
         for (index, outcome) in prepared.into_iter().enumerate() {
             let outcome = outcome
                 .map_err(|e| (e, None))
-                .and_then(|(doc, fresh)| w.insert_checked(&doc, fresh));
+                .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
             match outcome {
                 Ok(()) => n += 1,
                 Err((error, dup)) => {

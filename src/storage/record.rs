@@ -34,6 +34,22 @@ pub fn encode(modified_ms: i64, expires_ms: i64, doc: &RawDocument) -> Vec<u8> {
     out
 }
 
+/// Appends a record value to `out` (see [`encode`]): callers writing many records build them
+/// in one buffer and split each off, one allocation for all of them.
+pub fn encode_into(
+    out: &mut bytes::BytesMut,
+    modified_ms: i64,
+    expires_ms: i64,
+    doc: &RawDocument,
+) {
+    let bytes = doc.as_bytes();
+    out.reserve(HEADER_LEN + bytes.len());
+    out.extend_from_slice(&[FORMAT]);
+    out.extend_from_slice(&modified_ms.to_le_bytes());
+    out.extend_from_slice(&expires_ms.to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
 /// Reads a record value.
 pub fn decode(value: &[u8]) -> StorageResult<Record<'_>> {
     let corrupt = |what: &str| StorageError::Corrupt(format!("document record: {what}"));
