@@ -40,10 +40,20 @@ pub async fn run(
         cancel.clone(),
     ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
+    let requests = {
+        let state = state.clone();
+        Arc::new(move || {
+            state
+                .metrics
+                .requests
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+    };
     background.spawn(crate::ttl::purge_task(
         Arc::clone(&state.catalog),
         Arc::clone(&state.clock),
         Arc::clone(&state.ttl_metrics),
+        requests,
         cancel.clone(),
     ));
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
