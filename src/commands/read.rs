@@ -115,11 +115,11 @@ fn push_decimal(buf: &mut Vec<u8>, n: usize) {
 
 /// `{cursor: {<batch_name>: docs, id, ns}, ok: 1.0}`, written straight into one buffer: the
 /// documents are copied once, not once per level of nesting.
-fn cursor_reply(
+fn cursor_reply<D: AsRef<bson::RawDocument>>(
     id: i64,
     ns: &str,
     batch_name: &'static str,
-    docs: &[RawDocumentBuf],
+    docs: &[D],
 ) -> RawDocumentBuf {
     fn len_at(buf: &mut [u8], start: usize) {
         let len = i32::try_from(buf.len() - start).unwrap_or(i32::MAX);
@@ -127,7 +127,7 @@ fn cursor_reply(
             slot.copy_from_slice(&len.to_le_bytes());
         }
     }
-    let docs_len: usize = docs.iter().map(|d| d.as_bytes().len() + 8).sum();
+    let docs_len: usize = docs.iter().map(|d| d.as_ref().as_bytes().len() + 8).sum();
     let mut buf = Vec::with_capacity(docs_len + ns.len() + 64);
     buf.extend_from_slice(&[0; 4]);
     buf.push(0x03);
@@ -143,7 +143,7 @@ fn cursor_reply(
         buf.push(0x03);
         push_decimal(&mut buf, i);
         buf.push(0);
-        buf.extend_from_slice(d.as_bytes());
+        buf.extend_from_slice(d.as_ref().as_bytes());
     }
     buf.push(0);
     len_at(&mut buf, array_start);
@@ -281,7 +281,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     }
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
-        return Ok(cursor_reply(0, &ns, "firstBatch", &[]));
+        return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
     };
     // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
     // compiled filter, scan or cursor.
@@ -295,14 +295,23 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
     {
         let key = record::doc_key(collection.id, &keystring::to_key(id));
         let now = state.now_ms();
-        let mut docs = Vec::new();
-        if let Some(value) = state.catalog.snapshot().get(Keyspace::Docs, &key)? {
-            let rec = record::decode(&value)?;
-            if rec.expires_ms > now {
-                docs.push(rec.doc.to_owned());
-            }
-        }
-        return Ok(cursor_reply(0, &ns, "firstBatch", &docs));
+        // The latest committed record (a snapshot of one key is that key's latest value),
+        // written into the reply straight from the bytes storage returned.
+        let Some(value) = state.catalog.store().storage().get(Keyspace::Docs, &key)? else {
+            return Ok(cursor_reply::<&bson::RawDocument>(
+                0,
+                &ns,
+                "firstBatch",
+                &[],
+            ));
+        };
+        let rec = record::decode(&value)?;
+        let live: &[&bson::RawDocument] = if rec.expires_ms > now {
+            &[rec.doc]
+        } else {
+            &[]
+        };
+        return Ok(cursor_reply(0, &ns, "firstBatch", live));
     }
     let natural = sort.as_ref().and_then(SortSpec::natural);
     // A projection after a blocking sort needs the filter too (positional `$`).

@@ -92,6 +92,13 @@ impl Snapshot for DiskSnapshot {
 }
 
 impl Storage for DiskStorage {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.ks(ks)
+            .get(key)
+            .map(|v| v.map(Bytes::from))
+            .map_err(engine)
+    }
+
     fn snapshot(&self) -> Box<dyn Snapshot> {
         Box::new(DiskSnapshot {
             snapshot: self.db.snapshot(),

@@ -146,6 +146,12 @@ pub trait Storage: Send + Sync + 'static {
     /// A read view of everything committed so far.
     fn snapshot(&self) -> Box<dyn Snapshot>;
 
+    /// The latest committed value at `key`, without taking a snapshot: for single-key reads,
+    /// whose one key is a consistent view by itself.
+    fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.snapshot().get(ks, key)
+    }
+
     /// Applies `batch` atomically; visible to later snapshots at once, durable after the next
     /// [`Storage::sync`].
     fn commit(&self, batch: Batch) -> StorageResult<()>;
