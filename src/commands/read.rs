@@ -253,18 +253,9 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         .transpose()?
         .flatten();
     let filter_doc = doc_value(req, "filter", filter)?;
-    let filter = filter_doc
-        .map(|f| {
-            Filter::compile_in(f, FilterContext::Query, &vars)
-                .map(|f| f.with_collation(collation.clone()))
-        })
-        .transpose()?;
-    let projection = doc_value(req, "projection", projection)?
-        .map(|p| Projection::compile_in(p, &vars))
-        .transpose()?;
-    let sort = doc_value(req, "sort", sort)?
-        .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
-        .transpose()?;
+    let projection_doc = doc_value(req, "projection", projection)?;
+    let sort_doc = doc_value(req, "sort", sort)?;
+    // As mongod does, the options are checked (IDL) before the filter, projection and sort are.
     let skip = non_negative_value("skip", i64_value(req, "skip", skip)?)?.unwrap_or(0);
     let limit = non_negative_value("limit", i64_value(req, "limit", limit)?)?.filter(|&l| l > 0);
     let batch_size = non_negative_value("batchSize", i64_value(req, "batchSize", batch_size)?)?
@@ -280,19 +271,19 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         }
     }
     let ns = format!("{}.{name}", req.db);
-    let Some(collection) = state.catalog.get(req.db, name) else {
-        return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
-    };
     // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
     // compiled filter, scan or cursor.
     // (A string `_id` under a collation also matches other strings.)
     if let Some(id) = filter_doc.and_then(plain_id_equality)
         && !(collation.is_some() && matches!(id, RawBsonRef::String(_)))
-        && projection.is_none()
-        && sort.is_none()
+        && projection_doc.is_none()
+        && sort_doc.is_none()
         && skip == 0
         && batch_size != Some(0)
     {
+        let Some(collection) = state.catalog.get(req.db, name) else {
+            return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
+        };
         let key = record::doc_key(collection.id, &keystring::to_key(id));
         let now = state.now_ms();
         // The latest committed record (a snapshot of one key is that key's latest value),
@@ -313,6 +304,21 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         };
         return Ok(cursor_reply(0, &ns, "firstBatch", live));
     }
+    let filter = filter_doc
+        .map(|f| {
+            Filter::compile_in(f, FilterContext::Query, &vars)
+                .map(|f| f.with_collation(collation.clone()))
+        })
+        .transpose()?;
+    let projection = projection_doc
+        .map(|p| Projection::compile_in(p, &vars))
+        .transpose()?;
+    let sort = sort_doc
+        .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
+        .transpose()?;
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
+    };
     let natural = sort.as_ref().and_then(SortSpec::natural);
     // A projection after a blocking sort needs the filter too (positional `$`).
     let sort_filter = match (&sort, &projection) {
