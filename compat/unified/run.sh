@@ -112,7 +112,13 @@ print(f"unified_crud: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.g
 EOF
 
 # --- run ------------------------------------------------------------------------------
-results="$work/results"
+# With --junit, every result of this run goes beside that file, so that runs started at the same
+# time (each with its own --junit) never overwrite one another's log or failure list.
+if [[ -n "$junit" ]]; then
+  results=$(dirname "$junit")
+else
+  results="$work/results"
+fi
 mkdir -p "$results"
 junit=${junit:-$results/junit.xml}
 log="$results/pytest.log"
