@@ -11,7 +11,7 @@ use super::args::{
     variables_of, wrong_type,
 };
 use crate::catalog::{Collection, validate_namespace};
-use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source};
+use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source, live_doc};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
@@ -247,7 +247,9 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             UNSUPPORTED[3],
         ],
     )?;
-    let vars = variables_of(doc_value(req, "let", let_vars)?, state.now_ms())?;
+    // One instant for `$$NOW` and for judging expiry.
+    let now = state.now_ms();
+    let vars = variables_of(doc_value(req, "let", let_vars)?, now)?;
     let collation = collation
         .map(|c| Collation::from_option("find.collation", c))
         .transpose()?
@@ -285,24 +287,14 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
         };
         let key = record::doc_key(collection.id, &keystring::to_key(id));
-        let now = state.now_ms();
         // The latest committed record (a snapshot of one key is that key's latest value),
         // written into the reply straight from the bytes storage returned.
-        let Some(value) = state.catalog.store().storage().get(Keyspace::Docs, &key)? else {
-            return Ok(cursor_reply::<&bson::RawDocument>(
-                0,
-                &ns,
-                "firstBatch",
-                &[],
-            ));
+        let value = state.catalog.store().storage().get(Keyspace::Docs, &key)?;
+        let live = match &value {
+            Some(v) => live_doc(v, now)?,
+            None => None,
         };
-        let rec = record::decode(&value)?;
-        let live: &[&bson::RawDocument] = if rec.expires_ms > now {
-            &[rec.doc]
-        } else {
-            &[]
-        };
-        return Ok(cursor_reply(0, &ns, "firstBatch", live));
+        return Ok(cursor_reply(0, &ns, "firstBatch", live.as_slice()));
     }
     let filter = filter_doc
         .map(|f| {

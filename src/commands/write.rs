@@ -540,7 +540,7 @@ impl<'a> Writer<'a> {
 
 /// Runs `f` with the collection `db.name` (created if missing) locked and a fresh snapshot,
 /// then commits what it wrote and waits as the write concern asks.
-async fn with_writer<T>(
+pub(crate) async fn with_writer<T>(
     state: &ServerState,
     db: &str,
     name: &str,
@@ -624,8 +624,7 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
         let prepared: Vec<_> = docs
             .iter()
             .map(|doc| {
-                check_storable(doc, false)?;
-                let (doc, fresh) = with_id_first_fresh(doc)?;
+                let (doc, fresh) = prepare_insert(doc)?;
                 let id_key = keystring::to_key(id_of(&doc)?);
                 Ok((doc, fresh, id_key))
             })
@@ -1153,21 +1152,9 @@ fn with_dup_info(
 
 /// A pipeline's output document made ready to insert, as `insert` does: checked for storage,
 /// `_id` first (generated when missing). The flag says the `_id` was generated.
-pub(crate) fn prepare_insert(doc: &RawDocument) -> CommandResult<(RawDocumentBuf, bool)> {
+pub(crate) fn prepare_insert(doc: &RawDocument) -> CommandResult<(Cow<'_, RawDocument>, bool)> {
     check_storable(doc, false)?;
-    with_id_first_fresh(doc).map(|(d, fresh)| (d.into_owned(), fresh))
-}
-
-/// [`with_writer`] for the aggregation stages that write.
-pub(crate) async fn stage_writer<T>(
-    state: &ServerState,
-    db: &str,
-    name: &str,
-    concern: WriteConcern,
-    create: bool,
-    f: impl FnOnce(&mut Writer<'_>) -> T,
-) -> CommandResult<Option<T>> {
-    with_writer(state, db, name, concern, create, f).await
+    with_id_first_fresh(doc)
 }
 
 impl Writer<'_> {

@@ -136,15 +136,16 @@ fn write_value(out: &mut String, v: RawBsonRef<'_>) {
 /// A double as mongod prints it: C's `%.16g`, with `.0` appended when the result has no `.`,
 /// `E` or `N` (so `1.0`, `42.12345`, `1e+20.0`, `inf.0`).
 pub fn double(d: f64) -> String {
-    let mut s = format_g16(d);
+    let mut s = format_g(d, 16);
     if !s.contains(['.', 'E', 'N']) {
         s.push_str(".0");
     }
     s
 }
 
-/// C's `printf("%.16g", d)`.
-fn format_g16(d: f64) -> String {
+/// C's `printf("%.<precision>g", d)` (`precision` ≥ 1 significant digits): what mongod's
+/// messages show of a double (16 digits in BSON renderings, 6 in C++ stream output).
+pub(crate) fn format_g(d: f64, precision: usize) -> String {
     if d.is_nan() {
         return "nan".to_owned();
     }
@@ -154,13 +155,15 @@ fn format_g16(d: f64) -> String {
     if d == 0.0 {
         return if d.is_sign_negative() { "-0" } else { "0" }.to_owned();
     }
-    // 16 significant digits in scientific form: "d.ddddddddddddddde±x".
-    let sci = format!("{d:.15e}");
+    let digits = precision.max(1) - 1;
+    // `precision` significant digits in scientific form: "d.ddde±x".
+    let sci = format!("{d:.digits$e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..16).contains(&exp) {
-        // Fixed notation with 16 - 1 - exp decimals, trailing zeros removed.
-        let decimals = usize::try_from(15 - exp).unwrap_or(0);
+    let top = i32::try_from(precision).unwrap_or(i32::MAX);
+    if (-4..top).contains(&exp) {
+        // Fixed notation with precision - 1 - exp decimals, trailing zeros removed.
+        let decimals = usize::try_from(top - 1 - exp).unwrap_or(0);
         trim_zeros(&format!("{d:.decimals$}"))
     } else {
         let sign = if exp < 0 { '-' } else { '+' };
@@ -181,7 +184,7 @@ pub fn safe_num(v: RawBsonRef<'_>) -> String {
     match v {
         RawBsonRef::Int32(i) => format!("(NumberInt){i}"),
         RawBsonRef::Int64(i) => format!("(NumberLong){i}"),
-        RawBsonRef::Double(d) => format!("(NumberDouble){}", format_g16(d)),
+        RawBsonRef::Double(d) => format!("(NumberDouble){}", format_g(d, 16)),
         RawBsonRef::Decimal128(d) => format!("(NumberDecimal){}", decimal_to_f64(d)),
         other => value(other),
     }

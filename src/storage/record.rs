@@ -27,11 +27,18 @@ pub struct Record<'a> {
 pub fn encode(modified_ms: i64, expires_ms: i64, doc: &RawDocument) -> Vec<u8> {
     let bytes = doc.as_bytes();
     let mut out = Vec::with_capacity(HEADER_LEN + bytes.len());
-    out.push(FORMAT);
-    out.extend_from_slice(&modified_ms.to_le_bytes());
-    out.extend_from_slice(&expires_ms.to_le_bytes());
+    out.extend_from_slice(&header(modified_ms, expires_ms));
     out.extend_from_slice(bytes);
     out
+}
+
+/// The fixed header of a record.
+fn header(modified_ms: i64, expires_ms: i64) -> [u8; HEADER_LEN] {
+    let mut h = [0; HEADER_LEN];
+    h[0] = FORMAT;
+    h[1..9].copy_from_slice(&modified_ms.to_le_bytes());
+    h[9..].copy_from_slice(&expires_ms.to_le_bytes());
+    h
 }
 
 /// Appends a record value to `out` (see [`encode`]): callers writing many records build them
@@ -44,9 +51,7 @@ pub fn encode_into(
 ) {
     let bytes = doc.as_bytes();
     out.reserve(HEADER_LEN + bytes.len());
-    out.extend_from_slice(&[FORMAT]);
-    out.extend_from_slice(&modified_ms.to_le_bytes());
-    out.extend_from_slice(&expires_ms.to_le_bytes());
+    out.extend_from_slice(&header(modified_ms, expires_ms));
     out.extend_from_slice(bytes);
 }
 

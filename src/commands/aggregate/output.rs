@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::super::args::{WriteConcern, wrong_type};
-use super::super::write::{Writer, duplicate_key, prepare_insert, stage_writer};
+use super::super::write::{Writer, duplicate_key, prepare_insert, with_writer};
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::display::type_name;
 use crate::query::expr::{Expression, Variables};
@@ -505,7 +505,7 @@ pub(super) async fn merge(
     }
     // Only inserts create the collection; updates of a missing one find nothing.
     let create = spec.when_not_matched == WhenNotMatched::Insert;
-    let outcome = stage_writer(
+    let outcome = with_writer(
         state,
         &spec.target.db,
         &spec.target.coll,
@@ -557,6 +557,7 @@ fn merge_one(w: &mut Writer<'_>, spec: &Merge, doc: &RawDocument) -> CommandResu
     }
     // A document without `_id` gets one, as an insert would give it.
     let (doc, fresh) = prepare_insert(doc)?;
+    let doc = doc.into_owned();
     let id = doc
         .get("_id")
         .ok()

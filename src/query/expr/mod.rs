@@ -1032,32 +1032,7 @@ fn coerce_to_string(v: Option<RawBsonRef<'_>>) -> Result<String, CommandError> {
 
 /// A double as C++'s default stream output (`%g` with 6 significant digits).
 pub(crate) fn format_g6(d: f64) -> String {
-    if d.is_nan() {
-        return "nan".to_owned();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 { "inf" } else { "-inf" }.to_owned();
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.to_owned();
-    }
-    let sci = format!("{d:.5e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let trim = |s: &str| {
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_owned()
-        } else {
-            s.to_owned()
-        }
-    };
-    if (-4..6).contains(&exp) {
-        let decimals = usize::try_from(5 - exp).unwrap_or(0);
-        trim(&format!("{d:.decimals$}"))
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{}e{sign}{:02}", trim(mantissa), exp.abs())
-    }
+    display::format_g(d, 6)
 }
 
 /// A number that is an exact 32-bit integer (mongod's `Value::integral()`).
