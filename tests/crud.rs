@@ -917,6 +917,34 @@ async fn single_batch_closes_the_cursor() -> TestResult {
     Ok(())
 }
 
+/// Options that would change what `find` returns and that Ebb does not implement are refused
+/// with `NotImplemented`, never silently ignored; set to false they change nothing.
+#[tokio::test]
+async fn find_refuses_the_options_it_does_not_implement() -> TestResult {
+    let (_server, client) = start().await?;
+    seed(&client, "c", 0..3).await?;
+    for option in ["returnKey", "showRecordId", "tailable", "min", "max"] {
+        let value = if matches!(option, "min" | "max") {
+            Bson::Document(doc! { "_id": 1 })
+        } else {
+            Bson::Boolean(true)
+        };
+        let err = run_command_err(&client, DB, doc! { "find": "c", option: value }).await?;
+        assert_command_error(&err, 238, "NotImplemented");
+        // Also on the `_id` shortcut.
+        let err = run_command_err(
+            &client,
+            DB,
+            doc! { "find": "c", "filter": { "_id": 1 }, option: true },
+        )
+        .await?;
+        assert_command_error(&err, 238, "NotImplemented");
+    }
+    let reply = run_command(&client, DB, doc! { "find": "c", "returnKey": false }).await?;
+    assert_eq!(batch(&reply)?.0.len(), 3);
+    Ok(())
+}
+
 #[tokio::test]
 async fn find_on_a_missing_collection_is_empty() -> TestResult {
     let (_server, client) = start().await?;

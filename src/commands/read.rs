@@ -208,7 +208,15 @@ pub(crate) async fn first_batch(
 }
 
 pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResult {
-    const UNSUPPORTED: [&str; 4] = ["min", "max", "tailable", "awaitData"];
+    // Options that change what find returns; refused rather than ignored.
+    const UNSUPPORTED: [&str; 6] = [
+        "min",
+        "max",
+        "tailable",
+        "awaitData",
+        "returnKey",
+        "showRecordId",
+    ];
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
@@ -228,6 +236,8 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         u1,
         u2,
         u3,
+        u4,
+        u5,
     ] = fields(
         req,
         [
@@ -245,6 +255,8 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             UNSUPPORTED[1],
             UNSUPPORTED[2],
             UNSUPPORTED[3],
+            UNSUPPORTED[4],
+            UNSUPPORTED[5],
         ],
     )?;
     // One instant for `$$NOW` and for judging expiry.
@@ -264,7 +276,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let single_batch = bool_value(req, "singleBatch", single_batch)?.unwrap_or(false);
     let no_timeout = bool_value(req, "noCursorTimeout", no_timeout)?.unwrap_or(false);
-    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3]) {
+    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3, u4, u5]) {
         if value.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
             return Err(CommandError::new(
                 ErrorCode::NotImplemented,
