@@ -24,8 +24,16 @@ const MAX_NAMESPACE_LEN: usize = 255;
 const MAX_DB_NAME_LEN: usize = 63;
 
 /// An index as the catalog keeps it: the spec `listIndexes` shows, and the parts Ebb acts on.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct IndexSpec {
+    /// Never reused (drawn from the collection id counter); prefixes the index's entries in the
+    /// `index` keyspace. `0` for an index that has no entries (the `_ts` TTL index, which is a
+    /// policy, not a field index).
+    pub id: u64,
+    /// Whether some document has given this index more than one key (an array in a key field).
+    /// Shared by every copy of the spec; set before the commit that writes such a document, and
+    /// never cleared, so a reader that loads it after taking its snapshot never underestimates.
+    pub multikey: Arc<AtomicBool>,
     /// `name`.
     pub name: String,
     /// `key`: the key pattern.
@@ -38,10 +46,30 @@ pub struct IndexSpec {
     pub spec: RawDocumentBuf,
 }
 
+impl PartialEq for IndexSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+            && self.is_multikey() == other.is_multikey()
+            && self.name == other.name
+            && self.key == other.key
+            && self.expire_after_seconds == other.expire_after_seconds
+            && self.partial_filter == other.partial_filter
+            && self.spec == other.spec
+    }
+}
+
 impl IndexSpec {
+    /// Whether the index is multikey (see [`IndexSpec::multikey`]). Read it after taking the
+    /// snapshot the plan will run on.
+    pub fn is_multikey(&self) -> bool {
+        self.multikey.load(Ordering::Acquire)
+    }
+
     /// Reads a stored spec.
     pub fn from_spec(spec: &RawDocument) -> Result<Self, StorageError> {
         Ok(IndexSpec {
+            id: 0,
+            multikey: Arc::default(),
             name: spec.get_str("name").map_err(corrupt)?.to_owned(),
             key: spec.get_document("key").map_err(corrupt)?.to_owned(),
             expire_after_seconds: match spec.get("expireAfterSeconds").map_err(corrupt)? {

@@ -19,6 +19,7 @@ pub mod config;
 pub mod cursor;
 pub mod dispatch;
 pub mod error;
+pub mod index;
 pub mod query;
 pub mod server;
 pub mod sessions;

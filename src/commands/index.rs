@@ -272,6 +272,8 @@ fn parse_spec(raw: &RawDocument) -> CommandResult<IndexSpec> {
         spec.append(key, value);
     }
     Ok(IndexSpec {
+        id: 0,
+        multikey: std::sync::Arc::default(),
         name,
         key: key.to_owned(),
         expire_after_seconds,
