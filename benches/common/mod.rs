@@ -1,0 +1,249 @@
+//! What the benches share: an in-process Ebb on a durable temporary store, the driver client,
+//! latency samples and the `EBB_BENCH_SCALE` knob. Included with `#[path]` by each bench that
+//! uses it (benches are separate crates), so not every bench uses every item.
+#![allow(dead_code, reason = "each bench uses a different part")]
+
+use std::io;
+use std::net::SocketAddr;
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use mongodb::Client;
+use mongodb::options::ClientOptions;
+use tokio::sync::oneshot;
+
+pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Server runtime workers: what `#[tokio::main]` gives on the 2-core target machine.
+pub const SERVER_WORKERS: usize = 2;
+/// Client runtime workers.
+pub const CLIENT_WORKERS: usize = 2;
+
+/// Ebb on a durable store in a fresh temporary directory, test commands on, in its own 2-worker
+/// runtime on its own thread (as a separate process would be on the 2-core target).
+pub struct Server {
+    pub addr: SocketAddr,
+    dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Server {
+    pub fn start() -> io::Result<Server> {
+        let dir = tempfile::tempdir()?;
+        let data_dir = dir.path().to_path_buf();
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = thread::Builder::new()
+            .name("ebb-server".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(SERVER_WORKERS)
+                    .thread_name("ebb-worker")
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(std_listener)?;
+                    let config = ebb::Config {
+                        port: addr.port(),
+                        data_dir,
+                        in_memory: false,
+                        enable_test_commands: true,
+                        shutdown_timeout_secs: 1,
+                        ..ebb::Config::default()
+                    };
+                    ebb::run(listener, config, async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+                })
+            })?;
+        Ok(Server {
+            addr,
+            dir,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    pub fn stop(mut self) -> BenchResult {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> BenchResult {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(result)) => Ok(result?),
+            Some(Err(_)) => Err("the Ebb server thread panicked".into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.shut_down();
+    }
+}
+
+/// A driver client for `addr`, at most `pool` connections (driver default when `None`).
+pub async fn connect(addr: SocketAddr, app: &str, pool: Option<u32>) -> BenchResult<Client> {
+    let mut options = ClientOptions::parse(format!(
+        "mongodb://{addr}/?directConnection=true&serverSelectionTimeoutMS=10000"
+    ))
+    .await?;
+    options.app_name = Some(app.into());
+    options.max_pool_size = pool;
+    Ok(Client::with_options(options)?)
+}
+
+/// Runs `bench` as a task on a [`CLIENT_WORKERS`]-worker runtime and exits non-zero on error.
+pub fn run_bench<F>(name: &str, bench: F)
+where
+    F: std::future::Future<Output = BenchResult> + Send + 'static,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(CLIENT_WORKERS)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("{name} bench: cannot build the client runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        tokio::spawn(bench)
+            .await
+            .unwrap_or_else(|e| Err(format!("the bench task failed: {e}").into()))
+    });
+    if let Err(e) = result {
+        eprintln!("{name} bench failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Latency samples, in nanoseconds.
+#[derive(Debug, Default, Clone)]
+pub struct Samples(pub Vec<u64>);
+
+impl Samples {
+    pub fn push(&mut self, d: Duration) {
+        self.0.push(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `q` quantile in microseconds (nearest rank on the sorted samples).
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        let mut sorted = self.0.clone();
+        sorted.sort_unstable();
+        let Some(last) = sorted.len().checked_sub(1) else {
+            return 0.0;
+        };
+        #[expect(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "an index into the sorted samples, in range by construction"
+        )]
+        let index = ((to_f64(last) * q).round() as usize).min(last);
+        sorted
+            .get(index)
+            .map_or(0.0, |&ns| to_f64_u64(ns) / 1_000.0)
+    }
+}
+
+/// A small deterministic generator (xorshift64), so every run asks for the same keys.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    if n == 0 {
+        return 0.0;
+    }
+    let mid = sorted.get(n / 2).copied().unwrap_or(0.0);
+    if n % 2 == 1 {
+        mid
+    } else {
+        f64::midpoint(sorted.get(n / 2 - 1).copied().unwrap_or(0.0), mid)
+    }
+}
+
+pub fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+/// `EBB_BENCH_SCALE`, or 1.
+pub fn scale() -> f64 {
+    match std::env::var("EBB_BENCH_SCALE") {
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => s,
+            _ => {
+                eprintln!("EBB_BENCH_SCALE={v:?} is not a positive number; using 1.0");
+                1.0
+            }
+        },
+        Err(_) => 1.0,
+    }
+}
+
+/// `base * scale`, rounded, at least 1.
+pub fn scaled(base: f64, scale: f64) -> usize {
+    #[expect(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a small positive count"
+    )]
+    let n = (base * scale).round().clamp(1.0, 1e9) as usize;
+    n
+}
+
+#[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+pub fn to_f64(n: usize) -> f64 {
+    n as f64
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "nanosecond totals far below 2^52"
+)]
+pub fn to_f64_u64(n: u64) -> f64 {
+    n as f64
+}
+
+pub fn per_second(n: usize, took: Duration) -> f64 {
+    to_f64(n) / took.as_secs_f64().max(1e-9)
+}
