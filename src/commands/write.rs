@@ -554,8 +554,8 @@ impl<'a> Writer<'a> {
                 now_multikey.push(fi.pos);
             }
         }
-        // Deletions first, so that a key moving between two documents of one batch is seen
-        // as free.
+        // Checks come before any change is added: a refused document leaves the batch as it
+        // was. (Keys this document keeps need no check: it holds them already.)
         for (n, _, c) in puts
             .iter()
             .filter(|(n, _, _)| collection.field_indexes[*n].unique)
