@@ -16,6 +16,12 @@ use crate::ttl::TtlPolicy;
 const RECORD_PREFIX: u8 = 0x01;
 const DROPPED_PREFIX: u8 = 0x02;
 const NEXT_ID_KEY: [u8; 1] = [0x03];
+/// `0x04` index id: an index being built. Its entries are written in chunks before the
+/// collection record names it; if the build does not finish (an error, or a crash), the marker
+/// becomes a dropped marker and the entries are removed like a dropped collection's data.
+const BUILDING_PREFIX: u8 = 0x04;
+/// Index entries written per commit while an index is built over existing documents.
+const BUILD_CHUNK: usize = 8192;
 /// Keys removed per batch when a dropped collection's data is cleaned up.
 const PURGE_BATCH: usize = 1000;
 /// Longest `db.collection` name MongoDB accepts.
@@ -65,6 +71,54 @@ impl IndexSpec {
         self.multikey.load(Ordering::Acquire)
     }
 
+    /// Whether the index has entries in the `index` keyspace (every index but the `_ts` TTL
+    /// policy index).
+    pub fn has_entries(&self) -> bool {
+        self.id != 0
+    }
+
+    /// The parsed key pattern (empty if the stored pattern does not parse, which
+    /// `createIndexes` prevents).
+    pub fn key_pattern(&self) -> crate::index::KeyPattern {
+        crate::index::KeyPattern::parse(&self.key)
+            .unwrap_or(crate::index::KeyPattern { fields: Vec::new() })
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        match self.spec.get(name).ok().flatten() {
+            Some(bson::RawBsonRef::Boolean(b)) => b,
+            Some(bson::RawBsonRef::Int32(n)) => n != 0,
+            Some(bson::RawBsonRef::Int64(n)) => n != 0,
+            Some(bson::RawBsonRef::Double(d)) => d != 0.0,
+            _ => false,
+        }
+    }
+
+    /// `unique: true`.
+    pub fn is_unique(&self) -> bool {
+        self.flag("unique")
+    }
+
+    /// `sparse: true`.
+    pub fn is_sparse(&self) -> bool {
+        self.flag("sparse")
+    }
+
+    /// `hidden: true`: maintained, but not for queries to use.
+    pub fn is_hidden(&self) -> bool {
+        self.flag("hidden")
+    }
+
+    /// The `partialFilterExpression`, if any.
+    pub fn partial_filter_expression(&self) -> Option<&RawDocument> {
+        self.partial_filter.as_deref()
+    }
+
+    /// Whether this is the `_ts` TTL index, a policy without entries.
+    fn is_ts_policy(&self) -> bool {
+        self.expire_after_seconds.is_some() && crate::ttl::is_ts_key(&self.key)
+    }
+
     /// Reads a stored spec.
     pub fn from_spec(spec: &RawDocument) -> Result<Self, StorageError> {
         Ok(IndexSpec {
@@ -103,6 +157,8 @@ pub struct Collection {
     pub indexes: Vec<IndexSpec>,
     /// What its TTL indexes say about expiry.
     pub ttl: TtlPolicy,
+    /// Its indexes with entries, compiled for the write path (in the order of `indexes`).
+    pub field_indexes: Vec<crate::index::FieldIndex>,
     /// Serialises writers of this collection from their checks to their commit.
     write_lock: Mutex<()>,
     /// Set, under the write lock, when the collection is dropped or renamed away.
@@ -123,6 +179,11 @@ impl Collection {
             name: name.to_owned(),
             options,
             ttl: TtlPolicy::from_indexes(&indexes),
+            field_indexes: indexes
+                .iter()
+                .enumerate()
+                .filter_map(|(pos, spec)| crate::index::FieldIndex::new(pos, spec))
+                .collect(),
             indexes,
             write_lock: Mutex::new(()),
             retired: AtomicBool::new(false),
@@ -137,6 +198,19 @@ impl Collection {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         (!self.retired.load(Ordering::SeqCst)).then_some(guard)
+    }
+
+    /// Adds to `batch` the removal of every index entry `doc` (stored under `id_key`) may
+    /// have: when the document itself is removed (a purge, a policy change).
+    pub fn delete_entries(&self, doc: &RawDocument, id_key: &[u8], batch: &mut Batch) {
+        for fi in &self.field_indexes {
+            let Ok(keys) = fi.keys(doc) else { continue };
+            for c in &keys.components {
+                if let Ok(entry) = fi.entry(c, id_key) {
+                    batch.delete(Keyspace::Index, entry);
+                }
+            }
+        }
     }
 
     /// `db.name`.
@@ -174,6 +248,21 @@ fn dropped_key(id: u64) -> Vec<u8> {
     let mut key = vec![DROPPED_PREFIX];
     key.extend_from_slice(&id.to_be_bytes());
     key
+}
+
+fn building_key(id: u64) -> Vec<u8> {
+    let mut key = vec![BUILDING_PREFIX];
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// Marks the data of `collection` (its documents and expiry entries) and of each of its
+/// indexes for removal in the background.
+fn mark_dropped(batch: &mut Batch, collection: &Collection) {
+    batch.put(Keyspace::Catalog, dropped_key(collection.id), Vec::new());
+    for i in collection.indexes.iter().filter(|i| i.has_entries()) {
+        batch.put(Keyspace::Catalog, dropped_key(i.id), Vec::new());
+    }
 }
 
 fn corrupt(what: impl std::fmt::Display) -> StorageError {
@@ -268,6 +357,20 @@ impl Catalog {
                     }
                 }
             }
+            // Index ids and multikey flags, beside the specs (records of builds before
+            // secondary indexes have none: `upgrade_indexes` builds those).
+            if let Ok(states) = doc.get_array("indexState") {
+                for (spec, state) in indexes.iter_mut().zip(states) {
+                    let bson::RawBsonRef::Document(state) = state.map_err(corrupt)? else {
+                        return Err(corrupt("index state is not a document"));
+                    };
+                    spec.id =
+                        u64::try_from(state.get_i64("id").map_err(corrupt)?).map_err(corrupt)?;
+                    if state.get_bool("multikey").unwrap_or(false) {
+                        spec.multikey.store(true, Ordering::Release);
+                    }
+                }
+            }
             let collection = Collection::new(
                 id,
                 &get_str("db")?,
@@ -281,11 +384,63 @@ impl Catalog {
             );
         }
         info!(collections = names.len(), "catalog loaded");
-        Ok(Catalog {
+        let catalog = Catalog {
             store,
             names: RwLock::new(names),
             ddl: Mutex::new(()),
-        })
+        };
+        catalog.abandon_builds()?;
+        catalog
+            .upgrade_indexes()
+            .map_err(|e| StorageError::Corrupt(format!("building indexes at startup: {e}")))?;
+        Ok(catalog)
+    }
+
+    /// Turns the markers of index builds that never finished (the server stopped during one)
+    /// into dropped markers, so that their entries are removed and never read.
+    fn abandon_builds(&self) -> Result<(), StorageError> {
+        let snapshot = self.snapshot();
+        let end = [BUILDING_PREFIX + 1];
+        let mut batch = Batch::new();
+        for entry in snapshot.range(
+            Keyspace::Catalog,
+            Bound::Included(&[BUILDING_PREFIX][..]),
+            Bound::Excluded(&end[..]),
+            false,
+        ) {
+            let (key, _) = entry?;
+            let mut dropped = key.to_vec();
+            if let Some(first) = dropped.first_mut() {
+                *first = DROPPED_PREFIX;
+            }
+            batch.put(Keyspace::Catalog, dropped, Vec::new());
+            batch.delete(Keyspace::Catalog, key);
+        }
+        if !batch.is_empty() {
+            warn!(
+                builds = batch.len() / 2,
+                "removing the entries of index builds that did not finish"
+            );
+            self.store.commit(batch)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the indexes of records written before index entries existed (no ids) their ids
+    /// and entries, as `createIndexes` would have built them.
+    fn upgrade_indexes(&self) -> Result<(), CommandError> {
+        let stale: Vec<Arc<Collection>> = self
+            .all_collections()
+            .into_iter()
+            .filter(|c| c.indexes.iter().any(|i| i.id == 0 && !i.is_ts_policy()))
+            .collect();
+        for c in stale {
+            info!(namespace = %c.namespace(), "building the entries of indexes kept before index maintenance existed");
+            // Expired documents get entries too (the purge removes them with the documents):
+            // no clock is at hand here, and an entry of an expired document is harmless.
+            self.change_indexes(&c.db, &c.name, false, i64::MIN, |_, _| Ok(()))?;
+        }
+        Ok(())
     }
 
     /// The store behind the catalog.
@@ -338,6 +493,11 @@ impl Catalog {
     }
 
     fn next_id(&self, batch: &mut Batch) -> Result<u64, StorageError> {
+        self.next_ids(batch, 1)
+    }
+
+    /// Reserves `n` consecutive ids (the counter moves in `batch`); returns the first.
+    fn next_ids(&self, batch: &mut Batch, n: u64) -> Result<u64, StorageError> {
         let current = self
             .snapshot()
             .get(Keyspace::Catalog, &NEXT_ID_KEY)?
@@ -351,15 +511,20 @@ impl Catalog {
         batch.put(
             Keyspace::Catalog,
             NEXT_ID_KEY.to_vec(),
-            (current + 1).to_be_bytes().to_vec(),
+            (current + n).to_be_bytes().to_vec(),
         );
         Ok(current)
     }
 
     fn record(c: &Collection) -> RawDocumentBuf {
         let mut indexes = bson::RawArrayBuf::new();
+        let mut states = bson::RawArrayBuf::new();
         for i in &c.indexes {
             indexes.push(i.spec.clone());
+            states.push(rawdoc! {
+                "id": i64::try_from(i.id).unwrap_or(i64::MAX),
+                "multikey": i.is_multikey(),
+            });
         }
         rawdoc! {
             "db": c.db.as_str(),
@@ -367,7 +532,18 @@ impl Catalog {
             "id": i64::try_from(c.id).unwrap_or(i64::MAX),
             "options": c.options.clone(),
             "indexes": indexes,
+            "indexState": states,
         }
+    }
+
+    /// Adds to `batch` the write of `c`'s record as it stands (its multikey flags included).
+    /// The caller holds `c`'s write lock, and `c` is the catalog's current collection.
+    pub fn put_record(&self, c: &Collection, batch: &mut Batch) {
+        batch.put(
+            Keyspace::Catalog,
+            record_key(&c.db, &c.name),
+            Self::record(c).into_bytes(),
+        );
     }
 
     /// Creates `db.name`. Returns the collection and the commit ticket to wait on, or
@@ -459,11 +635,43 @@ impl Catalog {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut indexes = old.indexes.clone();
         let result = change(&old, &mut indexes)?;
-        if indexes == old.indexes {
+        // New indexes with entries: they get ids and are built over the documents.
+        let fresh: Vec<usize> = (0..indexes.len())
+            .filter(|&p| indexes[p].id == 0 && !indexes[p].is_ts_policy())
+            .collect();
+        if indexes == old.indexes && fresh.is_empty() {
             return Ok((result, created_ticket, created));
         }
-        let new = Collection::new(old.id, db, name, old.options.clone(), indexes);
         let mut batch = Batch::new();
+        if !fresh.is_empty() {
+            let mut start = Batch::new();
+            let first = self.next_ids(&mut start, fresh.len() as u64)?;
+            for (&p, id) in fresh.iter().zip(first..) {
+                indexes[p].id = id;
+                indexes[p].multikey = Arc::default();
+                start.put(Keyspace::Catalog, building_key(id), Vec::new());
+                batch.delete(Keyspace::Catalog, building_key(id));
+            }
+            self.store.commit(start)?;
+            if let Err(e) = self.build(old.id, &indexes, &fresh, now_ms, &old.namespace()) {
+                let mut undo = Batch::new();
+                for &p in &fresh {
+                    undo.delete(Keyspace::Catalog, building_key(indexes[p].id));
+                    undo.put(Keyspace::Catalog, dropped_key(indexes[p].id), Vec::new());
+                }
+                self.store.commit(undo)?;
+                return Err(e);
+            }
+        }
+        // Dropped indexes: their entries are removed in the background.
+        for gone in old
+            .indexes
+            .iter()
+            .filter(|i| i.has_entries() && !indexes.iter().any(|n| n.id == i.id))
+        {
+            batch.put(Keyspace::Catalog, dropped_key(gone.id), Vec::new());
+        }
+        let new = Collection::new(old.id, db, name, old.options.clone(), indexes);
         if TtlPolicy::from_indexes(&old.indexes).describe() != new.ttl.describe() {
             crate::ttl::recompute(&*self.snapshot(), &new, now_ms, &mut batch)?;
         }
@@ -477,6 +685,98 @@ impl Catalog {
         self.write()
             .insert((db.to_owned(), name.to_owned()), Arc::new(new));
         Ok((result, Some(ticket), created))
+    }
+
+    /// Writes the entries of `indexes[p]` for each `p` in `fresh` over the live documents of
+    /// collection `collection_id`, in chunks, and checks unique ones for duplicates. The caller
+    /// holds the collection's write lock, and a building marker covers each new id.
+    fn build(
+        &self,
+        collection_id: u64,
+        indexes: &[IndexSpec],
+        fresh: &[usize],
+        now_ms: i64,
+        namespace: &str,
+    ) -> Result<(), CommandError> {
+        let targets: Vec<crate::index::FieldIndex> = fresh
+            .iter()
+            .filter_map(|&p| crate::index::FieldIndex::new(p, &indexes[p]))
+            .collect();
+        let snapshot = self.snapshot();
+        let prefix = record::collection_prefix(collection_id);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        let mut batch = Batch::new();
+        let mut documents = 0_u64;
+        for entry in snapshot.range(
+            Keyspace::Docs,
+            Bound::Included(&prefix[..]),
+            Bound::Excluded(&upper[..]),
+            false,
+        ) {
+            let (key, value) = entry?;
+            let rec = record::decode(&value)?;
+            // An expired document holds no key (the purge removes it).
+            if rec.expires_ms <= now_ms {
+                continue;
+            }
+            let id_key = key.get(8..).unwrap_or_default();
+            for t in &targets {
+                let (entries, multikey) = t.entries(rec.doc, id_key)?;
+                if multikey {
+                    indexes[t.pos].multikey.store(true, Ordering::Release);
+                }
+                for e in entries {
+                    batch.put(Keyspace::Index, e, Vec::new());
+                }
+            }
+            documents += 1;
+            if batch.len() >= BUILD_CHUNK {
+                self.store.commit(std::mem::take(&mut batch))?;
+            }
+        }
+        if !batch.is_empty() {
+            self.store.commit(batch)?;
+        }
+        let snapshot = self.snapshot();
+        for t in targets.iter().filter(|t| t.unique) {
+            let prefix = crate::index::index_prefix(t.id);
+            let upper = prefix_end(&prefix).unwrap_or_default();
+            let mut previous: Option<bytes::Bytes> = None;
+            for entry in snapshot.range(
+                Keyspace::Index,
+                Bound::Included(&prefix[..]),
+                Bound::Excluded(&upper[..]),
+                false,
+            ) {
+                let (key, _) = entry?;
+                let same = previous.as_ref().is_some_and(|p| {
+                    crate::index::split_entry(p).map(|(_, c, _)| c)
+                        == crate::index::split_entry(&key).map(|(_, c, _)| c)
+                });
+                if same && let Some((_, components, id_key)) = crate::index::split_entry(&key) {
+                    let doc_key = record::doc_key(collection_id, id_key);
+                    let doc = match snapshot.get(Keyspace::Docs, &doc_key)? {
+                        Some(v) => record::decode(&v)?.doc.to_owned(),
+                        None => RawDocumentBuf::new(),
+                    };
+                    return Err(crate::index::duplicate_key_error(
+                        namespace,
+                        &indexes[t.pos],
+                        t,
+                        &doc,
+                        components,
+                    ));
+                }
+                previous = Some(key);
+            }
+        }
+        info!(
+            namespace,
+            documents,
+            indexes = targets.len(),
+            "built indexes"
+        );
+        Ok(())
     }
 
     /// Replaces `db.name` (created if missing) by a collection with the same options and
@@ -502,11 +802,17 @@ impl Catalog {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
         });
         let mut batch = Batch::new();
-        let id = self.next_id(&mut batch)?;
-        let (options, indexes) = old.as_ref().map_or_else(
+        let (options, mut indexes) = old.as_ref().map_or_else(
             || (RawDocumentBuf::new(), Vec::new()),
             |c| (c.options.clone(), c.indexes.clone()),
         );
+        // New ids for the collection and its indexes: the old ones' data is dropped.
+        let with_entries = indexes.iter().filter(|i| i.has_entries()).count() as u64;
+        let id = self.next_ids(&mut batch, 1 + with_entries)?;
+        for (spec, index_id) in indexes.iter_mut().filter(|i| i.has_entries()).zip(id + 1..) {
+            spec.id = index_id;
+            spec.multikey = Arc::default();
+        }
         let new = Collection::new(id, db, name, options, indexes);
         let (result, docs) = fill(&new)?;
         batch.ops.extend(docs.ops);
@@ -516,7 +822,7 @@ impl Catalog {
             Self::record(&new).into_bytes(),
         );
         if let Some(old) = &old {
-            batch.put(Keyspace::Catalog, dropped_key(old.id), Vec::new());
+            mark_dropped(&mut batch, old);
         }
         let ticket = self.store.commit(batch)?;
         if let Some(old) = &old {
@@ -541,7 +847,7 @@ impl Catalog {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, record_key(db, name));
-        batch.put(Keyspace::Catalog, dropped_key(collection.id), Vec::new());
+        mark_dropped(&mut batch, &collection);
         let ticket = self.store.commit(batch)?;
         collection.retired.store(true, Ordering::SeqCst);
         self.write().remove(&(db.to_owned(), name.to_owned()));
@@ -590,7 +896,7 @@ impl Catalog {
         );
         let mut batch = Batch::new();
         if let Some(t) = &target {
-            batch.put(Keyspace::Catalog, dropped_key(t.id), Vec::new());
+            mark_dropped(&mut batch, t);
         }
         batch.delete(Keyspace::Catalog, record_key(from.0, from.1));
         batch.put(
@@ -609,7 +915,7 @@ impl Catalog {
         Ok(ticket)
     }
 
-    /// Removes the data of dropped collections, in bounded batches. Returns how many keys it
+    /// Removes the data of dropped collections and indexes, in bounded batches. Returns how many keys it
     /// removed; call again until it returns 0.
     pub fn purge_dropped(&self) -> Result<usize, StorageError> {
         let snapshot = self.snapshot();
@@ -634,7 +940,9 @@ impl Catalog {
         let prefix = record::collection_prefix(id);
         let upper = prefix_end(&prefix).unwrap_or_default();
         let mut batch = Batch::new();
-        for ks in [Keyspace::Docs, Keyspace::Expiry] {
+        // The id is a collection's (documents, expiry entries) or an index's (entries): ids
+        // are never shared, so scanning all three keyspaces removes exactly its data.
+        for ks in [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index] {
             for entry in snapshot
                 .range(
                     ks,
@@ -686,5 +994,132 @@ pub async fn purge_task(
             () = wake.notified() => {}
             () = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound::Unbounded;
+
+    use bson::rawdoc;
+
+    use super::*;
+    use crate::query::keystring;
+    use crate::storage::MemoryStorage;
+
+    fn store() -> Arc<GroupCommit> {
+        Arc::new(GroupCommit::new(Arc::new(MemoryStorage::new())))
+    }
+
+    fn count(store: &GroupCommit, ks: Keyspace) -> usize {
+        store
+            .storage()
+            .snapshot()
+            .range(ks, Unbounded, Unbounded, false)
+            .count()
+    }
+
+    fn put_docs(store: &GroupCommit, collection_id: u64, docs: &[RawDocumentBuf]) {
+        let mut batch = Batch::new();
+        for d in docs {
+            let id = keystring::to_key(d.get("_id").unwrap().unwrap());
+            batch.put(
+                Keyspace::Docs,
+                record::doc_key(collection_id, &id),
+                record::encode(0, record::NEVER, d),
+            );
+        }
+        store.commit(batch).unwrap();
+    }
+
+    fn purge_all(catalog: &Catalog) {
+        while catalog.purge_dropped().unwrap() > 0 {}
+    }
+
+    /// A build that never finished (the server was killed during it) leaves a building marker
+    /// and some entries: the next start turns it into a dropped marker, whose purge removes them.
+    #[test]
+    fn interrupted_builds_are_removed_at_startup() {
+        let store = store();
+        let catalog = Catalog::open(Arc::clone(&store)).unwrap();
+        let (c, _) = catalog.create("db", "c", RawDocumentBuf::new()).unwrap();
+        put_docs(&store, c.id, &[rawdoc! { "_id": 1, "a": 1 }]);
+        let mut batch = Batch::new();
+        let orphan = 999;
+        batch.put(Keyspace::Catalog, building_key(orphan), Vec::new());
+        for i in 0..3_u8 {
+            batch.put(
+                Keyspace::Index,
+                crate::index::entry_key(orphan, &[i], &[1]).unwrap(),
+                Vec::new(),
+            );
+        }
+        store.commit(batch).unwrap();
+        drop(catalog);
+        let catalog = Catalog::open(Arc::clone(&store)).unwrap();
+        assert!(
+            store
+                .storage()
+                .get(Keyspace::Catalog, &building_key(orphan))
+                .unwrap()
+                .is_none()
+        );
+        purge_all(&catalog);
+        assert_eq!(count(&store, Keyspace::Index), 0);
+        assert_eq!(count(&store, Keyspace::Docs), 1);
+    }
+
+    /// A record written before index entries existed (no ids) gets its indexes built at open;
+    /// a dropped index's entries are then removed by the purge.
+    #[test]
+    fn indexes_of_old_records_are_built_and_dropped_entries_purged() {
+        let store = store();
+        let old = rawdoc! {
+            "db": "db", "name": "c", "id": 5_i64, "options": {},
+            "indexes": [
+                { "v": 2, "key": { "a": 1 }, "name": "a_1" },
+                { "v": 2, "key": { "_ts": 1 }, "name": "_ts_1", "expireAfterSeconds": 60 },
+            ],
+        };
+        let mut batch = Batch::new();
+        batch.put(Keyspace::Catalog, record_key("db", "c"), old.into_bytes());
+        batch.put(
+            Keyspace::Catalog,
+            NEXT_ID_KEY.to_vec(),
+            6_u64.to_be_bytes().to_vec(),
+        );
+        store.commit(batch).unwrap();
+        put_docs(
+            &store,
+            5,
+            &[
+                rawdoc! { "_id": 1, "a": 1 },
+                rawdoc! { "_id": 2, "a": [2, 3] },
+                rawdoc! { "_id": 3 },
+            ],
+        );
+        let catalog = Catalog::open(Arc::clone(&store)).unwrap();
+        let c = catalog.get("db", "c").unwrap();
+        assert_eq!(c.indexes[0].id, 6);
+        assert!(c.indexes[0].is_multikey());
+        // The `_ts` TTL index is a policy without entries.
+        assert_eq!(c.indexes[1].id, 0);
+        assert_eq!(count(&store, Keyspace::Index), 4);
+        // Ids and flags are in the record now: a second open builds nothing.
+        drop(catalog);
+        let catalog = Catalog::open(Arc::clone(&store)).unwrap();
+        let c = catalog.get("db", "c").unwrap();
+        assert_eq!((c.indexes[0].id, c.indexes[0].is_multikey()), (6, true));
+        assert_eq!(count(&store, Keyspace::Index), 4);
+
+        catalog
+            .change_indexes("db", "c", false, 0, |_, indexes| {
+                indexes.retain(|i| i.name != "a_1");
+                Ok(())
+            })
+            .unwrap();
+        purge_all(&catalog);
+        assert_eq!(count(&store, Keyspace::Index), 0);
+        assert_eq!(count(&store, Keyspace::Docs), 3);
     }
 }

@@ -247,6 +247,7 @@ pub fn recompute(
             );
         }
         if is_expired {
+            collection.delete_entries(rec.doc, id_key, batch);
             batch.delete(Keyspace::Docs, key);
             continue;
         }
@@ -318,8 +319,10 @@ pub fn purge_collection(
         let doc_key = record::doc_key(collection.id, id_key);
         // The entry is current only if the document still carries this instant.
         if let Some(value) = snapshot.get(Keyspace::Docs, &doc_key)?
-            && record::decode(&value)?.expires_ms == expires
+            && let rec = record::decode(&value)?
+            && rec.expires_ms == expires
         {
+            collection.delete_entries(rec.doc, id_key, &mut batch);
             batch.delete(Keyspace::Docs, doc_key);
             removed += 1;
         }

@@ -1,8 +1,10 @@
 //! Index commands: `createIndexes`, `listIndexes`, `dropIndexes`, and `collMod` for index
 //! options. TTL indexes (on `_ts` for Cosmos DB's model, on date fields for MongoDB's) are
-//! fully live; other indexes are kept in the catalog and listed, but queries do not use them
-//! yet (results are the same, only slower), and `unique` and special index types are refused
-//! until secondary indexes exist.
+//! fully live. Every index but the `_ts` TTL policy has entries, built over the existing
+//! documents by `createIndexes` (under the collection's write lock, so no write is missed) and
+//! kept exact by every write, expiry and drop (see `docs/storage.md`); `unique`, `sparse`,
+//! `partialFilterExpression` and `hidden` are honoured. Special index types (text, geo,
+//! hashed, wildcard) and index collations are refused.
 
 use bson::raw::{CStr, cstr};
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
@@ -20,6 +22,7 @@ const INVALID_INDEX_OPTION: ErrorCode = ErrorCode::InvalidIndexSpecificationOpti
 
 /// Index options accepted and kept in the spec.
 const KEPT_OPTIONS: &[&str] = &[
+    "unique",
     "expireAfterSeconds",
     "partialFilterExpression",
     "sparse",
@@ -30,7 +33,6 @@ const KEPT_OPTIONS: &[&str] = &[
 const IGNORED_OPTIONS: &[&str] = &["v", "ns", "background", "dropDups"];
 /// Options for index features Ebb does not have yet.
 const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "unique",
     "collation",
     "weights",
     "default_language",
@@ -235,11 +237,14 @@ fn parse_spec(raw: &RawDocument) -> CommandResult<IndexSpec> {
         if matches!(option, "key" | "name") || IGNORED_OPTIONS.contains(&option) {
             continue;
         }
-        if UNSUPPORTED_OPTIONS.contains(&option) {
-            // `unique: false` asks for nothing special.
-            if option == "unique" && matches!(value, RawBsonRef::Boolean(false)) {
-                continue;
+        if option == "unique" {
+            // `unique: false` asks for nothing special; any true value is kept as `true`.
+            if super::args::truthy("unique", value)? {
+                spec.append(cstr!("unique"), true);
             }
+            continue;
+        }
+        if UNSUPPORTED_OPTIONS.contains(&option) {
             return Err(CommandError::new(
                 ErrorCode::NotImplemented,
                 format!("index option '{option}' is not supported by Ebb yet"),
@@ -270,6 +275,13 @@ fn parse_spec(raw: &RawDocument) -> CommandResult<IndexSpec> {
         }
         let key = <&CStr>::try_from(option).map_err(|e| CommandError::bad_value(e.to_string()))?;
         spec.append(key, value);
+    }
+    if partial_filter.is_some() && spec.get("sparse").ok().flatten().is_some() {
+        return Err(cannot_create(format!(
+            "Error in specification {} :: caused by :: cannot mix \"partialFilterExpression\" \
+             and \"sparse\" options",
+            show(raw)
+        )));
     }
     Ok(IndexSpec {
         id: 0,
@@ -327,8 +339,11 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
     if requested.is_empty() {
         return Err(CommandError::bad_value("Must specify at least one index."));
     }
-    let ((before, after), ticket, created) =
-        state.catalog.change_indexes(req.db, name, true, state.now_ms(), |_, indexes| {
+    let catalog = std::sync::Arc::clone(&state.catalog);
+    let (db, coll, now_ms) = (req.db.to_owned(), name.to_owned(), state.now_ms());
+    // Building over existing documents takes a while: off the runtime's workers.
+    let built = tokio::task::spawn_blocking(move || {
+        catalog.change_indexes(&db, &coll, true, now_ms, move |_, indexes| {
             let before = indexes.len() + 1;
             for new in requested {
                 if new.name == "_id_" || new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
@@ -403,7 +418,15 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                 }
             }
             Ok((before, indexes.len() + 1))
-        })?;
+        })
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?;
+    if built.is_err() {
+        // A failed build leaves entries to remove.
+        state.purge_wake.notify_one();
+    }
+    let ((before, after), ticket, created) = built?;
     concern.wait(state, ticket).await?;
     let mut reply = rawdoc! {
         "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
@@ -528,6 +551,8 @@ pub(super) async fn drop_indexes(req: &Request<'_>, state: &ServerState) -> Comm
                 }
                 Ok(was)
             })?;
+    // The dropped indexes' entries are removed in the background.
+    state.purge_wake.notify_one();
     concern.wait(state, ticket).await?;
     let mut reply = rawdoc! { "nIndexesWas": i32::try_from(was).unwrap_or(i32::MAX) };
     if matches!(target, Some(bson::RawBson::String(ref s)) if s == "*") {

@@ -10,6 +10,7 @@ mod collection;
 mod handshake;
 mod index;
 mod read;
+mod validate;
 mod write;
 
 use crate::dispatch::{ConnCtx, Request};
@@ -57,6 +58,7 @@ enum Cmd {
     ListIndexes,
     DropIndexes,
     CollMod,
+    Validate,
 }
 
 /// One implemented command name.
@@ -273,6 +275,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         "returns lots of administrative server statistics",
     ),
     spec("update", Cmd::Update, false, "update documents"),
+    spec(
+        "validate",
+        Cmd::Validate,
+        false,
+        "Validate contents of a namespace by scanning its data structures for correctness.",
+    ),
     spec("whatsmyuri", Cmd::WhatsMyUri, false, "{whatsmyuri:1}"),
 ];
 
@@ -333,6 +341,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::ListIndexes => index::list_indexes(req, state),
         Cmd::DropIndexes => index::drop_indexes(req, state).await,
         Cmd::CollMod => index::coll_mod(req, state).await,
+        Cmd::Validate => validate::validate(req, state).await,
     }
 }
 

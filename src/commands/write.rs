@@ -5,7 +5,7 @@
 //! raw bytes received (with `_id` generated and placed first when needed).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -31,6 +31,10 @@ use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
 const MAX_WRITE_BATCH: usize = 100_000;
 /// `maxBsonObjectSize`: the largest document that may be stored.
 const MAX_DOC: usize = ebb_wire::MAX_BSON_OBJECT_SIZE;
+
+/// A failed write of one document: the error, and `keyPattern` and `keyValue` of a duplicate
+/// key.
+type Fail = (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>);
 
 /// A per-statement failure, reported in `writeErrors`.
 struct WriteError {
@@ -259,6 +263,14 @@ pub(crate) struct Writer<'a> {
     /// What one range read of the snapshot found for a set of `_id` keys (see
     /// [`Writer::probe`]), so that checking each of them needs no point read.
     probed: Option<Probe>,
+    /// Keys of unique indexes written by this batch, which the snapshot does not see:
+    /// `(index id, key)` → the `_id` key of the document holding it.
+    unique_added: HashMap<(u64, Vec<u8>), Vec<u8>>,
+    /// Entries of unique indexes this batch removed, which the snapshot still shows.
+    unique_removed: HashSet<Vec<u8>>,
+    /// Whether this batch set an index's multikey flag: the collection record, which keeps
+    /// the flags, is written with the batch.
+    multikey_set: bool,
     /// Where record values are built, on the durable engine: each is split off as a `Bytes`
     /// sharing this buffer, so a batch of documents costs one allocation instead of one per
     /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
@@ -304,6 +316,9 @@ impl<'a> Writer<'a> {
             batch: Batch::new(),
             pending: HashMap::new(),
             probed: None,
+            unique_added: HashMap::new(),
+            unique_removed: HashSet::new(),
+            multikey_set: false,
             arena: catalog
                 .store()
                 .storage()
@@ -397,20 +412,13 @@ impl<'a> Writer<'a> {
     }
 
     /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
-    fn insert(
-        &mut self,
-        doc: &RawDocument,
-    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    fn insert(&mut self, doc: &RawDocument) -> Result<(), Fail> {
         self.insert_checked(doc, false)
     }
 
     /// [`Writer::insert`]; `fresh_id` says the `_id` was just generated, so no document can
     /// hold it and the lookup is skipped.
-    fn insert_checked(
-        &mut self,
-        doc: &RawDocument,
-        fresh_id: bool,
-    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    fn insert_checked(&mut self, doc: &RawDocument, fresh_id: bool) -> Result<(), Fail> {
         let id = id_of(doc).map_err(|e| (e, None))?;
         self.insert_keyed(doc, keystring::to_key(id), fresh_id)
     }
@@ -421,7 +429,7 @@ impl<'a> Writer<'a> {
         doc: &RawDocument,
         id_key: Vec<u8>,
         fresh_id: bool,
-    ) -> Result<(), (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+    ) -> Result<(), Fail> {
         let stored = if fresh_id {
             None
         } else {
@@ -432,19 +440,50 @@ impl<'a> Writer<'a> {
             let id = id_of(doc).map_err(|e| (e, None))?;
             return Err(dup_key_error(self.collection, id));
         }
-        self.put_owned(id_key, doc, stored);
-        Ok(())
+        // The expired document replaced may still have index entries: read it to remove them.
+        // (One written by this batch was expired when written, and so got none.)
+        let old_doc = match stored {
+            Some(_)
+                if !self.collection.field_indexes.is_empty()
+                    && !self.pending.contains_key(&id_key) =>
+            {
+                self.snapshot
+                    .get(Keyspace::Docs, &self.key(&id_key))
+                    .map_err(|e| (e.into(), None))?
+                    .map(|v| record::decode(&v).map(|r| r.doc.to_owned()))
+                    .transpose()
+                    .map_err(|e| (e.into(), None))?
+            }
+            _ => None,
+        };
+        self.put_owned(id_key, doc, stored.map(|e| (e, old_doc.as_deref())))
     }
 
-    /// Writes `doc` under `id_key`, replacing the record there (whose expiry was `old_expiry`):
-    /// the modification time is now, and the expiry is what the collection's TTL policy gives.
-    fn put(&mut self, id_key: &[u8], doc: &RawDocument, old_expiry: Option<i64>) {
-        self.put_owned(id_key.to_vec(), doc, old_expiry);
+    /// Writes `doc` under `id_key`, replacing the record there (`old`: its expiry, and the
+    /// document when the collection has indexes): the modification time is now, and the expiry
+    /// is what the collection's TTL policy gives. Index entries change in the same batch; a
+    /// unique index refusing the document fails it before anything is added to the batch.
+    fn put(
+        &mut self,
+        id_key: &[u8],
+        doc: &RawDocument,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
+        self.put_owned(id_key.to_vec(), doc, old)
     }
 
     /// [`Writer::put`], keeping `id_key` (for the batch's own `_id` checks) without a copy.
-    fn put_owned(&mut self, id_key: Vec<u8>, doc: &RawDocument, old_expiry: Option<i64>) {
+    fn put_owned(
+        &mut self,
+        id_key: Vec<u8>,
+        doc: &RawDocument,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
+        if !self.collection.field_indexes.is_empty() {
+            self.change_entries(&id_key, doc, expires, old)?;
+        }
+        let old_expiry = old.map(|(e, _)| e);
         let id = self.collection.id;
         // A batch never changes one key twice, so an unchanged expiry entry is left alone.
         if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
@@ -467,6 +506,153 @@ impl<'a> Writer<'a> {
         };
         self.batch.put(Keyspace::Docs, self.key(&id_key), value);
         self.pending.insert(id_key, expires);
+        Ok(())
+    }
+
+    /// Adds to the batch the index entry changes of writing `doc` (expiring at `expires`) over
+    /// `old`, after checking unique indexes. A live document's entries are exactly its keys, so
+    /// only the difference changes; an expired one's may be fewer (it got none if it was
+    /// expired when written, or when an index was built), so all of its keys are removed and
+    /// all of the new ones written. A document written already expired gets no entries.
+    fn change_entries(
+        &mut self,
+        id_key: &[u8],
+        doc: &RawDocument,
+        expires: i64,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
+        let live = expires > self.now_ms;
+        let old_live = old.is_some_and(|(e, _)| e > self.now_ms);
+        let old_doc = old.and_then(|(_, d)| d);
+        // (field index, entry, key components) to add and to remove.
+        let mut puts: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut deletes: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut now_multikey = Vec::new();
+        let collection = self.collection;
+        for (n, fi) in collection.field_indexes.iter().enumerate() {
+            let new_keys = if live {
+                fi.keys(doc).map_err(|e| (e, None))?
+            } else {
+                crate::index::Keys::default()
+            };
+            // A stored document's keys were computed when it was written: they compute again.
+            let old_keys = old_doc.and_then(|d| fi.keys(d).ok()).unwrap_or_default();
+            for c in &new_keys.components {
+                if old_live && old_keys.components.binary_search(c).is_ok() {
+                    continue;
+                }
+                let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                puts.push((n, entry, c.clone()));
+            }
+            for c in &old_keys.components {
+                if new_keys.components.binary_search(c).is_err() {
+                    let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                    deletes.push((n, entry, c.clone()));
+                }
+            }
+            if new_keys.multikey && !collection.indexes[fi.pos].is_multikey() {
+                now_multikey.push(fi.pos);
+            }
+        }
+        // Checks come before any change is added: a refused document leaves the batch as it
+        // was. (Keys this document keeps need no check: it holds them already.)
+        for (n, _, c) in puts
+            .iter()
+            .filter(|(n, _, _)| collection.field_indexes[*n].unique)
+        {
+            let fi = &collection.field_indexes[*n];
+            if self
+                .unique_holder(fi.id, c, id_key, &deletes)
+                .map_err(|e| (e, None))?
+            {
+                let (error, dup) = crate::index::duplicate_key(
+                    &collection.namespace(),
+                    &collection.indexes[fi.pos],
+                    fi,
+                    doc,
+                    c,
+                );
+                return Err((error, Some(dup)));
+            }
+        }
+        for pos in now_multikey {
+            // Set before the commit that writes the document: a reader loading the flag after
+            // taking its snapshot never sees a multikey document under a non-multikey index.
+            collection.indexes[pos]
+                .multikey
+                .store(true, std::sync::atomic::Ordering::Release);
+            self.multikey_set = true;
+        }
+        for (n, entry, c) in deletes {
+            if collection.field_indexes[n].unique {
+                let key = (collection.field_indexes[n].id, c);
+                if self
+                    .unique_added
+                    .get(&key)
+                    .is_some_and(|holder| holder == id_key)
+                {
+                    self.unique_added.remove(&key);
+                }
+                self.unique_removed.insert(entry.clone());
+            }
+            self.batch.delete(Keyspace::Index, entry);
+        }
+        for (n, entry, c) in puts {
+            if collection.field_indexes[n].unique {
+                self.unique_added
+                    .insert((collection.field_indexes[n].id, c), id_key.to_vec());
+            }
+            self.batch.put(Keyspace::Index, entry, Vec::new());
+        }
+        Ok(())
+    }
+
+    /// Whether a live document other than `id_key` holds key `components` of unique index
+    /// `index_id`, as the batch would leave it (`deleting`: entries this write removes). An
+    /// expired document holds no key.
+    fn unique_holder(
+        &self,
+        index_id: u64,
+        components: &[u8],
+        id_key: &[u8],
+        deleting: &[(usize, Vec<u8>, Vec<u8>)],
+    ) -> CommandResult<bool> {
+        if let Some(holder) = self.unique_added.get(&(index_id, components.to_vec()))
+            && holder != id_key
+            && self.is_live(holder)?
+        {
+            return Ok(true);
+        }
+        let mut prefix = crate::index::index_prefix(index_id).to_vec();
+        prefix.extend_from_slice(components);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        for entry in self.snapshot.range(
+            Keyspace::Index,
+            Bound::Included(&prefix),
+            Bound::Excluded(&upper),
+            false,
+        ) {
+            let (key, _) = entry?;
+            if self.unique_removed.contains(&key[..])
+                || deleting.iter().any(|(_, e, _)| e[..] == key[..])
+            {
+                continue;
+            }
+            let Some((_, _, holder)) = crate::index::split_entry(&key) else {
+                continue;
+            };
+            if holder != id_key && self.is_live(holder)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether the document stored under `id_key` (by this batch or in the snapshot) is live.
+    fn is_live(&self, id_key: &[u8]) -> CommandResult<bool> {
+        Ok(self
+            .stored_expiry(id_key)?
+            .is_some_and(|expires| expires > self.now_ms))
     }
 
     /// Commits what this writer holds so far and reads on from a fresh snapshot, so that the
@@ -474,6 +660,9 @@ impl<'a> Writer<'a> {
     fn flush(&mut self) -> CommandResult<()> {
         if self.batch.is_empty() {
             return Ok(());
+        }
+        if self.multikey_set {
+            self.catalog.put_record(self.collection, &mut self.batch);
         }
         self.ticket = Some(
             self.catalog
@@ -483,10 +672,36 @@ impl<'a> Writer<'a> {
         self.snapshot = self.catalog.snapshot();
         self.pending.clear();
         self.probed = None;
+        self.unique_added.clear();
+        self.unique_removed.clear();
+        self.multikey_set = false;
         Ok(())
     }
 
+    /// Deletes a live document, its expiry entry and its index entries.
     fn delete(&mut self, found: &Found) {
+        for fi in &self.collection.field_indexes {
+            let Ok(keys) = fi.keys(&found.doc) else {
+                continue;
+            };
+            for c in keys.components {
+                let Ok(entry) = fi.entry(&c, &found.id_key) else {
+                    continue;
+                };
+                if fi.unique {
+                    let key = (fi.id, c);
+                    if self
+                        .unique_added
+                        .get(&key)
+                        .is_some_and(|holder| *holder == found.id_key)
+                    {
+                        self.unique_added.remove(&key);
+                    }
+                    self.unique_removed.insert(entry.clone());
+                }
+                self.batch.delete(Keyspace::Index, entry);
+            }
+        }
         self.batch.delete(Keyspace::Docs, self.key(&found.id_key));
         if found.expires_ms != record::NEVER {
             let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, &found.id_key);
@@ -784,7 +999,7 @@ fn apply_update(
     w: &mut Writer<'_>,
     s: &UpdateStatement,
     sort: Option<&SortSpec>,
-) -> Result<Updated, (CommandError, Option<(RawDocumentBuf, RawDocumentBuf)>)> {
+) -> Result<Updated, Fail> {
     let limit = if s.multi || sort.is_some() {
         None
     } else {
@@ -823,12 +1038,12 @@ fn apply_update(
         let changed = s.update.apply_with(&doc, &ctx).map_err(|e| (e, None))?;
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
-            w.put(&id_key, new_doc, Some(expires_ms));
+            w.put(&id_key, new_doc, Some((expires_ms, Some(&doc))))?;
             out.modified += 1;
         } else if s.update.is_replacement() {
             // A replacement is a write even when the bytes are the same: it resets the
             // modification time (and so the TTL), though MongoDB counts nothing modified.
-            w.put(&id_key, &doc, Some(expires_ms));
+            w.put(&id_key, &doc, Some((expires_ms, Some(&doc))))?;
         }
         out.after = Some(changed.unwrap_or_else(|| doc.clone()));
         out.before = Some(doc);
@@ -1085,7 +1300,8 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
                 upsert,
                 multi: false,
             };
-            let u = apply_update(w, &stmt, sort.as_ref()).map_err(|(e, _)| e)?;
+            let u =
+                apply_update(w, &stmt, sort.as_ref()).map_err(|(e, dup)| with_dup_info(e, dup))?;
             let updated_existing = u.matched > 0;
             let value = if new { u.after } else { u.before };
             Ok((
@@ -1190,8 +1406,12 @@ impl Writer<'_> {
     /// write like an update's, which resets the modification time and so the TTL.
     pub(crate) fn replace_found(&mut self, found: &Found, doc: &RawDocument) -> CommandResult<()> {
         check_storable(doc, true)?;
-        self.put(&found.id_key, doc, Some(found.expires_ms));
-        Ok(())
+        self.put(
+            &found.id_key,
+            doc,
+            Some((found.expires_ms, Some(&found.doc))),
+        )
+        .map_err(|(error, dup)| with_dup_info(error, dup))
     }
 
     /// Commits what this writer holds so far (statements after it see it).

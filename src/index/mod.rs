@@ -14,7 +14,13 @@
 //! entries in the index's order, ties broken by `_id`. The trailing length lets
 //! [`split_entry`] find the `_id` without decoding the components.
 
+pub mod keys;
+mod maintain;
+
 use bson::{RawBsonRef, RawDocument};
+
+pub use keys::{Keys, document_keys};
+pub use maintain::FieldIndex;
 
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::keystring;
@@ -125,6 +131,47 @@ pub fn split_entry(key: &[u8]) -> Option<(u64, &[u8], &[u8])> {
         return None;
     }
     Some((id, key.get(8..id_at)?, key.get(id_at..len_at)?))
+}
+
+/// mongod's `DuplicateKey` error for key `components` of index `spec` (compiled as `index`),
+/// held by `doc`: the message, and `keyPattern` and `keyValue`.
+pub fn duplicate_key(
+    namespace: &str,
+    spec: &crate::catalog::IndexSpec,
+    index: &FieldIndex,
+    doc: &RawDocument,
+    components: &[u8],
+) -> (CommandError, (bson::RawDocumentBuf, bson::RawDocumentBuf)) {
+    let values = keys::key_values(&index.pattern, doc, index.sparse, components);
+    let mut value = bson::RawDocumentBuf::new();
+    let mut shown = Vec::new();
+    for (name, v) in &values {
+        shown.push(crate::query::display::element(name, v.as_raw_bson_ref()));
+        if let Ok(key) = <&bson::raw::CStr>::try_from(name.as_str()) {
+            value.append(key, v.clone());
+        }
+    }
+    let error = CommandError::new(
+        ErrorCode::DuplicateKey,
+        format!(
+            "E11000 duplicate key error collection: {namespace} index: {} dup key: {{ {} }}",
+            spec.name,
+            shown.join(", ")
+        ),
+    );
+    (error, (spec.key.clone(), value))
+}
+
+/// [`duplicate_key`] as a command error carrying `keyPattern` and `keyValue`.
+pub fn duplicate_key_error(
+    namespace: &str,
+    spec: &crate::catalog::IndexSpec,
+    index: &FieldIndex,
+    doc: &RawDocument,
+    components: &[u8],
+) -> CommandError {
+    let (error, (pattern, value)) = duplicate_key(namespace, spec, index, doc, components);
+    error.with_info(bson::rawdoc! { "keyPattern": pattern, "keyValue": value })
 }
 
 #[cfg(test)]

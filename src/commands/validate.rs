@@ -1,0 +1,287 @@
+//! `validate`: compares every index of a collection with its documents, as MongoDB's
+//! `validate` does, and reports each difference.
+//!
+//! Every live document's keys are computed again and looked up among the stored entries; every
+//! stored entry must belong to a live document that gives that key. Documents that have expired
+//! but are not purged yet may or may not still have their entries (one expired when written, or
+//! when an index was built, has none): their entries are neither extra nor missing, and are
+//! reported as warnings, pending the purge. Unique indexes must hold each key at most once among
+//! live documents, and an index holding a multikey document must be flagged multikey.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawDocumentBuf, rawdoc};
+
+use super::args::collection_name;
+use super::collection::GENERIC_FIELDS;
+use crate::catalog::{Collection, validate_namespace};
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::index::split_entry;
+use crate::state::ServerState;
+use crate::storage::{Keyspace, Snapshot, prefix_end, record};
+
+/// At most this many extra and this many missing entries are listed (all are counted).
+const MAX_LISTED: usize = 100;
+
+pub(super) async fn validate(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_namespace(req.db, name)?;
+    for entry in req.body {
+        let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            (k, _) if k == req.name || GENERIC_FIELDS.contains(&k) => {}
+            ("full" | "background" | "enforceFastCount" | "checkBSONConformance", _) => {}
+            ("repair", v) if !super::args::truthy("validate.repair", v)? => {}
+            ("repair", _) => {
+                return Err(CommandError::new(
+                    ErrorCode::NotImplemented,
+                    "validate with repair is not supported by Ebb",
+                ));
+            }
+            (other, _) => return Err(CommandError::unknown_field(&format!("validate.{other}"))),
+        }
+    }
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            format!("Collection '{}.{name}' does not exist to validate.", req.db),
+        ));
+    };
+    let snapshot = state.catalog.snapshot();
+    let now_ms = state.now_ms();
+    tokio::task::spawn_blocking(move || check(&collection, &*snapshot, now_ms))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
+/// What one index's check found.
+#[derive(Default)]
+struct IndexCheck {
+    /// Entries of live documents found.
+    keys: i64,
+    /// Entries live documents should have, not found yet.
+    expected: HashSet<Vec<u8>>,
+    /// Entries expired documents may have.
+    optional: HashSet<Vec<u8>>,
+    /// Whether some live document is multikey for it.
+    multikey: bool,
+    errors: Vec<String>,
+}
+
+fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> CommandResult {
+    let ns = collection.namespace();
+    let mut checks: Vec<IndexCheck> = collection
+        .field_indexes
+        .iter()
+        .map(|_| IndexCheck::default())
+        .collect();
+    let mut errors: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut missing = RawArrayBuf::new();
+    let mut extra = RawArrayBuf::new();
+    let (mut nrecords, mut expired, mut invalid) = (0_i64, 0_i64, 0_i64);
+    // The `_id` of each document, by `_id` key, for reports of missing entries.
+    let mut ids: HashMap<Vec<u8>, bson::RawBson> = HashMap::new();
+    let prefix = record::collection_prefix(collection.id);
+    let upper = prefix_end(&prefix).unwrap_or_default();
+    for entry in snapshot.range(
+        Keyspace::Docs,
+        Bound::Included(&prefix[..]),
+        Bound::Excluded(&upper[..]),
+        false,
+    ) {
+        let (key, value) = entry?;
+        let id_key = key.get(8..).unwrap_or_default();
+        let rec = match record::decode(&value) {
+            Ok(r) => r,
+            Err(e) => {
+                invalid += 1;
+                errors.push(format!("corrupt record: {e}"));
+                continue;
+            }
+        };
+        let live = rec.expires_ms > now_ms;
+        if live {
+            nrecords += 1;
+        } else {
+            expired += 1;
+        }
+        for (fi, c) in collection.field_indexes.iter().zip(&mut checks) {
+            let keys = match fi.keys(rec.doc) {
+                Ok(k) => k,
+                Err(e) => {
+                    invalid += 1;
+                    errors.push(format!(
+                        "a document's keys for index '{}' do not compute: {}",
+                        collection.indexes[fi.pos].name, e.errmsg
+                    ));
+                    continue;
+                }
+            };
+            if live && keys.multikey {
+                c.multikey = true;
+            }
+            for k in &keys.components {
+                let Ok(entry) = fi.entry(k, id_key) else {
+                    continue;
+                };
+                if live {
+                    c.expected.insert(entry);
+                } else {
+                    c.optional.insert(entry);
+                }
+            }
+            if live
+                && !keys.components.is_empty()
+                && let Ok(Some(id)) = rec.doc.get("_id")
+            {
+                ids.insert(id_key.to_vec(), bson::RawBson::from(id));
+            }
+        }
+    }
+    let mut keys_per_index = RawDocumentBuf::new();
+    let mut details = RawDocumentBuf::new();
+    keys_per_index.append(cstr!("_id_"), nrecords);
+    details.append(cstr!("_id_"), rawdoc! { "valid": true });
+    let (mut n_extra, mut n_missing, mut pending_purge) = (0_usize, 0_usize, 0_usize);
+    for (fi, mut c) in collection.field_indexes.iter().zip(checks) {
+        let spec = &collection.indexes[fi.pos];
+        let prefix = crate::index::index_prefix(fi.id);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        let mut previous_live: Option<Vec<u8>> = None;
+        let mut extra_here = 0_usize;
+        for entry in snapshot.range(
+            Keyspace::Index,
+            Bound::Included(&prefix[..]),
+            Bound::Excluded(&upper[..]),
+            false,
+        ) {
+            let (key, _) = entry?;
+            if c.expected.remove(&key[..]) {
+                c.keys += 1;
+                if fi.unique
+                    && let Some((_, components, _)) = split_entry(&key)
+                {
+                    if previous_live.as_deref() == Some(components) {
+                        c.errors.push(format!(
+                            "unique index '{}' holds a key twice among live documents",
+                            spec.name
+                        ));
+                    }
+                    previous_live = Some(components.to_vec());
+                }
+            } else if c.optional.contains(&key[..]) {
+                pending_purge += 1;
+            } else {
+                extra_here += 1;
+                if n_extra + extra_here <= MAX_LISTED {
+                    extra.push(rawdoc! {
+                        "indexName": spec.name.as_str(),
+                        "entry": hex(&key),
+                    });
+                }
+            }
+        }
+        let mut leftover: Vec<Vec<u8>> = c.expected.drain().collect();
+        leftover.sort();
+        for entry in &leftover {
+            n_missing += 1;
+            if n_missing <= MAX_LISTED
+                && let Some((_, _, id_key)) = split_entry(entry)
+            {
+                let mut report = rawdoc! { "indexName": spec.name.as_str() };
+                if let Some(id) = ids.get(id_key) {
+                    report.append(cstr!("_id"), id.clone());
+                }
+                report.append(cstr!("entry"), hex(entry));
+                missing.push(report);
+            }
+        }
+        n_extra += extra_here;
+        if !leftover.is_empty() {
+            c.errors.push(format!(
+                "index '{}' is missing {} entries of live documents",
+                spec.name,
+                leftover.len()
+            ));
+        }
+        if extra_here > 0 {
+            c.errors.push(format!(
+                "index '{}' has entries of no live document",
+                spec.name
+            ));
+        }
+        if c.multikey && !spec.is_multikey() {
+            c.errors.push(format!(
+                "index '{}' is not flagged multikey but a document gives it several keys",
+                spec.name
+            ));
+        }
+        if let Ok(name) = <&bson::raw::CStr>::try_from(spec.name.as_str()) {
+            keys_per_index.append(name, c.keys);
+            details.append(name, rawdoc! { "valid": c.errors.is_empty() });
+        }
+        errors.extend(c.errors);
+    }
+    // Indexes without entries (the `_ts` TTL policy) are whole by construction.
+    for spec in collection.indexes.iter().filter(|i| !i.has_entries()) {
+        if let Ok(name) = <&bson::raw::CStr>::try_from(spec.name.as_str()) {
+            keys_per_index.append(name, nrecords);
+            details.append(name, rawdoc! { "valid": true });
+        }
+    }
+    if n_extra > 0 {
+        errors.push(format!(
+            "{n_extra} index entries belong to no live document"
+        ));
+    }
+    if n_missing > 0 {
+        errors.push(format!(
+            "{n_missing} index entries of live documents are missing"
+        ));
+    }
+    if expired > 0 {
+        warnings.push(format!(
+            "{expired} expired documents and {pending_purge} of their index entries are not \
+             purged yet"
+        ));
+    }
+    let valid = errors.is_empty();
+    let mut warning_list = RawArrayBuf::new();
+    for w in &warnings {
+        warning_list.push(w.as_str());
+    }
+    let mut error_list = RawArrayBuf::new();
+    for e in &errors {
+        error_list.push(e.as_str());
+    }
+    let mut reply = rawdoc! {
+        "ns": ns,
+        "nInvalidDocuments": invalid,
+        "nNonCompliantDocuments": 0_i64,
+        "nrecords": nrecords,
+        "nIndexes": i64::try_from(collection.indexes.len() + 1).unwrap_or(i64::MAX),
+        "keysPerIndex": keys_per_index,
+        "indexDetails": details,
+        "valid": valid,
+        "repaired": false,
+        "warnings": warning_list,
+        "errors": error_list,
+        "extraIndexEntries": extra,
+        "missingIndexEntries": missing,
+        "corruptRecords": RawArrayBuf::new(),
+    };
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
