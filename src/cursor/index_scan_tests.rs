@@ -1,5 +1,8 @@
 //! The index-scan executor over hand-written entries (what key generation will write).
-#![expect(clippy::needless_pass_by_value, reason = "table helpers take owned cases")]
+#![expect(
+    clippy::needless_pass_by_value,
+    reason = "table helpers take owned cases"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

@@ -1,5 +1,8 @@
 //! Table tests of bounds, choice and sort coverage.
-#![expect(clippy::needless_pass_by_value, reason = "table helpers take owned cases")]
+#![expect(
+    clippy::needless_pass_by_value,
+    reason = "table helpers take owned cases"
+)]
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
