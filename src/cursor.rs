@@ -4,7 +4,7 @@
 //! A cursor over a collection holds the storage snapshot it started on, so every batch reads
 //! the same consistent state, and resumes from the key after the last one it returned.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::Mutex;
@@ -15,7 +15,10 @@ use bson::{RawDocument, RawDocumentBuf};
 use bytes::Bytes;
 
 use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::index::split_entry;
 use crate::query::filter::Filter;
+use crate::query::keystring;
+use crate::query::plan::{Access, FieldCheck, KeyRange};
 use crate::query::projection::Projection;
 use crate::storage::{Keyspace, Snapshot, record};
 
@@ -48,6 +51,8 @@ pub struct Scan {
     pub done: bool,
     /// Whether it runs from the highest key down (`$natural: -1`).
     pub reverse: bool,
+    /// Documents read so far (explain's `docsExamined`).
+    pub examined: u64,
 }
 
 impl Scan {
@@ -84,6 +89,7 @@ impl Scan {
             let Some(value) = self.snapshot.get(Keyspace::Docs, lo)? else {
                 return Ok(out);
             };
+            self.examined += 1;
             if let Some(entry) = Self::admit(
                 self.filter.as_ref(),
                 self.projection.as_ref(),
@@ -117,6 +123,7 @@ impl Scan {
         {
             let (key, value) = entry?;
             last_key = Some(key);
+            self.examined += 1;
             let Some((doc, expires_ms)) = Self::admit(
                 self.filter.as_ref(),
                 self.projection.as_ref(),
@@ -201,6 +208,193 @@ impl Scan {
     }
 }
 
+/// What a plan read and returned, for explain's `executionStats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Index keys read (`keysExamined`).
+    pub keys_examined: u64,
+    /// Documents read (`docsExamined`).
+    pub docs_examined: u64,
+}
+
+/// A scan of an index's entries within bounds (see [`crate::query::plan::IndexScan`]),
+/// fetching each entry's document from the same snapshot. The `_id` index is the `docs`
+/// keyspace itself: its "entries" are the records.
+pub struct IndexScan {
+    /// The read view every batch comes from.
+    pub snapshot: Box<dyn Snapshot>,
+    /// The collection whose documents the entries point to.
+    pub collection_id: u64,
+    /// Whether the entries are those of the `_id` index (the `docs` keyspace).
+    pub id_index: bool,
+    /// Key ranges, in scan order.
+    pub ranges: Vec<KeyRange>,
+    /// Per key field, the byte ranges its component must lie in.
+    pub checks: Vec<FieldCheck>,
+    /// The range being walked.
+    pub at: usize,
+    /// Where the walk of `ranges[at]` resumes (the end it walks from).
+    pub resume: Option<Bound<Vec<u8>>>,
+    /// `_id`s already read (a multikey index has several entries per document).
+    pub seen: Option<HashSet<Vec<u8>>>,
+    /// Documents that do not match are skipped.
+    pub filter: Option<Filter>,
+    /// Applied to each returned document.
+    pub projection: Option<Projection>,
+    /// Matching documents still to skip.
+    pub skip: u64,
+    /// Documents still to return, if limited.
+    pub remaining: Option<u64>,
+    /// The instant reads are judged at (expiry).
+    pub now_ms: i64,
+    /// Whether the scan has reached its end.
+    pub done: bool,
+    /// Whether ranges are walked from their highest key down.
+    pub reverse: bool,
+    /// What it has read so far.
+    pub stats: ScanStats,
+}
+
+impl IndexScan {
+    /// Whether an entry's key fields lie within the bounds; `None` if the key is not an entry.
+    fn admits_key<'k>(&self, key: &'k [u8]) -> Option<(bool, &'k [u8])> {
+        let (mut rest, id_key) = if self.id_index {
+            let id = key.get(8..)?;
+            (id, id)
+        } else {
+            let (_, components, id_key) = split_entry(key)?;
+            (components, id_key)
+        };
+        for check in &self.checks {
+            let len = keystring::encoded_len(rest, check.descending)?;
+            let component = rest.get(..len)?;
+            if !check.admits(component) {
+                return Some((false, id_key));
+            }
+            rest = rest.get(len..)?;
+        }
+        Some((true, id_key))
+    }
+
+    /// Reads the next batch, as [`Scan::next_entries`] does.
+    pub fn next_entries(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        if max_docs == 0 {
+            return Ok(out);
+        }
+        let ks = if self.id_index {
+            Keyspace::Docs
+        } else {
+            Keyspace::Index
+        };
+        while !self.done {
+            let Some(range) = self.ranges.get(self.at) else {
+                self.done = true;
+                break;
+            };
+            let mut lower = Bound::Included(range.lower.as_slice());
+            let mut upper = range
+                .upper
+                .as_deref()
+                .map_or(Bound::Unbounded, Bound::Excluded);
+            if let Some(r) = &self.resume {
+                let r = match r {
+                    Bound::Included(k) => Bound::Included(k.as_slice()),
+                    Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+                    Bound::Unbounded => Bound::Unbounded,
+                };
+                if self.reverse {
+                    upper = r;
+                } else {
+                    lower = r;
+                }
+            }
+            // A point of the `_id` index: one read.
+            let point = self.id_index
+                && self.resume.is_none()
+                && range.upper == crate::query::plan::prefix_end(&range.lower);
+            let entries: Box<dyn Iterator<Item = _>> = if point {
+                let value = self.snapshot.get(ks, &range.lower)?;
+                Box::new(
+                    value
+                        .map(|v| Ok((Bytes::from(range.lower.clone()), v)))
+                        .into_iter(),
+                )
+            } else {
+                Box::new(self.snapshot.range(ks, lower, upper, self.reverse))
+            };
+            let mut stop: Option<Bound<Vec<u8>>> = None;
+            for entry in entries {
+                let (key, value) = entry?;
+                self.stats.keys_examined += 1;
+                let Some((inside, id_key)) = self.admits_key(&key) else {
+                    continue;
+                };
+                if !inside {
+                    continue;
+                }
+                if let Some(seen) = &mut self.seen
+                    && !seen.insert(id_key.to_vec())
+                {
+                    continue;
+                }
+                let value = if self.id_index {
+                    Some(value)
+                } else {
+                    let doc_key = record::doc_key(self.collection_id, id_key);
+                    self.snapshot.get(Keyspace::Docs, &doc_key)?
+                };
+                let Some(value) = value else { continue };
+                self.stats.docs_examined += 1;
+                let Some((doc, expires_ms)) = Scan::admit(
+                    self.filter.as_ref(),
+                    self.projection.as_ref(),
+                    &mut self.skip,
+                    self.now_ms,
+                    &value,
+                )?
+                else {
+                    continue;
+                };
+                let size = doc.as_bytes().len();
+                if !out.is_empty() && bytes + size > max_bytes {
+                    // This one starts the next batch: resume at it, and read it again then.
+                    if let Some(seen) = &mut self.seen {
+                        seen.remove(id_key);
+                    }
+                    stop = Some(Bound::Included(key.to_vec()));
+                    break;
+                }
+                bytes += size;
+                out.push((doc, expires_ms));
+                if let Some(r) = &mut self.remaining {
+                    *r -= 1;
+                    if *r == 0 {
+                        self.done = true;
+                        return Ok(out);
+                    }
+                }
+                if out.len() >= max_docs {
+                    stop = Some(Bound::Excluded(key.to_vec()));
+                    break;
+                }
+            }
+            if let Some(at) = stop {
+                self.resume = Some(at);
+                return Ok(out);
+            }
+            self.at += 1;
+            self.resume = None;
+        }
+        Ok(out)
+    }
+}
+
 /// Where a cursor's documents come from.
 pub enum Source {
     /// Results computed up front (sorted finds, aggregation output), each with the expiry
@@ -208,6 +402,8 @@ pub enum Source {
     Buffered(VecDeque<(RawDocumentBuf, i64)>),
     /// A live scan over a snapshot.
     Scan(Box<Scan>),
+    /// A live index scan over a snapshot.
+    Index(Box<IndexScan>),
 }
 
 impl Source {
@@ -223,6 +419,14 @@ impl Source {
             Source::Scan(scan) => {
                 scan.now_ms = now_ms;
                 scan.next_batch(max_docs, max_bytes)
+            }
+            Source::Index(scan) => {
+                scan.now_ms = now_ms;
+                Ok(scan
+                    .next_entries(max_docs, max_bytes)?
+                    .into_iter()
+                    .map(|(d, _)| d)
+                    .collect())
             }
             Source::Buffered(docs) => {
                 let mut out = Vec::new();
@@ -249,6 +453,122 @@ impl Source {
         }
     }
 
+    /// A live source reading collection `collection_id` from `snapshot` as `access` says,
+    /// keeping the documents `filter` matches (judged at `now_ms`).
+    pub fn open(
+        collection_id: u64,
+        snapshot: Box<dyn Snapshot>,
+        access: &Access,
+        filter: Option<Filter>,
+        now_ms: i64,
+    ) -> Source {
+        let filter = filter.filter(|f| !f.is_match_all());
+        match access {
+            Access::Collscan { reverse } => {
+                let prefix = record::collection_prefix(collection_id);
+                Source::Scan(Box::new(Scan {
+                    snapshot,
+                    lower: Bound::Included(prefix.to_vec()),
+                    upper: crate::query::plan::prefix_end(&prefix)
+                        .map_or(Bound::Unbounded, Bound::Excluded),
+                    filter,
+                    projection: None,
+                    skip: 0,
+                    remaining: None,
+                    now_ms,
+                    done: false,
+                    reverse: *reverse,
+                    examined: 0,
+                }))
+            }
+            Access::Index(ix) => {
+                let id_index = ix.index.is_none();
+                let prefix = if id_index {
+                    record::collection_prefix(collection_id)
+                } else {
+                    crate::index::index_prefix(ix.index_id)
+                };
+                let (ranges, checks) = ix.key_ranges(&prefix);
+                Source::Index(Box::new(IndexScan {
+                    snapshot,
+                    collection_id,
+                    id_index,
+                    ranges,
+                    checks,
+                    at: 0,
+                    resume: None,
+                    seen: ix.multikey.then(HashSet::new),
+                    filter,
+                    projection: None,
+                    skip: 0,
+                    remaining: None,
+                    now_ms,
+                    done: false,
+                    reverse: ix.reverse,
+                    stats: ScanStats::default(),
+                }))
+            }
+        }
+    }
+
+    /// Sets what a live source returns: `projection` applied, `skip` matches left out, at most
+    /// `limit` returned. No effect on buffered documents.
+    pub fn set_window(&mut self, projection: Option<Projection>, skip: u64, limit: Option<u64>) {
+        match self {
+            Source::Scan(s) => {
+                s.projection = projection;
+                s.skip = skip;
+                s.remaining = limit;
+            }
+            Source::Index(s) => {
+                s.projection = projection;
+                s.skip = skip;
+                s.remaining = limit;
+            }
+            Source::Buffered(_) => {}
+        }
+    }
+
+    /// The next documents with their expiry instants (at most `max_docs`, about `max_bytes`).
+    pub fn next_entries(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        match self {
+            Source::Scan(s) => s.next_entries(max_docs, max_bytes),
+            Source::Index(s) => s.next_entries(max_docs, max_bytes),
+            Source::Buffered(docs) => {
+                let n = max_docs.min(docs.len());
+                Ok(docs.drain(..n).collect())
+            }
+        }
+    }
+
+    /// Every document left.
+    pub fn drain(&mut self) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        let mut all = Vec::new();
+        loop {
+            let batch = self.next_entries(usize::MAX, usize::MAX)?;
+            if batch.is_empty() {
+                return Ok(all);
+            }
+            all.extend(batch);
+        }
+    }
+
+    /// What the source has read so far.
+    pub fn stats(&self) -> ScanStats {
+        match self {
+            Source::Scan(s) => ScanStats {
+                keys_examined: 0,
+                docs_examined: s.examined,
+            },
+            Source::Index(s) => s.stats,
+            Source::Buffered(_) => ScanStats::default(),
+        }
+    }
+
     /// Whether the next batch is cheap enough to read on the runtime: a scan of at most one
     /// key, or documents already in memory.
     pub fn is_point(&self) -> bool {
@@ -257,6 +577,14 @@ impl Source {
                 (&scan.lower, &scan.upper),
                 (Bound::Included(l), Bound::Included(u)) if l == u
             ),
+            Source::Index(scan) => {
+                scan.id_index
+                    && scan.ranges.len() <= 1
+                    && scan
+                        .ranges
+                        .iter()
+                        .all(|r| r.upper == crate::query::plan::prefix_end(&r.lower))
+            }
             Source::Buffered(_) => true,
         }
     }
@@ -265,6 +593,7 @@ impl Source {
     pub fn is_exhausted(&self) -> bool {
         match self {
             Source::Scan(scan) => scan.done,
+            Source::Index(scan) => scan.done,
             Source::Buffered(docs) => docs.is_empty(),
         }
     }
@@ -411,3 +740,6 @@ pub fn live_doc(value: &[u8], now_ms: i64) -> CommandResult<Option<&RawDocument>
     let rec = record::decode(value)?;
     Ok((rec.expires_ms > now_ms).then_some(rec.doc))
 }
+
+#[cfg(test)]
+mod index_scan_tests;

@@ -15,8 +15,10 @@ use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::args::{WriteConcern, collection_name, field, opt_doc, variables, wrong_type};
-use super::read::{collect, first_batch};
+use super::explain::{Explain, Run, Verbosity};
+use super::read::{ExplainInput, first_batch};
 use crate::catalog::{validate_db_name, validate_namespace};
+use crate::cursor::ScanStats;
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -592,6 +594,17 @@ pub(super) async fn aggregate(
     req: &Request<'_>,
     state: &crate::state::ServerState,
 ) -> CommandResult {
+    aggregate_explained(req, state, None).await
+}
+
+/// `aggregate`, or its explain reply when explained (by the `explain` command, or its own
+/// `explain: true`, which asks for `queryPlanner`).
+pub(super) async fn aggregate_explained(
+    req: &Request<'_>,
+    state: &crate::state::ServerState,
+    explain: Option<Verbosity>,
+) -> CommandResult {
+    let started = std::time::Instant::now();
     let collectionless = match field(req, "aggregate")? {
         Some(n @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_))) => {
             if !number_is_one(n) {
@@ -614,12 +627,24 @@ pub(super) async fn aggregate(
         Some(name)
     };
     let cursor = opt_doc(req, "cursor")?;
-    if field(req, "explain")?.is_some() {
-        return Err(CommandError::new(
-            ErrorCode::NotImplemented,
-            "explain is not supported by Ebb yet",
-        ));
-    }
+    let explain = match field(req, "explain")? {
+        None => explain,
+        Some(RawBsonRef::Boolean(false)) => explain,
+        Some(RawBsonRef::Boolean(true)) if explain.is_none() => Some(Verbosity::QueryPlanner),
+        Some(RawBsonRef::Boolean(true)) => {
+            return Err(CommandError::new(
+                ErrorCode::Location(17020),
+                "explain cannot be specified for an aggregate command with an explain field",
+            ));
+        }
+        Some(other) => return Err(wrong_type("aggregate.explain", other, " 'bool'")),
+    };
+    let hint = super::read::hint_option(req, "aggregate.hint")?;
+    let empty = RawDocumentBuf::new();
+    let cursor = match (cursor, explain) {
+        (None, Some(_)) => Some(empty.as_ref()),
+        (c, _) => c,
+    };
     let Some(cursor) = cursor else {
         return Err(CommandError::new(
             ErrorCode::FailedToParse,
@@ -658,10 +683,12 @@ pub(super) async fn aggregate(
     // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
     let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
     let now_ms = state.now_ms();
+    let mut pushed = 0;
     let docs = match (input, name) {
         (Input::Collection, Some(name)) => match state.catalog.get(req.db, name) {
             Some(collection) => {
-                // A leading $match narrows the collection scan itself.
+                // A leading $match (and a $sort after it) go to the planner: the match narrows
+                // the scan, and an index may give the order.
                 let leading = match stages.first() {
                     Some(Stage::Match(_)) => match stages.remove(0) {
                         Stage::Match(f) => Some(f),
@@ -669,7 +696,53 @@ pub(super) async fn aggregate(
                     },
                     _ => None,
                 };
-                collect(state, collection, leading).await?
+                pushed = usize::from(leading.is_some());
+                let sort = match stages.first() {
+                    Some(Stage::Sort(s)) => Some(s.clone()),
+                    _ => None,
+                };
+                let ns_name = format!("{}.{name}", req.db);
+                let match_doc = pipeline_match(req, leading.is_some());
+                if let Some(verbosity) = explain {
+                    let (plan, source) = super::read::open_planned(
+                        state,
+                        &collection,
+                        leading,
+                        sort.as_ref(),
+                        hint.as_ref(),
+                    )?;
+                    if plan.sorted && sort.is_some() {
+                        pushed += 1;
+                    }
+                    return explain_pipeline(
+                        state,
+                        req,
+                        ExplainInput {
+                            ns: ns_name,
+                            filter: match_doc,
+                            plan,
+                            stages: Vec::new(),
+                            verbosity,
+                            started,
+                        },
+                        source,
+                        pushed,
+                    )
+                    .await;
+                }
+                let (plan, docs, _) = super::read::collect_planned(
+                    state,
+                    &collection,
+                    leading,
+                    sort.as_ref(),
+                    hint.as_ref(),
+                )
+                .await?;
+                if plan.sorted && sort.is_some() {
+                    // The index gave the order: the $sort has nothing left to do.
+                    stages.remove(0);
+                }
+                docs
             }
             None => Vec::new(),
         },
@@ -685,6 +758,19 @@ pub(super) async fn aggregate(
                 .collect()
         }
     };
+    if let Some(verbosity) = explain {
+        // Nothing to plan (no collection, or not a collection's pipeline).
+        let _ = pushed;
+        let report = Explain {
+            ns: ns.clone(),
+            filter: None,
+            plan: None,
+            idhack: false,
+            stages: Vec::new(),
+            run: Some(Run::new(0, ScanStats::default(), started)),
+        };
+        return Ok(super::explain::reply(state, &report, verbosity, req.body));
+    }
     let out = if stages.is_empty() {
         docs
     } else {
@@ -716,6 +802,78 @@ pub(super) async fn aggregate(
         false,
     )
     .await
+}
+
+/// The leading `$match` stage's filter document, when one was pushed to the planner.
+fn pipeline_match<'a>(req: &Request<'a>, pushed: bool) -> Option<&'a RawDocument> {
+    if !pushed {
+        return None;
+    }
+    match field(req, "pipeline").ok().flatten()? {
+        RawBsonRef::Array(a) => match a.into_iter().next()?.ok()? {
+            RawBsonRef::Document(d) => d.get_document("$match").ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The explain reply of a collection's pipeline: with every stage pushed to the planner,
+/// mongod's find-like shape; otherwise `stages`, the first of which is the `$cursor` the
+/// planner answers, then the rest of the pipeline as given.
+async fn explain_pipeline(
+    state: &crate::state::ServerState,
+    req: &Request<'_>,
+    input: ExplainInput<'_>,
+    mut source: Source,
+    pushed: usize,
+) -> CommandResult {
+    let verbosity = input.verbosity;
+    let run = if verbosity.executes() {
+        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
+            let n = source.drain()?.len();
+            Ok((n, source.stats()))
+        })
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
+        Some(Run::new(n, read, input.started))
+    } else {
+        None
+    };
+    let report = Explain {
+        ns: input.ns,
+        filter: input.filter.map(ToOwned::to_owned),
+        plan: Some(input.plan),
+        idhack: false,
+        stages: Vec::new(),
+        run,
+    };
+    let rest: Vec<RawDocumentBuf> = match field(req, "pipeline")? {
+        Some(RawBsonRef::Array(a)) => a
+            .into_iter()
+            .skip(pushed)
+            .filter_map(|s| match s {
+                Ok(RawBsonRef::Document(d)) => Some(d.to_owned()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if rest.is_empty() {
+        return Ok(super::explain::reply(state, &report, verbosity, req.body));
+    }
+    let (planner, exec) = report.sections(verbosity);
+    let mut cursor_stage = bson::rawdoc! { "queryPlanner": planner };
+    if let Some(e) = exec {
+        cursor_stage.append(bson::cstr!("executionStats"), e);
+    }
+    let mut stages = RawArrayBuf::new();
+    stages.push(bson::rawdoc! { "$cursor": cursor_stage });
+    for s in rest {
+        stages.push(s);
+    }
+    let out = bson::rawdoc! { "explainVersion": "1", "stages": stages };
+    Ok(super::explain::finish(state, out, req.body))
 }
 
 /// Whether a number is 1 (`{aggregate: 1}` accepts any numeric type).

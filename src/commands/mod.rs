@@ -7,6 +7,7 @@ mod admin;
 mod aggregate;
 mod args;
 mod collection;
+mod explain;
 mod handshake;
 mod index;
 mod read;
@@ -53,6 +54,7 @@ enum Cmd {
     Count,
     Distinct,
     Aggregate,
+    Explain,
     AdvanceClock,
     CreateIndexes,
     ListIndexes,
@@ -143,6 +145,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         Cmd::Distinct,
         false,
         "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
+    ),
+    spec(
+        "explain",
+        Cmd::Explain,
+        false,
+        "explain database reads and writes",
     ),
     spec(
         "dropIndexes",
@@ -336,6 +344,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::Count => read::count(req, state).await,
         Cmd::Distinct => read::distinct(req, state).await,
         Cmd::Aggregate => aggregate::aggregate(req, state).await,
+        Cmd::Explain => explain::explain(req, state).await,
         Cmd::AdvanceClock => admin::advance_clock(req, state),
         Cmd::CreateIndexes => index::create_indexes(req, state).await,
         Cmd::ListIndexes => index::list_indexes(req, state),

@@ -1,8 +1,8 @@
 //! The read commands: `find`, `getMore`, `killCursors`, `count`, `distinct`.
 
 use std::collections::VecDeque;
-use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
@@ -10,16 +10,18 @@ use super::args::{
     bool_value, collection_name, doc_value, field, fields, i64_value, opt_doc, opt_i64,
     variables_of, wrong_type,
 };
+use super::explain::{self, Explain, Run, Stage, Verbosity};
 use crate::catalog::{Collection, validate_namespace};
-use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, Scan, Source, live_doc};
+use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, ScanStats, Source, live_doc};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
+use crate::query::plan::{self, Hint, Plan, Query};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::{Collation, keystring, path};
 use crate::state::{Metrics, ServerState};
-use crate::storage::{Keyspace, Snapshot, prefix_end, record};
+use crate::storage::{Keyspace, record};
 
 /// A non-negative count option (`skip`, `limit`, `batchSize`), with MongoDB 7.0's IDL error.
 fn non_negative(req: &Request<'_>, name: &str, _label: &str) -> CommandResult<Option<u64>> {
@@ -59,39 +61,6 @@ fn plain_id_equality(filter: &bson::RawDocument) -> Option<RawBsonRef<'_>> {
         | RawBsonRef::Timestamp(_) => Some(value),
         RawBsonRef::Double(d) if !d.is_nan() => Some(value),
         _ => None,
-    }
-}
-
-/// A scan over `collection`, narrowed to one `_id` when the filter pins it.
-pub(crate) fn scan(
-    collection: &Collection,
-    snapshot: Box<dyn Snapshot>,
-    filter: Option<Filter>,
-    now_ms: i64,
-) -> Scan {
-    let prefix = record::collection_prefix(collection.id);
-    let (lower, upper) = match filter.as_ref().and_then(Filter::id_equality) {
-        Some(id) => {
-            let key = record::doc_key(collection.id, &keystring::to_key(id.as_raw_bson_ref()));
-            (Bound::Included(key.clone()), Bound::Included(key))
-        }
-        None => (
-            Bound::Included(prefix.to_vec()),
-            prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
-        ),
-    };
-    let filter = filter.filter(|f| !f.is_match_all());
-    Scan {
-        snapshot,
-        lower,
-        upper,
-        filter,
-        projection: None,
-        skip: 0,
-        remaining: None,
-        now_ms,
-        done: false,
-        reverse: false,
     }
 }
 
@@ -208,6 +177,15 @@ pub(crate) async fn first_batch(
 }
 
 pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    find_explained(req, state, None).await
+}
+
+/// `find`, or with `explain` its explain reply.
+pub(super) async fn find_explained(
+    req: &Request<'_>,
+    state: &ServerState,
+    explain: Option<Verbosity>,
+) -> CommandResult {
     // Options that change what find returns; refused rather than ignored.
     const UNSUPPORTED: [&str; 6] = [
         "min",
@@ -238,6 +216,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         u3,
         u4,
         u5,
+        hint,
     ] = fields(
         req,
         [
@@ -257,6 +236,7 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             UNSUPPORTED[3],
             UNSUPPORTED[4],
             UNSUPPORTED[5],
+            "hint",
         ],
     )?;
     // One instant for `$$NOW` and for judging expiry.
@@ -284,7 +264,12 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
             ));
         }
     }
+    let hint = hint
+        .map(|h| Hint::parse(h, "FindCommandRequest.hint"))
+        .transpose()?
+        .flatten();
     let ns = format!("{}.{name}", req.db);
+    let started = Instant::now();
     // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
     // compiled filter, scan or cursor.
     // (A string `_id` under a collation also matches other strings.)
@@ -294,7 +279,37 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         && sort_doc.is_none()
         && skip == 0
         && batch_size != Some(0)
+        && hint.is_none()
     {
+        if let Some(verbosity) = explain {
+            let found = match state.catalog.get(req.db, name) {
+                None => 0,
+                Some(collection) => {
+                    let key = record::doc_key(collection.id, &keystring::to_key(id));
+                    let value = state.catalog.store().storage().get(Keyspace::Docs, &key)?;
+                    match &value {
+                        Some(v) => usize::from(live_doc(v, now)?.is_some()),
+                        None => 0,
+                    }
+                }
+            };
+            let report = Explain {
+                ns,
+                filter: filter_doc.map(ToOwned::to_owned),
+                plan: None,
+                idhack: true,
+                stages: Vec::new(),
+                run: Some(Run::new(
+                    found,
+                    ScanStats {
+                        keys_examined: u64::try_from(found).unwrap_or(0),
+                        docs_examined: u64::try_from(found).unwrap_or(0),
+                    },
+                    started,
+                )),
+            };
+            return Ok(explain::reply(state, &report, verbosity, req.body));
+        }
         let Some(collection) = state.catalog.get(req.db, name) else {
             return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
         };
@@ -321,63 +336,215 @@ pub(super) async fn find(req: &Request<'_>, state: &ServerState) -> CommandResul
         .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
         .transpose()?;
     let Some(collection) = state.catalog.get(req.db, name) else {
+        if let Some(verbosity) = explain {
+            let report = Explain {
+                ns,
+                filter: filter_doc.map(ToOwned::to_owned),
+                plan: None,
+                idhack: false,
+                stages: Vec::new(),
+                run: Some(Run::new(0, ScanStats::default(), started)),
+            };
+            return Ok(explain::reply(state, &report, verbosity, req.body));
+        }
         return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
     };
-    let natural = sort.as_ref().and_then(SortSpec::natural);
     // A projection after a blocking sort needs the filter too (positional `$`).
     let sort_filter = match (&sort, &projection) {
         (Some(_), Some(_)) => filter.clone().unwrap_or_else(Filter::match_all),
         _ => Filter::match_all(),
     };
-    let mut scan = scan(
-        &collection,
-        state.catalog.snapshot(),
-        filter,
-        state.now_ms(),
-    );
-    // `$natural` order is `_id` order here (documents are stored by `_id`).
-    scan.reverse = natural == Some(-1);
-    let source = match sort.filter(|s| !s.is_empty() && natural.is_none()) {
+    let snapshot = state.catalog.snapshot();
+    let plan = plan::plan(
+        &Query {
+            filter: filter.as_ref(),
+            sort: sort.as_ref(),
+            hint: hint.as_ref(),
+        },
+        &collection.indexes,
+    )?;
+    let mut source = Source::open(collection.id, snapshot, &plan.access, filter, now);
+    let blocking = if plan.sorted {
+        None
+    } else {
+        sort.filter(|s| !s.is_empty())
+    };
+    let explained = explain.map(|v| {
+        let mut stages = Vec::new();
+        if let Some(p) = projection_doc {
+            stages.push(Stage::new(
+                "PROJECTION_DEFAULT",
+                rawdoc! { "transformBy": p.to_owned() },
+            ));
+        }
+        if let (Some(_), Some(sort_doc)) = (&blocking, sort_doc) {
+            {
+                if skip > 0 {
+                    stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": to_long(skip) }));
+                }
+                let mut fields = rawdoc! {
+                    "sortPattern": sort_doc.to_owned(),
+                    "memLimit": 104_857_600,
+                };
+                if let Some(l) = limit {
+                    fields.append(bson::cstr!("limitAmount"), to_long(l + skip));
+                }
+                fields.append(bson::cstr!("type"), "simple");
+                stages.push(Stage::new("SORT", fields));
+            }
+        } else {
+            {
+                if let Some(l) = limit {
+                    stages.push(Stage::new("LIMIT", rawdoc! { "limitAmount": to_long(l) }));
+                }
+                if skip > 0 {
+                    stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": to_long(skip) }));
+                }
+            }
+        }
+        (v, stages)
+    });
+    let source = match blocking {
         None => {
-            scan.projection = projection;
-            scan.skip = skip;
-            scan.remaining = limit;
-            Source::Scan(Box::new(scan))
+            source.set_window(projection, skip, limit);
+            if let Some((verbosity, stages)) = explained {
+                return explain_run(
+                    state,
+                    req,
+                    ExplainInput {
+                        ns,
+                        filter: filter_doc,
+                        plan,
+                        stages,
+                        verbosity,
+                        started,
+                    },
+                    source,
+                )
+                .await;
+            }
+            source
         }
         Some(sort) => {
             // A blocking sort: every match is read, sorted, then skipped and limited.
-            let sorted = tokio::task::spawn_blocking(
-                move || -> CommandResult<VecDeque<(RawDocumentBuf, i64)>> {
-                    let mut all = Vec::new();
-                    loop {
-                        let batch = scan.next_entries(usize::MAX, usize::MAX)?;
-                        if batch.is_empty() {
-                            break;
-                        }
-                        all.extend(batch);
-                    }
+            let (sorted, source) = tokio::task::spawn_blocking(
+                move || -> CommandResult<(VecDeque<(RawDocumentBuf, i64)>, Source)> {
+                    let mut all = source.drain()?;
                     sort_entries(&sort, &mut all);
                     let skip = usize::try_from(skip).unwrap_or(usize::MAX);
                     let take =
                         limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                    all.into_iter()
+                    let out = all
+                        .into_iter()
                         .skip(skip)
                         .take(take)
                         .map(|(d, expires)| match &projection {
                             Some(p) => p.apply_with_filter(&d, &sort_filter).map(|d| (d, expires)),
                             None => Ok((d, expires)),
                         })
-                        .collect::<CommandResult<_>>()
+                        .collect::<CommandResult<_>>()?;
+                    Ok((out, source))
                 },
             )
             .await
-            .map_err(|e| CommandError::internal(e.to_string()))??;
+            .map_err(|e| CommandError::internal(e.to_string()))?
+            .map_err(|e| executor_error(e, "find"))?;
+            if let Some((verbosity, stages)) = explained {
+                let report = Explain {
+                    ns,
+                    filter: filter_doc.map(ToOwned::to_owned),
+                    plan: Some(plan),
+                    idhack: false,
+                    stages,
+                    run: Some(Run::new(sorted.len(), source.stats(), started)),
+                };
+                return Ok(explain::reply(state, &report, verbosity, req.body));
+            }
             Source::Buffered(sorted)
         }
     };
     first_batch(state, ns, source, batch_size, single_batch, no_timeout)
         .await
         .map_err(|e| executor_error(e, "find"))
+}
+
+fn to_long(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// What [`explain_run`] reports on.
+pub(crate) struct ExplainInput<'a> {
+    pub ns: String,
+    pub filter: Option<&'a bson::RawDocument>,
+    pub plan: Plan,
+    pub stages: Vec<Stage>,
+    pub verbosity: Verbosity,
+    pub started: Instant,
+}
+
+/// Runs `source` to its end off the runtime (unless only the plan is asked for) and answers
+/// the explain reply.
+pub(crate) async fn explain_run(
+    state: &ServerState,
+    req: &Request<'_>,
+    input: ExplainInput<'_>,
+    mut source: Source,
+) -> CommandResult {
+    let run = if input.verbosity.executes() {
+        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
+            let n = source.drain()?.len();
+            Ok((n, source.stats()))
+        })
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
+        Some(Run::new(n, read, input.started))
+    } else {
+        None
+    };
+    let report = Explain {
+        ns: input.ns,
+        filter: input.filter.map(ToOwned::to_owned),
+        plan: Some(input.plan),
+        idhack: false,
+        stages: input.stages,
+        run,
+    };
+    Ok(explain::reply(state, &report, input.verbosity, req.body))
+}
+
+/// Plans a read of `collection` and opens it on a fresh snapshot.
+pub(crate) fn open_planned(
+    state: &ServerState,
+    collection: &Collection,
+    filter: Option<Filter>,
+    sort: Option<&SortSpec>,
+    hint: Option<&Hint>,
+) -> CommandResult<(Plan, Source)> {
+    let snapshot = state.catalog.snapshot();
+    let plan = plan::plan(
+        &Query {
+            filter: filter.as_ref(),
+            sort,
+            hint,
+        },
+        &collection.indexes,
+    )?;
+    let source = Source::open(
+        collection.id,
+        snapshot,
+        &plan.access,
+        filter,
+        state.now_ms(),
+    );
+    Ok((plan, source))
+}
+
+/// The `hint` option of a command (`field` names it in type errors).
+pub(crate) fn hint_option(req: &Request<'_>, name: &str) -> CommandResult<Option<Hint>> {
+    field(req, "hint")?
+        .map(|h| Hint::parse(h, name))
+        .transpose()
+        .map(Option::flatten)
 }
 
 /// The command's `collation` option (`None` if absent or simple).
@@ -473,22 +640,24 @@ pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandRes
     })
 }
 
-/// Reads every live document of `db.name` that matches `filter`, in `_id` order, off the
-/// runtime.
-pub(crate) async fn collect(
+/// Reads every live document of `collection` that matches `filter`, as the planner chooses
+/// (in `_id` order unless an index gives `sort`'s), off the runtime. Also returns the plan
+/// and what it read.
+pub(crate) async fn collect_planned(
     state: &ServerState,
-    collection: Arc<Collection>,
+    collection: &Collection,
     filter: Option<Filter>,
-) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
-    let mut scan = scan(
-        &collection,
-        state.catalog.snapshot(),
-        filter,
-        state.now_ms(),
-    );
-    tokio::task::spawn_blocking(move || scan.next_entries(usize::MAX, usize::MAX))
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))?
+    sort: Option<&SortSpec>,
+    hint: Option<&Hint>,
+) -> CommandResult<(Plan, Vec<(RawDocumentBuf, i64)>, ScanStats)> {
+    let (plan, mut source) = open_planned(state, collection, filter, sort, hint)?;
+    let (docs, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
+        let docs = source.drain()?;
+        Ok((docs, source.stats()))
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))??;
+    Ok((plan, docs, read))
 }
 
 /// Sorts documents (with their expiry) by `sort`, computing each document's key once.
@@ -506,11 +675,24 @@ pub(crate) fn sort_entries(sort: &SortSpec, entries: &mut Vec<(RawDocumentBuf, i
 }
 
 pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    count_explained(req, state, None).await
+}
+
+/// `count`, or with `explain` its explain reply.
+pub(super) async fn count_explained(
+    req: &Request<'_>,
+    state: &ServerState,
+    explain: Option<Verbosity>,
+) -> CommandResult {
+    let started = Instant::now();
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
-    Metrics::bump(&state.metrics.op_command);
+    if explain.is_none() {
+        Metrics::bump(&state.metrics.op_command);
+    }
     let collation = collation_option(req)?;
-    let filter = opt_doc(req, "query")?
+    let query = opt_doc(req, "query")?;
+    let filter = query
         .map(|q| Filter::compile(q).map(|f| f.with_collation(collation)))
         .transpose()?;
     let skip = non_negative(req, "skip", "Skip")?.unwrap_or(0);
@@ -518,21 +700,49 @@ pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResu
     let limit = opt_i64(req, "limit")?
         .map(i64::unsigned_abs)
         .filter(|&l| l > 0);
+    let hint = hint_option(req, "CountCommandRequest.hint")?;
+    let ns = format!("{}.{name}", req.db);
+    let count_stage = || {
+        let mut fields = RawDocumentBuf::new();
+        if let Some(l) = limit {
+            fields.append(bson::cstr!("limitAmount"), to_long(l));
+        }
+        if skip > 0 {
+            fields.append(bson::cstr!("skipAmount"), to_long(skip));
+        }
+        vec![Stage::new("COUNT", fields)]
+    };
     let Some(collection) = state.catalog.get(req.db, name) else {
+        if let Some(verbosity) = explain {
+            let report = Explain {
+                ns,
+                filter: query.map(ToOwned::to_owned),
+                plan: None,
+                idhack: false,
+                stages: count_stage(),
+                run: Some(Run::new(0, ScanStats::default(), started)),
+            };
+            return Ok(explain::reply(state, &report, verbosity, req.body));
+        }
         return Ok(rawdoc! { "n": 0, "ok": 1.0 });
     };
-    let mut scan = scan(
-        &collection,
-        state.catalog.snapshot(),
-        filter,
-        state.now_ms(),
-    );
-    scan.skip = skip;
-    scan.remaining = limit;
+    let (plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
+    source.set_window(None, skip, limit);
+    if let Some(verbosity) = explain {
+        let input = ExplainInput {
+            ns,
+            filter: query,
+            plan,
+            stages: count_stage(),
+            verbosity,
+            started,
+        };
+        return explain_run(state, req, input, source).await;
+    }
     let n = tokio::task::spawn_blocking(move || -> CommandResult<usize> {
         let mut n = 0;
         loop {
-            let batch = scan.next_batch(10_000, usize::MAX)?;
+            let batch = source.next_entries(10_000, usize::MAX)?;
             if batch.is_empty() {
                 return Ok(n);
             }
@@ -545,6 +755,16 @@ pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResu
 }
 
 pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    distinct_explained(req, state, None).await
+}
+
+/// `distinct`, or with `explain` its explain reply.
+pub(super) async fn distinct_explained(
+    req: &Request<'_>,
+    state: &ServerState,
+    explain: Option<Verbosity>,
+) -> CommandResult {
+    let started = Instant::now();
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     let key = match field(req, "key")? {
@@ -555,13 +775,39 @@ pub(super) async fn distinct(req: &Request<'_>, state: &ServerState) -> CommandR
         }
     };
     let collation = collation_option(req)?;
-    let filter = opt_doc(req, "query")?
+    let query = opt_doc(req, "query")?;
+    let filter = query
         .map(|q| Filter::compile(q).map(|f| f.with_collation(collation.clone())))
         .transpose()?;
+    let hint = hint_option(req, "DistinctCommandRequest.hint")?;
+    let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
+        if let Some(verbosity) = explain {
+            let report = Explain {
+                ns,
+                filter: query.map(ToOwned::to_owned),
+                plan: None,
+                idhack: false,
+                stages: Vec::new(),
+                run: Some(Run::new(0, ScanStats::default(), started)),
+            };
+            return Ok(explain::reply(state, &report, verbosity, req.body));
+        }
         return Ok(rawdoc! { "values": RawArrayBuf::new(), "ok": 1.0 });
     };
-    let docs = collect(state, collection, filter).await?;
+    if let Some(verbosity) = explain {
+        let (plan, source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
+        let input = ExplainInput {
+            ns,
+            filter: query,
+            plan,
+            stages: Vec::new(),
+            verbosity,
+            started,
+        };
+        return explain_run(state, req, input, source).await;
+    }
+    let (_, docs, _) = collect_planned(state, &collection, filter, None, hint.as_ref()).await?;
     let parts: Vec<&str> = key.split('.').collect();
     let mut values: Vec<RawBson> = Vec::new();
     for (doc, _) in &docs {

@@ -21,11 +21,12 @@ use crate::query::Collation;
 use crate::query::Variables;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::keystring;
+use crate::query::plan::Hint;
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::update::{Update, UpdateContext, upsert_seed_with};
 use crate::state::{Metrics, ServerState};
-use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
+use crate::storage::{Batch, Keyspace, Snapshot, record};
 
 /// `maxWriteBatchSize`.
 const MAX_WRITE_BATCH: usize = 100_000;
@@ -709,11 +710,18 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The live documents matching `filter`, in `_id` order (or one point lookup when the
-    /// filter pins `_id`), at most `limit` of them.
-    fn matching(&self, filter: &Filter, limit: Option<usize>) -> CommandResult<Vec<Found>> {
+    /// The live documents matching `filter`, at most `limit` of them, read as the planner
+    /// chooses (an `_id` lookup, an index scan or a collection scan) unless `hint` says.
+    fn matching(
+        &self,
+        filter: &Filter,
+        limit: Option<usize>,
+        hint: Option<&Hint>,
+    ) -> CommandResult<Vec<Found>> {
         let mut out = Vec::new();
-        if let Some(id) = filter.id_equality() {
+        if hint.is_none()
+            && let Some(id) = filter.id_equality()
+        {
             let id_key = keystring::to_key(id.as_raw_bson_ref());
             if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
                 let rec = record::decode(&value)?;
@@ -727,27 +735,33 @@ impl<'a> Writer<'a> {
             }
             return Ok(out);
         }
-        let prefix = record::collection_prefix(self.collection.id);
-        let upper = prefix_end(&prefix).unwrap_or_default();
-        for entry in self.snapshot.range(
-            Keyspace::Docs,
-            Bound::Included(&prefix),
-            Bound::Excluded(&upper),
-            false,
-        ) {
-            let (key, value) = entry?;
-            let rec = record::decode(&value)?;
-            if rec.expires_ms <= self.now_ms || !filter.try_matches(rec.doc)? {
-                continue;
-            }
+        // Under the collection's write lock nothing else changes it, so a fresh snapshot
+        // shows what `self.snapshot` does; the index scan owns the one it reads.
+        let snapshot = self.catalog.snapshot();
+        let plan = crate::query::plan::plan(
+            &crate::query::plan::Query {
+                filter: Some(filter),
+                sort: None,
+                hint,
+            },
+            &self.collection.indexes,
+        )?;
+        let mut source = crate::cursor::Source::open(
+            self.collection.id,
+            snapshot,
+            &plan.access,
+            Some(filter.clone()),
+            self.now_ms,
+        );
+        source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
+        for (doc, expires_ms) in source.drain()? {
+            let id_key = keystring::encode_id(&doc)
+                .ok_or_else(|| CommandError::internal("stored document without _id"))?;
             out.push(Found {
-                id_key: key.get(8..).unwrap_or_default().to_vec(),
-                doc: rec.doc.to_owned(),
-                expires_ms: rec.expires_ms,
+                id_key,
+                doc,
+                expires_ms,
             });
-            if limit.is_some_and(|l| out.len() >= l) {
-                break;
-            }
         }
         Ok(out)
     }
@@ -888,6 +902,7 @@ struct UpdateStatement {
     update: Update,
     upsert: bool,
     multi: bool,
+    hint: Option<Hint>,
 }
 
 /// Parses one `updates` entry. The outer error is structural (a bad field, a missing `q`):
@@ -904,6 +919,7 @@ fn parse_update_statement(
     let mut constants = None;
     let mut collation = None;
     let (mut upsert, mut multi) = (false, false);
+    let mut hint = None;
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
@@ -939,7 +955,7 @@ fn parse_update_statement(
             ("collation", other) => {
                 return Err(wrong_type("update.updates.collation", other, " 'object'"));
             }
-            ("hint", _) => {}
+            ("hint", h) => hint = Hint::parse(h, "update.updates.hint")?,
             // (`sort` in an update statement is a MongoDB 8.0 field: 7.0 refuses it.)
             (other, _) => {
                 return Err(CommandError::unknown_field(&format!(
@@ -979,6 +995,7 @@ fn parse_update_statement(
             update,
             upsert,
             multi,
+            hint,
         })
     })())
 }
@@ -1005,7 +1022,9 @@ fn apply_update(
     } else {
         Some(1)
     };
-    let mut matches = w.matching(&s.filter, limit).map_err(|e| (e, None))?;
+    let mut matches = w
+        .matching(&s.filter, limit, s.hint.as_ref())
+        .map_err(|e| (e, None))?;
     if let Some(sort) = sort {
         matches.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
         matches.truncate(1);
@@ -1112,6 +1131,7 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
 struct DeleteStatement {
     filter: Filter,
     limit_one: bool,
+    hint: Option<Hint>,
 }
 
 fn parse_delete_statement(
@@ -1121,6 +1141,7 @@ fn parse_delete_statement(
     let mut q = None;
     let mut limit = None;
     let mut collation = None;
+    let mut hint = None;
     for elem in stmt {
         let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
@@ -1143,7 +1164,7 @@ fn parse_delete_statement(
             ("collation", other) => {
                 return Err(wrong_type("delete.deletes.collation", other, " 'object'"));
             }
-            ("hint", _) => {}
+            ("hint", h) => hint = Hint::parse(h, "delete.deletes.hint")?,
             (other, _) => {
                 return Err(CommandError::unknown_field(&format!(
                     "delete.deletes.{other}"
@@ -1166,6 +1187,7 @@ fn parse_delete_statement(
             filter: Filter::compile_in(q, FilterContext::Query, vars)?
                 .with_collation(collation.map(Arc::new)),
             limit_one: limit == 1,
+            hint,
         })
     })())
 }
@@ -1186,7 +1208,11 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         let mut errors = Vec::new();
         for (index, stmt) in parsed.iter().enumerate() {
             let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|stmt| {
-                let found = w.matching(&stmt.filter, stmt.limit_one.then_some(1))?;
+                let found = w.matching(
+                    &stmt.filter,
+                    stmt.limit_one.then_some(1),
+                    stmt.hint.as_ref(),
+                )?;
                 for f in &found {
                     w.delete(f);
                 }
@@ -1272,6 +1298,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         None => Filter::match_all(),
     };
     let fields_filter = filter.clone();
+    let hint = super::read::hint_option(req, "findAndModify.hint")?;
     let concern = WriteConcern::parse(req)?;
     let result = with_writer(
         state,
@@ -1281,7 +1308,11 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
         upsert,
         |w| -> CommandResult<_> {
             if remove {
-                let mut found = w.matching(&filter, if sort.is_some() { None } else { Some(1) })?;
+                let mut found = w.matching(
+                    &filter,
+                    if sort.is_some() { None } else { Some(1) },
+                    hint.as_ref(),
+                )?;
                 if let Some(sort) = &sort {
                     found.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
                 }
@@ -1299,6 +1330,7 @@ pub(super) async fn find_and_modify(req: &Request<'_>, state: &ServerState) -> C
                 update,
                 upsert,
                 multi: false,
+                hint,
             };
             let u =
                 apply_update(w, &stmt, sort.as_ref()).map_err(|(e, dup)| with_dup_info(e, dup))?;

@@ -347,6 +347,20 @@ impl Filter {
         out
     }
 
+    /// The top-level conjunction (nested `$and`s flattened) as the query planner sees it: one
+    /// `(dotted path, predicate)` per conjunct on a path. Conjuncts that are not on one path
+    /// (`$or`, `$nor`, `$not`, `$expr`, …) are left out: a plan built from the rest reads a
+    /// superset of the matches, and the whole filter is applied to every document it reads.
+    pub fn plan_conjuncts(&self) -> Vec<(&str, PlanPred<'_>)> {
+        self.top_level()
+            .into_iter()
+            .filter_map(|e| match e {
+                Node::Path { path, pred, .. } => Some((path.dotted(), pred.plan_view())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The conjuncts at the top level, with nested `$and`s flattened.
     fn top_level(&self) -> Vec<&Node> {
         fn flatten<'e>(e: &'e Node, out: &mut Vec<&'e Node>) {
@@ -515,6 +529,60 @@ impl Item {
             ))),
             Item::And(items) => Pred::And(items.into_iter().map(Item::into_pred).collect()),
             Item::Const(b) => Pred::Const(b),
+        }
+    }
+}
+
+/// A comparison operator, as [`PlanPred::Cmp`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanOp {
+    /// `$eq` or implicit equality.
+    Eq,
+    /// `$lt`.
+    Lt,
+    /// `$lte`.
+    Lte,
+    /// `$gt`.
+    Gt,
+    /// `$gte`.
+    Gte,
+}
+
+/// One predicate of a filter's top-level conjunction, for the query planner
+/// ([`Filter::plan_conjuncts`]).
+#[derive(Debug)]
+pub enum PlanPred<'f> {
+    /// Some value the path reaches compares so with the operand (with mongod's type
+    /// bracketing, see [`compare`]).
+    Cmp(PlanOp, RawBsonRef<'f>),
+    /// `$in`: the values (sorted by [`compare`], deduplicated) and the regexes.
+    In(&'f [RawBson], &'f [Regex]),
+    /// `$regex` (or a regex value).
+    Regex(&'f Regex),
+    /// `$exists: true`.
+    Exists,
+    /// Anything else (`$type`, `$elemMatch`, `$size`, `$mod`, …): it constrains the path in a
+    /// way the planner does not turn into bounds.
+    Other,
+}
+
+impl Pred {
+    fn plan_view(&self) -> PlanPred<'_> {
+        match self {
+            Pred::Cmp(op, v) => PlanPred::Cmp(
+                match op {
+                    CmpOp::Eq => PlanOp::Eq,
+                    CmpOp::Lt => PlanOp::Lt,
+                    CmpOp::Lte => PlanOp::Lte,
+                    CmpOp::Gt => PlanOp::Gt,
+                    CmpOp::Gte => PlanOp::Gte,
+                },
+                v.as_raw_bson_ref(),
+            ),
+            Pred::In(set) => PlanPred::In(&set.sorted, &set.regexes),
+            Pred::Regex(re) => PlanPred::Regex(re),
+            Pred::Exists => PlanPred::Exists,
+            _ => PlanPred::Other,
         }
     }
 }

@@ -56,6 +56,103 @@ pub fn encode_id(doc: &RawDocument) -> Option<Vec<u8>> {
     doc.get("_id").ok().flatten().map(to_key)
 }
 
+/// The length of the key string at the start of `bytes` (which may continue with more), or
+/// `None` if they do not start with a whole key string. With `complemented`, every byte is
+/// read inverted (a descending index component, see `index::encode_component`).
+pub fn encoded_len(bytes: &[u8], complemented: bool) -> Option<usize> {
+    let mut r = Reader {
+        bytes,
+        at: 0,
+        mask: if complemented { 0xFF } else { 0 },
+    };
+    let t = r.byte()?;
+    r.payload(t)?;
+    Some(r.at)
+}
+
+/// Walks a key string without decoding it, for [`encoded_len`].
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    mask: u8,
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let b = self.bytes.get(self.at)? ^ self.mask;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn skip(&mut self, n: usize) -> Option<()> {
+        let end = self.at.checked_add(n)?;
+        (end <= self.bytes.len()).then(|| self.at = end)
+    }
+
+    fn u32(&mut self) -> Option<usize> {
+        let mut n = 0u32;
+        for _ in 0..4 {
+            n = (n << 8) | u32::from(self.byte()?);
+        }
+        usize::try_from(n).ok()
+    }
+
+    /// Escaped bytes up to and including the `00 00` terminator.
+    fn escaped(&mut self) -> Option<()> {
+        loop {
+            if self.byte()? == 0 && self.byte()? == 0 {
+                return Some(());
+            }
+        }
+    }
+
+    fn payload(&mut self, t: u8) -> Option<()> {
+        match t {
+            rank::MIN_KEY | rank::UNDEFINED | rank::NULL | rank::MAX_KEY => Some(()),
+            rank::NUMBER => match self.byte()? {
+                NUM_NEG | NUM_POS => self.skip(10),
+                _ => Some(()),
+            },
+            rank::STRING | rank::JAVASCRIPT => self.escaped(),
+            rank::OBJECT => loop {
+                let t = self.byte()?;
+                if t == 0 {
+                    return Some(());
+                }
+                self.escaped()?;
+                self.payload(t)?;
+            },
+            rank::ARRAY => loop {
+                let t = self.byte()?;
+                if t == 0 {
+                    return Some(());
+                }
+                self.payload(t)?;
+            },
+            rank::BINARY => {
+                let len = self.u32()?;
+                self.skip(len.checked_add(1)?)
+            }
+            rank::OBJECT_ID => self.skip(12),
+            rank::BOOLEAN => self.skip(1),
+            rank::DATE | rank::TIMESTAMP => self.skip(8),
+            rank::REGEX => {
+                self.escaped()?;
+                self.escaped()
+            }
+            rank::DB_POINTER => {
+                let len = self.u32()?;
+                self.skip(len.checked_add(12)?)
+            }
+            rank::JAVASCRIPT_WITH_SCOPE => {
+                self.escaped()?;
+                self.payload(rank::OBJECT)
+            }
+            _ => None,
+        }
+    }
+}
+
 fn encode_payload(v: RawBsonRef<'_>, out: &mut Vec<u8>) {
     match v {
         RawBsonRef::MinKey | RawBsonRef::MaxKey | RawBsonRef::Null | RawBsonRef::Undefined => {}
@@ -172,6 +269,52 @@ mod tests {
 
     fn key(v: &RawBson) -> Vec<u8> {
         to_key(v.as_raw_bson_ref())
+    }
+
+    #[test]
+    fn encoded_len_finds_where_each_key_string_ends() {
+        let values = vec![
+            RawBson::MinKey,
+            RawBson::Undefined,
+            RawBson::Null,
+            RawBson::Double(f64::NAN),
+            RawBson::Int32(0),
+            RawBson::Int64(-7),
+            RawBson::Double(2.5e300),
+            RawBson::Double(f64::INFINITY),
+            rawbson!("a\u{0}b"),
+            RawBson::Symbol("s".into()),
+            rawbson!({"a": 1, "b": {"c": [1, "x", null]}, "": ""}),
+            rawbson!([[], {}, "", 3.5]),
+            RawBson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: vec![0, 0, 0xFF],
+            }),
+            RawBson::ObjectId(bson::oid::ObjectId::from_bytes([7; 12])),
+            RawBson::Boolean(true),
+            RawBson::DateTime(bson::DateTime::from_millis(-5)),
+            RawBson::Timestamp(bson::Timestamp {
+                time: 1,
+                increment: 2,
+            }),
+            regex("^a\\0", "i"),
+            RawBson::JavaScriptCode("f()".into()),
+            RawBson::MaxKey,
+        ];
+        for v in &values {
+            for complemented in [false, true] {
+                let mut k = key(v);
+                let len = k.len();
+                if complemented {
+                    for b in &mut k {
+                        *b = !*b;
+                    }
+                }
+                k.extend_from_slice(&[0, 1, 0xFF]);
+                assert_eq!(encoded_len(&k, complemented), Some(len), "{v:?}");
+                assert_eq!(encoded_len(&k[..len - 1], complemented), None, "{v:?} cut");
+            }
+        }
     }
 
     #[test]

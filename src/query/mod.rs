@@ -26,6 +26,7 @@ pub mod expr;
 pub mod filter;
 pub mod keystring;
 pub mod path;
+pub mod plan;
 pub mod projection;
 #[cfg(test)]
 mod props;

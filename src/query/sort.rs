@@ -170,6 +170,20 @@ impl SortSpec {
         self.natural
     }
 
+    /// The keys as `(dotted path, ascending)`, for the query planner to match against index
+    /// key patterns.
+    pub fn plan_keys(&self) -> Vec<(String, bool)> {
+        self.keys
+            .iter()
+            .map(|k| (k.path.join("."), k.ascending))
+            .collect()
+    }
+
+    /// Whether strings sort by a collation (an index, in binary order, cannot give the order).
+    pub fn is_collated(&self) -> bool {
+        self.collation.is_some()
+    }
+
     /// Whether there is nothing to sort by.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()

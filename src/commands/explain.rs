@@ -1,0 +1,608 @@
+//! `explain`: how a `find`, `count`, `distinct`, `aggregate`, `update`, `delete` or
+//! `findAndModify` would run (`queryPlanner`), and with `executionStats` /
+//! `allPlansExecution` how it ran, in mongod 7.0's classic-engine reply shape. Explaining a
+//! write reports what it would match and never writes.
+//!
+//! The commands do the work: each takes an `Option<Verbosity>` and, when explaining, answers
+//! an [`Explain`] rendered here instead of its usual reply.
+
+use std::time::Instant;
+
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
+
+use super::args::{field, wrong_type};
+use crate::cursor::ScanStats;
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::plan::{Access, Hint, Plan, put};
+use crate::state::ServerState;
+
+/// How much `explain` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Verbosity {
+    /// The chosen plan only; nothing runs.
+    QueryPlanner,
+    /// The plan and what running it read and returned.
+    ExecutionStats,
+    /// As `ExecutionStats` (Ebb considers one plan, so there are no others to run).
+    AllPlansExecution,
+}
+
+impl Verbosity {
+    fn parse(v: Option<RawBsonRef<'_>>) -> CommandResult<Verbosity> {
+        match v {
+            None => Ok(Verbosity::AllPlansExecution),
+            Some(RawBsonRef::String("queryPlanner")) => Ok(Verbosity::QueryPlanner),
+            Some(RawBsonRef::String("executionStats")) => Ok(Verbosity::ExecutionStats),
+            Some(RawBsonRef::String("allPlansExecution")) => Ok(Verbosity::AllPlansExecution),
+            Some(RawBsonRef::String(s)) => Err(CommandError::bad_value(format!(
+                "Enumeration value '{s}' for field 'verbosity' is not a valid value."
+            ))),
+            Some(other) => Err(wrong_type("explain.verbosity", other, " 'string'")),
+        }
+    }
+
+    /// Whether the plan runs (and `executionStats` is reported).
+    pub(crate) fn executes(self) -> bool {
+        self != Verbosity::QueryPlanner
+    }
+}
+
+/// A stage above the access path (`SORT`, `LIMIT`, `PROJECTION_DEFAULT`, `COUNT`, …), with
+/// its own fields.
+pub(crate) struct Stage {
+    name: &'static str,
+    fields: RawDocumentBuf,
+}
+
+impl Stage {
+    pub(crate) fn new(name: &'static str, fields: RawDocumentBuf) -> Stage {
+        Stage { name, fields }
+    }
+}
+
+/// What a command tells `explain` about one query.
+pub(crate) struct Explain {
+    /// `db.collection`.
+    pub ns: String,
+    /// The filter as given (rendered as `parsedQuery`).
+    pub filter: Option<RawDocumentBuf>,
+    /// The plan (`None`: the collection does not exist, or an `_id` lookup: see `idhack`).
+    pub plan: Option<Plan>,
+    /// A lookup by `_id` alone (`IDHACK`).
+    pub idhack: bool,
+    /// Stages above the access path, outermost first.
+    pub stages: Vec<Stage>,
+    /// What running it read, when it ran.
+    pub run: Option<Run>,
+}
+
+/// What running a plan read and returned.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Run {
+    /// Documents the command would return (or write).
+    pub returned: u64,
+    /// Keys and documents read.
+    pub stats: ScanStats,
+    /// Since the command started.
+    pub millis: u64,
+}
+
+impl Run {
+    pub(crate) fn new(returned: usize, stats: ScanStats, started: Instant) -> Run {
+        Run {
+            returned: u64::try_from(returned).unwrap_or(u64::MAX),
+            stats,
+            millis: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+fn long(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// mongod's `parsedQuery`: the filter's conjunction, each predicate as `{path: {$op: v}}`
+/// (implicit equality as `$eq`), one predicate alone or several under `$and`.
+pub(crate) fn parsed_query(filter: Option<&RawDocument>) -> RawDocumentBuf {
+    fn push(out: &mut Vec<RawDocumentBuf>, doc: &RawDocument) {
+        for (k, v) in doc.iter().map_while(Result::ok) {
+            let k = k.as_str();
+            match (k, v) {
+                ("$and", RawBsonRef::Array(a)) => {
+                    for d in a.into_iter().map_while(Result::ok) {
+                        if let RawBsonRef::Document(d) = d {
+                            push(out, d);
+                        }
+                    }
+                }
+                ("$comment", _) => {}
+                (k, RawBsonRef::Document(ops))
+                    if !k.starts_with('$')
+                        && ops
+                            .iter()
+                            .next()
+                            .and_then(Result::ok)
+                            .is_some_and(|(o, _)| o.as_str().starts_with('$')) =>
+                {
+                    let has_options = ops.get("$options").ok().flatten();
+                    for (op, ov) in ops.iter().map_while(Result::ok) {
+                        if op.as_str() == "$options" {
+                            continue;
+                        }
+                        let mut inner = RawDocumentBuf::new();
+                        put(&mut inner, op.as_str(), RawBson::from(ov));
+                        if op.as_str() == "$regex"
+                            && let Some(o) = has_options
+                        {
+                            put(&mut inner, "$options", RawBson::from(o));
+                        }
+                        let mut d = RawDocumentBuf::new();
+                        put(&mut d, k, inner);
+                        out.push(d);
+                    }
+                }
+                (k, v) if k.starts_with('$') => {
+                    let mut d = RawDocumentBuf::new();
+                    put(&mut d, k, RawBson::from(v));
+                    out.push(d);
+                }
+                (k, RawBsonRef::RegularExpression(re)) => {
+                    let mut inner = RawDocumentBuf::new();
+                    put(&mut inner, "$regex", re.pattern.as_str());
+                    if !re.options.as_str().is_empty() {
+                        put(&mut inner, "$options", re.options.as_str());
+                    }
+                    let mut d = RawDocumentBuf::new();
+                    put(&mut d, k, inner);
+                    out.push(d);
+                }
+                (k, v) => {
+                    let mut inner = RawDocumentBuf::new();
+                    put(&mut inner, "$eq", RawBson::from(v));
+                    let mut d = RawDocumentBuf::new();
+                    put(&mut d, k, inner);
+                    out.push(d);
+                }
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    if let Some(f) = filter {
+        push(&mut parts, f);
+    }
+    match parts.len() {
+        0 => RawDocumentBuf::new(),
+        1 => parts.pop().unwrap_or_default(),
+        _ => {
+            let mut arr = RawArrayBuf::new();
+            for p in parts {
+                arr.push(p);
+            }
+            rawdoc! { "$and": arr }
+        }
+    }
+}
+
+impl Explain {
+    /// The plan tree, with per-stage counts when it ran.
+    fn tree(&self, parsed: &RawDocument) -> RawDocumentBuf {
+        let run = self.run;
+        let with_stats = |d: &mut RawDocumentBuf, returned: u64| {
+            if let Some(r) = run {
+                d.append(bson::cstr!("nReturned"), long(returned));
+                d.append(bson::cstr!("executionTimeMillisEstimate"), long(r.millis));
+            }
+        };
+        let returned = run.map_or(0, |r| r.returned);
+        let docs = run.map_or(0, |r| r.stats.docs_examined);
+        let keys = run.map_or(0, |r| r.stats.keys_examined);
+        let mut inner = match (&self.plan, self.idhack) {
+            (_, true) => {
+                let mut d = rawdoc! { "stage": "IDHACK" };
+                with_stats(&mut d, returned);
+                if run.is_some() {
+                    d.append(bson::cstr!("keysExamined"), long(keys));
+                    d.append(bson::cstr!("docsExamined"), long(docs));
+                }
+                d
+            }
+            (Some(plan), false) => match &plan.access {
+                Access::Collscan { reverse } => {
+                    let mut d = rawdoc! { "stage": "COLLSCAN" };
+                    if !parsed.is_empty() {
+                        d.append(bson::cstr!("filter"), parsed.to_owned());
+                    }
+                    d.append(
+                        bson::cstr!("direction"),
+                        if *reverse { "backward" } else { "forward" },
+                    );
+                    with_stats(&mut d, returned);
+                    if run.is_some() {
+                        d.append(bson::cstr!("docsExamined"), long(docs));
+                    }
+                    d
+                }
+                Access::Index(ix) => {
+                    let mut scan = rawdoc! {
+                        "stage": "IXSCAN",
+                        "keyPattern": ix.key_pattern.clone(),
+                        "indexName": ix.name.as_str(),
+                        "isMultiKey": ix.multikey,
+                    };
+                    if ix.multikey {
+                        // Ebb records multikeyness per index, not per path: every key path may
+                        // hold arrays.
+                        let mut paths = RawDocumentBuf::new();
+                        for (p, _) in &ix.fields {
+                            let mut arr = RawArrayBuf::new();
+                            arr.push(p.as_str());
+                            put(&mut paths, p, arr);
+                        }
+                        scan.append(bson::cstr!("multiKeyPaths"), paths);
+                    } else {
+                        let mut paths = RawDocumentBuf::new();
+                        for (p, _) in &ix.fields {
+                            put(&mut paths, p, RawArrayBuf::new());
+                        }
+                        scan.append(bson::cstr!("multiKeyPaths"), paths);
+                    }
+                    scan.append(bson::cstr!("isUnique"), ix.unique);
+                    scan.append(bson::cstr!("isSparse"), ix.sparse);
+                    scan.append(bson::cstr!("isPartial"), ix.partial);
+                    scan.append(bson::cstr!("indexVersion"), 2);
+                    scan.append(
+                        bson::cstr!("direction"),
+                        if ix.reverse { "backward" } else { "forward" },
+                    );
+                    scan.append(bson::cstr!("indexBounds"), ix.bounds_doc());
+                    with_stats(&mut scan, docs);
+                    if run.is_some() {
+                        scan.append(bson::cstr!("keysExamined"), long(keys));
+                    }
+                    let mut fetch = rawdoc! { "stage": "FETCH" };
+                    if !ix.exact && !parsed.is_empty() {
+                        fetch.append(bson::cstr!("filter"), parsed.to_owned());
+                    }
+                    with_stats(&mut fetch, returned);
+                    if run.is_some() {
+                        fetch.append(bson::cstr!("docsExamined"), long(docs));
+                    }
+                    fetch.append(bson::cstr!("inputStage"), scan);
+                    fetch
+                }
+            },
+            (None, false) => {
+                // No collection: mongod shows an EOF stage.
+                let mut d = rawdoc! { "stage": "EOF" };
+                with_stats(&mut d, 0);
+                d
+            }
+        };
+        for stage in self.stages.iter().rev() {
+            let mut d = rawdoc! { "stage": stage.name };
+            for (k, v) in stage.fields.iter().map_while(Result::ok) {
+                put(&mut d, k.as_str(), RawBson::from(v));
+            }
+            with_stats(&mut d, returned);
+            d.append(bson::cstr!("inputStage"), inner);
+            inner = d;
+        }
+        inner
+    }
+
+    /// `queryPlanner` and (when it ran) `executionStats` of the explain reply.
+    pub(crate) fn sections(
+        &self,
+        verbosity: Verbosity,
+    ) -> (RawDocumentBuf, Option<RawDocumentBuf>) {
+        let parsed = parsed_query(self.filter.as_deref());
+        let tree = self.tree(&parsed);
+        let planner_tree = Explain {
+            ns: String::new(),
+            filter: None,
+            plan: self.plan.clone(),
+            idhack: self.idhack,
+            stages: self
+                .stages
+                .iter()
+                .map(|s| Stage::new(s.name, s.fields.clone()))
+                .collect(),
+            run: None,
+        }
+        .tree(&parsed);
+        let planner = rawdoc! {
+            "namespace": self.ns.as_str(),
+            "indexFilterSet": false,
+            "parsedQuery": parsed,
+            "maxIndexedOrSolutionsReached": false,
+            "maxIndexedAndSolutionsReached": false,
+            "maxScansToExplodeReached": false,
+            "winningPlan": planner_tree,
+            "rejectedPlans": RawArrayBuf::new(),
+        };
+        let exec = match (self.run, verbosity.executes()) {
+            (Some(r), true) => {
+                let mut d = rawdoc! {
+                    "executionSuccess": true,
+                    "nReturned": long(r.returned),
+                    "executionTimeMillis": long(r.millis),
+                    "totalKeysExamined": long(r.stats.keys_examined),
+                    "totalDocsExamined": long(r.stats.docs_examined),
+                    "executionStages": tree,
+                };
+                if verbosity == Verbosity::AllPlansExecution {
+                    d.append(bson::cstr!("allPlansExecution"), RawArrayBuf::new());
+                }
+                Some(d)
+            }
+            _ => None,
+        };
+        (planner, exec)
+    }
+}
+
+/// `serverInfo`, as mongod reports it.
+fn server_info(state: &ServerState) -> RawDocumentBuf {
+    rawdoc! {
+        "host": super::admin::hostname(),
+        "port": i32::from(state.local_addr.port()),
+        "version": crate::MONGODB_VERSION,
+        "gitVersion": format!("ebb-{}", crate::EBB_VERSION),
+    }
+}
+
+/// `serverParameters`: the limits mongod's plans are bound by (Ebb's blocking sort has none).
+fn server_parameters() -> RawDocumentBuf {
+    rawdoc! {
+        "internalQueryFacetBufferSizeBytes": 104_857_600,
+        "internalQueryFacetMaxOutputDocSizeBytes": 104_857_600,
+        "internalLookupStageIntermediateDocumentMaxSizeBytes": 104_857_600,
+        "internalDocumentSourceGroupMaxMemoryBytes": 104_857_600,
+        "internalQueryMaxBlockingSortMemoryUsageBytes": 104_857_600,
+        "internalQueryProhibitBlockingMergeOnMongoS": 0,
+        "internalQueryMaxAddToSetBytes": 104_857_600,
+        "internalDocumentSourceSetWindowFieldsMaxMemoryBytes": 104_857_600,
+        "internalQueryFrameworkControl": "trySbeRestricted",
+    }
+}
+
+/// The whole explain reply for one query.
+pub(crate) fn reply(
+    state: &ServerState,
+    explain: &Explain,
+    verbosity: Verbosity,
+    command: &RawDocument,
+) -> RawDocumentBuf {
+    let (planner, exec) = explain.sections(verbosity);
+    let mut out = rawdoc! { "explainVersion": "1", "queryPlanner": planner };
+    if let Some(e) = exec {
+        out.append(bson::cstr!("executionStats"), e);
+    }
+    finish(state, out, command)
+}
+
+/// Appends `command`, `serverInfo`, `serverParameters` and `ok`.
+pub(crate) fn finish(
+    state: &ServerState,
+    mut out: RawDocumentBuf,
+    command: &RawDocument,
+) -> RawDocumentBuf {
+    out.append(bson::cstr!("command"), command.to_owned());
+    out.append(bson::cstr!("serverInfo"), server_info(state));
+    out.append(bson::cstr!("serverParameters"), server_parameters());
+    out.append(bson::cstr!("ok"), 1.0);
+    out
+}
+
+/// The `explain` command.
+pub(super) async fn explain(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let inner = match field(req, "explain")? {
+        Some(RawBsonRef::Document(d)) => d,
+        Some(other) => return Err(wrong_type("explain.explain", other, " 'object'")),
+        None => return Err(CommandError::missing_field("explain.explain")),
+    };
+    let verbosity = Verbosity::parse(field(req, "verbosity")?)?;
+    let Some(Ok((name, _))) = inner.iter().next() else {
+        return Err(CommandError::new(
+            ErrorCode::FailedToParse,
+            "explain command requires a nested object",
+        ));
+    };
+    // The explained command runs against the explain's database, whatever `$db` it holds.
+    let mut body = RawDocumentBuf::new();
+    for (k, v) in inner.iter().map_while(Result::ok) {
+        if k.as_str() != "$db" {
+            put(&mut body, k.as_str(), RawBson::from(v));
+        }
+    }
+    let sub = Request {
+        name: name.as_str(),
+        db: req.db,
+        body: &body,
+        sequences: &[],
+    };
+    match name.as_str() {
+        "find" => super::read::find_explained(&sub, state, Some(verbosity)).await,
+        "count" => super::read::count_explained(&sub, state, Some(verbosity)).await,
+        "distinct" => super::read::distinct_explained(&sub, state, Some(verbosity)).await,
+        "aggregate" => super::aggregate::aggregate_explained(&sub, state, Some(verbosity)).await,
+        "update" | "delete" | "findAndModify" | "findandmodify" => {
+            explain_write(&sub, state, verbosity).await
+        }
+        other => Err(CommandError::new(
+            ErrorCode::CommandNotFound,
+            format!("Explain failed due to unknown command: {other}"),
+        )),
+    }
+}
+
+/// The explain reply of an `update`, `delete` or `findAndModify`: the plan that finds the
+/// documents it would change, run without writing.
+async fn explain_write(
+    req: &Request<'_>,
+    state: &ServerState,
+    verbosity: Verbosity,
+) -> CommandResult {
+    let started = Instant::now();
+    let name = super::args::collection_name(req)?;
+    crate::catalog::validate_namespace(req.db, name)?;
+    let vars = super::args::variables(req, state.now_ms())?;
+    let one_statement = |field_name: &str| -> CommandResult<RawDocumentBuf> {
+        let docs: Vec<RawDocumentBuf> = match field(req, field_name)? {
+            Some(RawBsonRef::Array(a)) => a
+                .into_iter()
+                .filter_map(|d| match d {
+                    Ok(RawBsonRef::Document(d)) => Some(d.to_owned()),
+                    _ => None,
+                })
+                .collect(),
+            Some(other) => {
+                return Err(wrong_type(
+                    &format!("{}.{field_name}", req.name),
+                    other,
+                    " 'array'",
+                ));
+            }
+            None => {
+                return Err(CommandError::missing_field(&format!(
+                    "{}.{field_name}",
+                    req.name
+                )));
+            }
+        };
+        match <[RawDocumentBuf; 1]>::try_from(docs) {
+            Ok([d]) => Ok(d),
+            Err(_) => Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                "explained write batches must be of size 1",
+            )),
+        }
+    };
+    let get_doc = |d: &RawDocument, k: &str| d.get_document(k).ok().map(ToOwned::to_owned);
+    let get_hint = |v: Option<RawBsonRef<'_>>, label: &str| -> CommandResult<Option<Hint>> {
+        v.map(|h| Hint::parse(h, label))
+            .transpose()
+            .map(Option::flatten)
+    };
+    // (filter, sort, hint, collation, single document, stage name)
+    let (query, sort, hint, collation, single, write_stage) = match req.name {
+        "update" => {
+            let st = one_statement("updates")?;
+            let multi = st
+                .get("multi")
+                .ok()
+                .flatten()
+                .is_some_and(crate::query::true_value);
+            (
+                get_doc(&st, "q"),
+                None,
+                get_hint(st.get("hint").ok().flatten(), "update.updates.hint")?,
+                get_doc(&st, "collation"),
+                !multi,
+                "UPDATE",
+            )
+        }
+        "delete" => {
+            let st = one_statement("deletes")?;
+            let limit_one = match st.get("limit").ok().flatten() {
+                Some(RawBsonRef::Int32(n)) => n == 1,
+                Some(RawBsonRef::Int64(n)) => n == 1,
+                Some(RawBsonRef::Double(d)) => d == 1.0,
+                _ => false,
+            };
+            (
+                get_doc(&st, "q"),
+                None,
+                get_hint(st.get("hint").ok().flatten(), "delete.deletes.hint")?,
+                get_doc(&st, "collation"),
+                limit_one,
+                "DELETE",
+            )
+        }
+        _ => {
+            let remove = super::args::opt_bool(req, "remove")?.unwrap_or(false);
+            (
+                super::args::opt_doc(req, "query")?.map(ToOwned::to_owned),
+                super::args::opt_doc(req, "sort")?.map(ToOwned::to_owned),
+                get_hint(field(req, "hint")?, "findAndModify.hint")?,
+                super::args::opt_doc(req, "collation")?.map(ToOwned::to_owned),
+                true,
+                if remove { "DELETE" } else { "UPDATE" },
+            )
+        }
+    };
+    let collation = collation
+        .as_deref()
+        .map(crate::query::Collation::parse)
+        .transpose()?
+        .flatten()
+        .map(std::sync::Arc::new);
+    let filter = query
+        .as_deref()
+        .map(|q| {
+            crate::query::filter::Filter::compile_in(
+                q,
+                crate::query::filter::FilterContext::Query,
+                &vars,
+            )
+            .map(|f| f.with_collation(collation.clone()))
+        })
+        .transpose()?;
+    let sort_spec = sort
+        .as_deref()
+        .map(|s| {
+            crate::query::sort::SortSpec::compile(s).map(|s| s.with_collation(collation.clone()))
+        })
+        .transpose()?;
+    let ns = format!("{}.{name}", req.db);
+    let mut stages = vec![Stage::new(write_stage, RawDocumentBuf::new())];
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        let report = Explain {
+            ns,
+            filter: query,
+            plan: None,
+            idhack: false,
+            stages,
+            run: Some(Run::new(0, ScanStats::default(), started)),
+        };
+        return Ok(reply(state, &report, verbosity, req.body));
+    };
+    let (plan, mut source) = super::read::open_planned(
+        state,
+        &collection,
+        filter,
+        sort_spec.as_ref(),
+        hint.as_ref(),
+    )?;
+    let blocking_sort = sort.filter(|s| !s.is_empty() && !plan.sorted);
+    // A single-document write stops at its first match unless a blocking sort must see all.
+    let limit = (single && blocking_sort.is_none()).then_some(1);
+    source.set_window(None, 0, limit);
+    if let Some(s) = blocking_sort {
+        stages.push(Stage::new(
+            "SORT",
+            rawdoc! { "sortPattern": s, "memLimit": 104_857_600, "type": "simple" },
+        ));
+    }
+    let run = if verbosity.executes() {
+        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
+            let n = source.drain()?.len();
+            Ok((n, source.stats()))
+        })
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
+        Some(Run::new(if single { n.min(1) } else { n }, read, started))
+    } else {
+        None
+    };
+    let report = Explain {
+        ns,
+        filter: query,
+        plan: Some(plan),
+        idhack: false,
+        stages,
+        run,
+    };
+    Ok(reply(state, &report, verbosity, req.body))
+}
