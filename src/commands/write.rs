@@ -26,7 +26,7 @@ use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::update::{Update, UpdateContext, upsert_seed_with};
 use crate::state::{Metrics, ServerState};
-use crate::storage::{Batch, Keyspace, Snapshot, record};
+use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
 
 /// `maxWriteBatchSize`.
 const MAX_WRITE_BATCH: usize = 100_000;
