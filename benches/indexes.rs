@@ -25,6 +25,7 @@
 //! or answers wrongly.
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count and repetition.
+//! `EBB_BENCH_ONLY=lookups` runs phases 2 and 3 alone, with five times the lookups (profiling).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -67,12 +68,19 @@ async fn bench() -> BenchResult {
     let client = connect(server.addr, "ebb-index-bench", Some(1)).await?;
     let db = client.database("bench");
 
-    insert_phase(&db, scaled(INSERT_DOCS, scale)).await?;
+    // `EBB_BENCH_ONLY=lookups`: load, build, then lookups for five times as long (profiling).
+    let only_lookups = std::env::var("EBB_BENCH_ONLY").is_ok_and(|v| v == "lookups");
+    if !only_lookups {
+        insert_phase(&db, scaled(INSERT_DOCS, scale)).await?;
+    }
     let big = db.collection::<RawDocumentBuf>("big");
     let n = scaled(BIG_DOCS, scale);
     load_and_build(&db, &big, n).await?;
-    lookup_phase(&big, n, scaled(LOOKUPS, scale)).await?;
-    scan_phase(&db, &big, n, scaled(SCAN_REPS, scale).max(3)).await?;
+    let lookups = scaled(LOOKUPS, scale) * if only_lookups { 5 } else { 1 };
+    lookup_phase(&big, n, lookups).await?;
+    if !only_lookups {
+        scan_phase(&db, &big, n, scaled(SCAN_REPS, scale).max(3)).await?;
+    }
 
     drop(client);
     server.stop()

@@ -26,6 +26,9 @@ use crate::storage::{Keyspace, Snapshot, record};
 pub const CURSOR_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most document bytes one reply batch carries (MongoDB's 16 MiB).
 pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
+/// An index scan of one key value that returns at most this many documents is read on the
+/// runtime rather than handed to a blocking thread (see [`Source::is_point`]).
+const SMALL_INDEX_READ: u64 = 4;
 /// `find`'s first batch when no `batchSize` is given.
 pub const DEFAULT_FIRST_BATCH: usize = 101;
 
@@ -577,13 +580,20 @@ impl Source {
                 (&scan.lower, &scan.upper),
                 (Bound::Included(l), Bound::Included(u)) if l == u
             ),
+            // One key of the `_id` index; or one key value of another index (every key field
+            // pinned) when at most a few documents are wanted (`find_one`): a handful of
+            // entries and point reads, cheaper than the hand-off.
             Source::Index(scan) => {
-                scan.id_index
-                    && scan.ranges.len() <= 1
+                let one_key = scan.ranges.len() <= 1
                     && scan
                         .ranges
                         .iter()
-                        .all(|r| r.upper == crate::query::plan::prefix_end(&r.lower))
+                        .all(|r| r.upper == crate::query::plan::prefix_end(&r.lower));
+                one_key
+                    && (scan.id_index
+                        || scan
+                            .remaining
+                            .is_some_and(|r| r <= SMALL_INDEX_READ && scan.skip == 0))
             }
             Source::Buffered(_) => true,
         }
