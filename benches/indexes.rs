@@ -25,7 +25,8 @@
 //! or answers wrongly.
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count and repetition.
-//! `EBB_BENCH_ONLY=lookups` runs phases 2 and 3 alone, with five times the lookups (profiling).
+//! `EBB_BENCH_ONLY=lookups` runs phases 2 and 3 alone, with five times the lookups;
+//! `EBB_BENCH_ONLY=inserts` runs phase 1 alone (both for profiling).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -69,9 +70,14 @@ async fn bench() -> BenchResult {
     let db = client.database("bench");
 
     // `EBB_BENCH_ONLY=lookups`: load, build, then lookups for five times as long (profiling).
-    let only_lookups = std::env::var("EBB_BENCH_ONLY").is_ok_and(|v| v == "lookups");
+    let only = std::env::var("EBB_BENCH_ONLY").unwrap_or_default();
+    let only_lookups = only == "lookups";
     if !only_lookups {
         insert_phase(&db, scaled(INSERT_DOCS, scale)).await?;
+    }
+    if only == "inserts" {
+        drop(client);
+        return server.stop();
     }
     let big = db.collection::<RawDocumentBuf>("big");
     let n = scaled(BIG_DOCS, scale);
