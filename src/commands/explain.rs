@@ -98,8 +98,12 @@ impl Run {
     }
 }
 
-fn long(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+/// A count as mongod appends it (`appendNumber`): an int32 when it fits, else an int64.
+fn long(n: u64) -> bson::RawBson {
+    i32::try_from(n).map_or_else(
+        |_| bson::RawBson::Int64(i64::try_from(n).unwrap_or(i64::MAX)),
+        bson::RawBson::Int32,
+    )
 }
 
 /// mongod's `parsedQuery`: the filter's conjunction, each predicate as `{path: {$op: v}}`

@@ -144,7 +144,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     }
     let mut keys_per_index = RawDocumentBuf::new();
     let mut details = RawDocumentBuf::new();
-    keys_per_index.append(cstr!("_id_"), nrecords);
+    keys_per_index.append(cstr!("_id_"), number(nrecords));
     details.append(cstr!("_id_"), rawdoc! { "valid": true });
     let (mut n_extra, mut n_missing, mut pending_purge) = (0_usize, 0_usize, 0_usize);
     for (fi, mut c) in collection.field_indexes.iter().zip(checks) {
@@ -221,7 +221,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
             ));
         }
         if let Ok(name) = <&bson::raw::CStr>::try_from(spec.name.as_str()) {
-            keys_per_index.append(name, c.keys);
+            keys_per_index.append(name, number(c.keys));
             details.append(name, rawdoc! { "valid": c.errors.is_empty() });
         }
         errors.extend(c.errors);
@@ -229,7 +229,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     // Indexes without entries (the `_ts` TTL policy) are whole by construction.
     for spec in collection.indexes.iter().filter(|i| !i.has_entries()) {
         if let Ok(name) = <&bson::raw::CStr>::try_from(spec.name.as_str()) {
-            keys_per_index.append(name, nrecords);
+            keys_per_index.append(name, number(nrecords));
             details.append(name, rawdoc! { "valid": true });
         }
     }
@@ -260,10 +260,10 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     }
     let mut reply = rawdoc! {
         "ns": ns,
-        "nInvalidDocuments": invalid,
-        "nNonCompliantDocuments": 0_i64,
-        "nrecords": nrecords,
-        "nIndexes": i64::try_from(collection.indexes.len() + 1).unwrap_or(i64::MAX),
+        "nInvalidDocuments": number(invalid),
+        "nNonCompliantDocuments": 0,
+        "nrecords": number(nrecords),
+        "nIndexes": number(i64::try_from(collection.indexes.len() + 1).unwrap_or(i64::MAX)),
         "keysPerIndex": keys_per_index,
         "indexDetails": details,
         "valid": valid,
@@ -276,6 +276,11 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     };
     reply.append(cstr!("ok"), 1.0);
     Ok(reply)
+}
+
+/// A count as mongod appends it (`appendNumber`): an int32 when it fits, else an int64.
+fn number(n: i64) -> bson::RawBson {
+    i32::try_from(n).map_or(bson::RawBson::Int64(n), bson::RawBson::Int32)
 }
 
 fn hex(bytes: &[u8]) -> String {
