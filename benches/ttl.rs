@@ -74,6 +74,12 @@ const MIN_CAP: Duration = Duration::from_secs(5);
 const BASELINE: Duration = Duration::from_secs(3);
 /// Floor of the scaled baseline window.
 const MIN_BASELINE: Duration = Duration::from_millis(500);
+/// Purges measured under the foreground load; their windows are pooled, and so are the
+/// baseline windows between them, so that one disk hiccup in a ~1 s window does not decide
+/// the p99.
+const PURGE_ROUNDS: usize = 4;
+/// Pause after loading, before a window starts.
+const SETTLE: Duration = Duration::from_millis(500);
 /// Foreground load that runs before the clock is advanced (not counted).
 const LEAD_IN: Duration = Duration::from_millis(200);
 /// Goal: expired documents removed per second, at least.
@@ -246,16 +252,12 @@ async fn foreground_phase(
     println!();
     println!(
         "2. foreground while purging: {live_docs} live documents (no TTL) read by _id and \
-         appended to by 2 sequential tasks; {expiring} documents of another collection expire"
+         appended to by 2 sequential tasks; {PURGE_ROUNDS} rounds, in each {expiring} documents \
+         of another collection are loaded, a baseline window runs, then they expire"
     );
     let live = ebb.db.collection::<RawDocumentBuf>("live");
     let t = load(&live, 0, live_docs).await?;
     print_load("load live", live_docs, t);
-    let doomed = ebb.db.collection::<RawDocumentBuf>("expire_load");
-    create_ttl_index(&doomed).await?;
-    // The clock is still frozen from phase 1: these expire 60 s after its current instant.
-    let t = load(&doomed, 0, expiring).await?;
-    print_load("load expiring", expiring, t);
 
     let fg = Foreground {
         coll: live.clone(),
@@ -266,24 +268,50 @@ async fn foreground_phase(
     fg.run_for(Duration::from_millis(300)).await?;
 
     let window = scaled_duration(BASELINE, scale, MIN_BASELINE);
-    let before = fg.run_for(window).await?;
+    let mut baselines = Vec::new();
+    let mut rounds = Vec::new();
+    for round in 0..PURGE_ROUNDS {
+        let doomed = ebb
+            .db
+            .collection::<RawDocumentBuf>(&format!("expire_load_{round}"));
+        create_ttl_index(&doomed).await?;
+        // The clock is frozen: these expire 60 s after its current instant.
+        let t = load(&doomed, 0, expiring).await?;
+        print_load(&format!("round {round}: load expiring"), expiring, t);
+        // The load's own background work (memtable flushes) settles before either window.
+        tokio::time::sleep(SETTLE).await;
+        let before = fg.run_for(window).await?;
 
-    let running = fg.start();
-    tokio::time::sleep(LEAD_IN).await;
-    let counters = ebb.ttl_counters().await?;
-    let advanced = Instant::now();
-    ebb.clock(ADVANCE_MS, None).await?;
-    let cap = scaled_duration(PURGE_CAP, scale, MIN_CAP);
-    let mut purge = ebb.await_purge(counters, expiring, advanced, cap).await?;
-    ebb.await_idle(&mut purge, scale).await?;
-    let during = running.stop().await?;
+        let running = fg.start();
+        tokio::time::sleep(LEAD_IN).await;
+        let counters = ebb.ttl_counters().await?;
+        let advanced = Instant::now();
+        ebb.clock(ADVANCE_MS, None).await?;
+        let cap = scaled_duration(PURGE_CAP, scale, MIN_CAP);
+        let mut purge = ebb.await_purge(counters, expiring, advanced, cap).await?;
+        ebb.await_idle(&mut purge, scale).await?;
+        let during = running.stop().await?;
 
-    let after = fg.run_for(window).await?;
-
-    let remaining = doomed.count_documents(doc! {}).await?;
-    if remaining != 0 {
-        return Err(format!("{remaining} expired documents still counted after the purge").into());
+        let remaining = doomed.count_documents(doc! {}).await?;
+        if remaining != 0 {
+            return Err(
+                format!("{remaining} expired documents still counted after the purge").into(),
+            );
+        }
+        let deleted_until = purge.deleted_at.map(|d| advanced + d);
+        let idle_at = purge.idle_after.map(|d| advanced + d);
+        let deleting = during.window(Some(advanced), deleted_until);
+        let compacting = match (deleted_until, idle_at) {
+            (Some(_), Some(_)) => during.window(deleted_until, idle_at),
+            _ => Samples::default(),
+        };
+        let purging = during.window(Some(advanced), idle_at.or(deleted_until));
+        baselines.push(before);
+        rounds.push((purge, deleting, compacting, purging));
     }
+    tokio::time::sleep(SETTLE).await;
+    baselines.push(fg.run_for(window).await?);
+
     let expected = u64::try_from(fg.next_id.load(Ordering::SeqCst))?;
     let live_count = live.count_documents(doc! {}).await?;
     if live_count != expected {
@@ -293,34 +321,37 @@ async fn foreground_phase(
         .into());
     }
 
-    let deleted_until = purge.deleted_at.map(|d| advanced + d);
-    let idle_at = purge.idle_after.map(|d| advanced + d);
-    let deleting = during.window(Some(advanced), deleted_until);
-    let compacting = match (deleted_until, idle_at) {
-        (Some(_), Some(_)) => Some(during.window(deleted_until, idle_at)),
-        _ => None,
+    let pool = |parts: &mut dyn Iterator<Item = &Samples>| {
+        parts.fold(Samples::default(), |all, s| all.merged(s))
     };
-    let purging = during.window(Some(advanced), idle_at.or(deleted_until));
-    let baseline = before.merged(&after);
+    let baseline = pool(&mut baselines.iter());
+    let deleting = pool(&mut rounds.iter().map(|r| &r.1));
+    let compacting = pool(&mut rounds.iter().map(|r| &r.2));
+    let purging = pool(&mut rounds.iter().map(|r| &r.3));
 
     println!();
-    purge.print(expiring);
+    for (round, r) in rounds.iter().enumerate() {
+        println!("  round {round}:");
+        r.0.print(expiring);
+    }
     println!();
     println!(
         "  {:<24} {:<7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "window", "op", "ops", "ops/s", "p50 us", "p90 us", "p99 us", "max us"
     );
-    let mut rows = vec![
-        ("baseline before", &before),
-        ("baseline after", &after),
-        ("baseline (both)", &baseline),
-        ("purge: deleting", &deleting),
-    ];
-    if let Some(c) = &compacting {
-        rows.push(("purge: compacting", c));
+    let mut rows: Vec<(String, &Samples)> = baselines
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (format!("baseline {i}"), b))
+        .collect();
+    rows.push(("baseline (all)".to_owned(), &baseline));
+    for (i, r) in rounds.iter().enumerate() {
+        rows.push((format!("purge {i} (whole window)"), &r.3));
     }
-    rows.push(("purge (whole window)", &purging));
-    for (name, samples) in rows {
+    rows.push(("purge: deleting (all)".to_owned(), &deleting));
+    rows.push(("purge: compacting (all)".to_owned(), &compacting));
+    rows.push(("purge (all windows)".to_owned(), &purging));
+    for (name, samples) in &rows {
         for (op, s) in [("find", &samples.find), ("insert", &samples.insert)] {
             s.summary().print_row(name, op);
         }
@@ -330,28 +361,38 @@ async fn foreground_phase(
         insert: s.insert.summary(),
     };
     let base = stats(&baseline);
-    let purging = stats(&purging);
-    let (first, second) = (stats(&before), stats(&after));
-    for (op, a, b) in [
-        ("find", &first.find, &second.find),
-        ("insert", &first.insert, &second.insert),
-    ] {
-        let spread = a.p99_us.max(b.p99_us) / a.p99_us.min(b.p99_us);
-        if spread > NOISY_SPREAD {
+    let pooled = stats(&purging);
+    for op in ["find", "insert"] {
+        let p99s: Vec<f64> = baselines
+            .iter()
+            .map(|b| {
+                let st = stats(b);
+                if op == "find" {
+                    st.find.p99_us
+                } else {
+                    st.insert.p99_us
+                }
+            })
+            .collect();
+        let (lo, hi) = p99s
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        if hi / lo > NOISY_SPREAD {
             println!(
-                "  warning: {op} p99 differs {spread:.2}x between the two baselines: the machine \
-                 was noisy, so the ratio below is too; rerun it quiet"
+                "  warning: {op} p99 differs {:.2}x between baseline windows: the machine was \
+                 noisy, so the ratio below is too; rerun it quiet",
+                hi / lo
             );
         }
     }
     println!();
     println!(
         "  {:<24} {:<7} {:>9} {:>9}",
-        "purge / baseline", "op", "p50", "p99"
+        "purge / baseline (all)", "op", "p50", "p99"
     );
     for (op, b, p) in [
-        ("find", &base.find, &purging.find),
-        ("insert", &base.insert, &purging.insert),
+        ("find", &base.find, &pooled.find),
+        ("insert", &base.insert, &pooled.insert),
     ] {
         println!(
             "  {:<24} {:<7} {:>8.2}x {:>8.2}x",
@@ -361,9 +402,25 @@ async fn foreground_phase(
             p.p99_us / b.p99_us
         );
     }
+    println!("  per round, p99 over the baseline before it:");
+    for (i, r) in rounds.iter().enumerate() {
+        let (b, p) = (baselines.get(i).map(&stats), stats(&r.3));
+        if let Some(b) = b {
+            println!(
+                "    round {i}: find {:.2}x, insert {:.2}x",
+                p.find.p99_us / b.find.p99_us,
+                p.insert.p99_us / b.insert.p99_us
+            );
+        }
+    }
+    let purge = rounds
+        .into_iter()
+        .next()
+        .map(|r| r.0)
+        .ok_or("no purge round ran")?;
     Ok(ForegroundLoad {
         baseline: base,
-        purging,
+        purging: pooled,
         purge,
     })
 }
