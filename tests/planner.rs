@@ -154,6 +154,29 @@ fn queries() -> Vec<Document> {
         doc! { "$or": [{ "a": 1 }, { "b": 3 }] },
         doc! { "_id": { "$gte": 250 } },
         doc! { "_id": { "$in": [3, 77, 1000] }, "a": { "$exists": true } },
+        // Arrays as values: equality with a whole array, `$in` holding one, `$all`, ranges
+        // whose bound is an array or a document, and operators the bounds cannot express.
+        doc! { "a": [2, 102] },
+        doc! { "a": { "$eq": [15, 101] } },
+        doc! { "a": { "$in": [[2, 102], 9] } },
+        doc! { "a": { "$all": [2, 102] } },
+        doc! { "a": { "$gte": [0] } },
+        doc! { "a": { "$lt": { "x": 1 } } },
+        doc! { "a": { "$gt": null } },
+        doc! { "a": { "$gte": null } },
+        doc! { "a": { "$in": [null, 4] } },
+        doc! { "a": { "$not": { "$gt": 5 } } },
+        doc! { "a": { "$type": "string" } },
+        doc! { "a": { "$size": 2 } },
+        doc! { "a.x": 1 },
+        doc! { "a": { "$gt": 3, "$lt": 101 } },
+        doc! { "a": { "$in": [] } },
+        doc! { "a": { "$nin": [1, 2, 3] } },
+        doc! { "a": { "$regex": "^str" } },
+        doc! { "a": { "$gte": 4.5, "$lte": 4.5 } },
+        doc! { "b": 2, "a": [15, 101] },
+        doc! { "a": { "$exists": true, "$gt": 14 } },
+        doc! { "s": { "$gt": "k038" }, "b": { "$lt": 3 } },
     ]
 }
 
