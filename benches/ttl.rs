@@ -15,15 +15,18 @@
 //!    the clock, for the purge task's next pass: that is how long the compaction Ebb runs after
 //!    large purges kept the task busy.
 //! 2. **Foreground latency while purging.** A second collection holds 10,000 live documents
-//!    (no TTL); a third is loaded with another 100,000 expiring ones. Two client tasks run
-//!    sequentially, one `find_one({_id: k})` (random existing `k`) after another, and one
-//!    `insert_one` (new `_id`, default write concern: acknowledged once synced) after another,
-//!    against the live collection:
-//!    * with no purge running (baseline), before the purge and again after it;
+//!    (no TTL). Two client tasks run sequentially against it, one `find_one({_id: k})` (random
+//!    existing `k`) after another, and one `insert_one` (new `_id`, default write concern:
+//!    acknowledged once synced) after another. Four rounds; in each, another collection is
+//!    loaded with 100,000 expiring documents, and after a short pause the tasks run
+//!    * with no purge running (a baseline window), then
 //!    * from the clock advance that expires the 100,000 until the purge task is idle again
 //!      (deletion, then compaction; both shown apart too).
 //!
-//!    The p99 ratio (purge window over the baseline of both runs) is the measure.
+//!    A last baseline window follows the last round. The measure is the p99 ratio of all purge
+//!    windows pooled over all baseline windows pooled: one ~1 s window holds about 4,000
+//!    inserts, so a single disk hiccup used to decide a round's p99 (the same code measured
+//!    1.2x to 2.95x). The per-round ratios are printed too.
 //!
 //! The goals, "purge ≥ 50k expiries/s" and "foreground p99 rises by less than 2×", are printed as
 //! PASS or MISS and never change the exit status: this is a measurement, not a test. The run
