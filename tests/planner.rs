@@ -867,3 +867,102 @@ async fn sparse_and_partial_indexes() -> TestResult {
     assert_eq!(got.len(), 14);
     Ok(())
 }
+
+/// A hidden index is not planned on but is still maintained: written to while hidden, then
+/// unhidden, it is used again and answers what a collection scan answers. Conflicting specs get
+/// mongod's 85 and 86.
+#[tokio::test]
+async fn hidden_indexes_are_maintained_and_specs_conflict() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let (db, coll) = setup(&client, "planner_hidden").await?;
+    create_indexes(&db).await?;
+    let winning = |e: &Document| -> TestResult<String> {
+        Ok(leaf(
+            e.get_document("queryPlanner")?
+                .get_document("winningPlan")?,
+        )
+        .get_str("stage")?
+        .to_owned())
+    };
+    let query = doc! { "find": "c", "filter": { "s": "k007" } };
+    assert_eq!(
+        winning(&explain(&db, query.clone(), "queryPlanner").await?)?,
+        "IXSCAN"
+    );
+    db.run_command(doc! { "collMod": "c", "index": { "name": "s_1", "hidden": true } })
+        .await?;
+    assert_eq!(
+        winning(&explain(&db, query.clone(), "queryPlanner").await?)?,
+        "COLLSCAN"
+    );
+    coll.insert_many((1_000..1_050).map(|i| doc! { "_id": i, "s": "k007", "b": i % 5 }))
+        .await?;
+    coll.update_many(
+        doc! { "_id": { "$lt": 40 } },
+        doc! { "$set": { "s": "k007" } },
+    )
+    .await?;
+    coll.delete_many(doc! { "_id": { "$gte": 1_040 } }).await?;
+    db.run_command(doc! { "collMod": "c", "index": { "name": "s_1", "hidden": false } })
+        .await?;
+    assert_eq!(
+        winning(&explain(&db, query.clone(), "queryPlanner").await?)?,
+        "IXSCAN"
+    );
+    let got = find(
+        &db,
+        &doc! { "s": "k007" },
+        Some(&doc! { "_id": 1 }),
+        None,
+        0,
+        0,
+        10,
+    )
+    .await?;
+    let want = find(
+        &db,
+        &doc! { "s": "k007" },
+        Some(&doc! { "_id": 1 }),
+        Some(Bson::Document(doc! { "$natural": 1 })),
+        0,
+        0,
+        10,
+    )
+    .await?;
+    assert_eq!(got, want);
+    assert!(got.len() > 50, "{} documents", got.len());
+    let v = db.run_command(doc! { "validate": "c" }).await?;
+    assert!(v.get_bool("valid")?, "{v}");
+
+    let code_of = |e: mongodb::error::Error| match *e.kind {
+        mongodb::error::ErrorKind::Command(ref c) => (c.code, c.code_name.clone()),
+        ref other => panic!("{other:?}"),
+    };
+    // The same name for another key pattern: 86.
+    let err = db
+        .run_command(
+            doc! { "createIndexes": "c", "indexes": [{ "key": { "b": 1 }, "name": "s_1" }] },
+        )
+        .await
+        .expect_err("same name, other key");
+    assert_eq!(code_of(err), (86, "IndexKeySpecsConflict".to_owned()));
+    // The same key pattern under another name: 85.
+    let err = db
+        .run_command(
+            doc! { "createIndexes": "c", "indexes": [{ "key": { "s": 1 }, "name": "other" }] },
+        )
+        .await
+        .expect_err("same key, other name");
+    assert_eq!(code_of(err), (85, "IndexOptionsConflict".to_owned()));
+    // The same name and key with other options: 85.
+    let err = db
+        .run_command(doc! {
+            "createIndexes": "c",
+            "indexes": [{ "key": { "s": 1 }, "name": "s_1", "sparse": true }],
+        })
+        .await
+        .expect_err("same index, other options");
+    assert_eq!(code_of(err), (85, "IndexOptionsConflict".to_owned()));
+    Ok(())
+}
