@@ -34,24 +34,21 @@
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count and time window.
 
-use std::io;
-use std::net::SocketAddr;
+#[path = "common/mod.rs"]
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use bson::{Document, RawDocumentBuf, doc, rawdoc};
-use mongodb::options::{ClientOptions, IndexOptions};
-use mongodb::{Client, Collection, Database, IndexModel};
-use tokio::sync::oneshot;
+use common::{
+    BenchResult, CLIENT_WORKERS, SERVER_WORKERS, Server, XorShift, connect, per_second, run_bench,
+    scale, verdict,
+};
+use mongodb::options::IndexOptions;
+use mongodb::{Collection, Database, IndexModel};
 
-type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Server runtime workers: what `#[tokio::main]` gives on the 2-core target machine.
-const SERVER_WORKERS: usize = 2;
-/// Client runtime workers.
-const CLIENT_WORKERS: usize = 2;
 /// BSON size of every document.
 const DOC_SIZE: usize = 200;
 /// Expiring documents per purge (scaled).
@@ -95,28 +92,7 @@ const NOISY_SPREAD: f64 = 1.5;
 const DB: &str = "ttlbench";
 
 fn main() {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(CLIENT_WORKERS)
-        .thread_name("bench-client")
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ttl bench: cannot build the client runtime: {e}");
-            std::process::exit(1);
-        }
-    };
-    let result = runtime.block_on(async {
-        match tokio::spawn(bench()).await {
-            Ok(r) => r,
-            Err(e) => Err(format!("the bench task failed: {e}").into()),
-        }
-    });
-    if let Err(e) = result {
-        eprintln!("ttl bench failed: {e}");
-        std::process::exit(1);
-    }
+    run_bench("ttl", bench());
 }
 
 async fn bench() -> BenchResult {
@@ -126,7 +102,8 @@ async fn bench() -> BenchResult {
     print_header(scale);
 
     let server = Server::start()?;
-    let client = connect(server.addr).await?;
+    println!("Ebb store: {}", server.data_dir().display());
+    let client = connect(server.addr, "ebb-ttl-bench", None).await?;
     let ebb = Ebb {
         admin: client.database("admin"),
         db: client.database(DB),
@@ -155,7 +132,7 @@ fn print_header(scale: f64) {
         } else {
             "release"
         },
-        thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
     );
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         let first: Vec<&str> = load.split_whitespace().take(3).collect();
@@ -456,10 +433,6 @@ fn report_goals(rate: &PurgeRate, load: &ForegroundLoad) {
     println!();
 }
 
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
-}
-
 // ---------------------------------------------------------------------------------------------
 // The server and its commands
 // ---------------------------------------------------------------------------------------------
@@ -640,87 +613,6 @@ impl Ebb {
     }
 }
 
-struct Server {
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<io::Result<()>>>,
-}
-
-impl Server {
-    /// Ebb on a durable store in a fresh temporary directory, test commands on, in its own
-    /// runtime on its own thread.
-    fn start() -> io::Result<Server> {
-        let dir = tempfile::tempdir()?;
-        let data_dir = dir.path().to_path_buf();
-        let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        std_listener.set_nonblocking(true)?;
-        let addr = std_listener.local_addr()?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = thread::Builder::new()
-            .name("ebb-server".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(SERVER_WORKERS)
-                    .thread_name("ebb-worker")
-                    .enable_all()
-                    .build()?;
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(std_listener)?;
-                    let config = ebb::Config {
-                        port: addr.port(),
-                        data_dir,
-                        in_memory: false,
-                        enable_test_commands: true,
-                        shutdown_timeout_secs: 1,
-                        ..ebb::Config::default()
-                    };
-                    ebb::run(listener, config, async move {
-                        let _ = stopped.await;
-                    })
-                    .await
-                })
-            })?;
-        println!("Ebb store: {}", dir.path().display());
-        Ok(Server {
-            addr,
-            _dir: dir,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-
-    fn stop(mut self) -> BenchResult {
-        self.shut_down()
-    }
-
-    fn shut_down(&mut self) -> BenchResult {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(result)) => Ok(result?),
-            Some(Err(_)) => Err("the Ebb server thread panicked".into()),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.shut_down();
-    }
-}
-
-async fn connect(addr: SocketAddr) -> BenchResult<Client> {
-    let mut options = ClientOptions::parse(format!(
-        "mongodb://{addr}/?directConnection=true&serverSelectionTimeoutMS=10000"
-    ))
-    .await?;
-    options.app_name = Some("ebb-ttl-bench".into());
-    Ok(Client::with_options(options)?)
-}
-
 fn ok(reply: &Document) -> bool {
     match reply.get("ok") {
         Some(bson::Bson::Double(v)) => *v == 1.0,
@@ -851,7 +743,7 @@ impl Foreground {
                 let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
                 let mut out = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let id = i64::try_from(rng.next() % keys)?;
+                    let id = i64::try_from(rng.next_u64() % keys)?;
                     let at = Instant::now();
                     let found = coll.find_one(doc! { "_id": id }).await?;
                     let took = at.elapsed();
@@ -989,37 +881,9 @@ impl Summary {
     }
 }
 
-/// xorshift64: enough randomness to pick `_id`s.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Numbers
 // ---------------------------------------------------------------------------------------------
-
-/// `EBB_BENCH_SCALE`, or 1.
-fn scale() -> f64 {
-    match std::env::var("EBB_BENCH_SCALE") {
-        Ok(v) => match v.trim().parse::<f64>() {
-            Ok(s) if s.is_finite() && s > 0.0 => s,
-            _ => {
-                eprintln!("EBB_BENCH_SCALE={v:?} is not a positive number; using 1");
-                1.0
-            }
-        },
-        Err(_) => 1.0,
-    }
-}
 
 #[expect(
     clippy::cast_possible_truncation,
@@ -1032,15 +896,6 @@ fn scaled_count(base: f64, scale: f64) -> usize {
 
 fn scaled_duration(base: Duration, scale: f64, floor: Duration) -> Duration {
     base.mul_f64(scale).max(floor)
-}
-
-fn per_second(n: usize, took: Duration) -> f64 {
-    let n = u32::try_from(n).map_or(f64::from(u32::MAX), f64::from);
-    if took.is_zero() {
-        f64::NAN
-    } else {
-        n / took.as_secs_f64()
-    }
 }
 
 fn micros(d: Duration) -> f64 {

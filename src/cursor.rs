@@ -20,7 +20,7 @@ use crate::query::filter::Filter;
 use crate::query::keystring;
 use crate::query::plan::{Access, FieldCheck, KeyRange};
 use crate::query::projection::Projection;
-use crate::storage::{Keyspace, Snapshot, record};
+use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 
 /// Idle time after which a cursor is closed (`cursorTimeoutMillis`).
 pub const CURSOR_TIMEOUT: Duration = Duration::from_secs(600);
@@ -318,9 +318,8 @@ impl IndexScan {
                 }
             }
             // A point of the `_id` index: one read.
-            let point = self.id_index
-                && self.resume.is_none()
-                && range.upper == crate::query::plan::prefix_end(&range.lower);
+            let point =
+                self.id_index && self.resume.is_none() && range.upper == prefix_end(&range.lower);
             let entries: Box<dyn Iterator<Item = _>> = if point {
                 let value = self.snapshot.get(ks, &range.lower)?;
                 Box::new(
@@ -472,8 +471,7 @@ impl Source {
                 Source::Scan(Box::new(Scan {
                     snapshot,
                     lower: Bound::Included(prefix.to_vec()),
-                    upper: crate::query::plan::prefix_end(&prefix)
-                        .map_or(Bound::Unbounded, Bound::Excluded),
+                    upper: prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded),
                     filter,
                     projection: None,
                     skip: 0,
@@ -585,10 +583,7 @@ impl Source {
             // entries and point reads, cheaper than the hand-off.
             Source::Index(scan) => {
                 let one_key = scan.ranges.len() <= 1
-                    && scan
-                        .ranges
-                        .iter()
-                        .all(|r| r.upper == crate::query::plan::prefix_end(&r.lower));
+                    && scan.ranges.iter().all(|r| r.upper == prefix_end(&r.lower));
                 one_key
                     && (scan.id_index
                         || scan

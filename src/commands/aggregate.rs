@@ -18,7 +18,6 @@ use super::args::{WriteConcern, collection_name, field, opt_doc, variables, wron
 use super::explain::{Explain, Run, Verbosity};
 use super::read::{ExplainInput, first_batch};
 use crate::catalog::{validate_db_name, validate_namespace};
-use crate::cursor::ScanStats;
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -761,14 +760,7 @@ pub(super) async fn aggregate_explained(
     if let Some(verbosity) = explain {
         // Nothing to plan (no collection, or not a collection's pipeline).
         let _ = pushed;
-        let report = Explain {
-            ns: ns.clone(),
-            filter: None,
-            plan: None,
-            idhack: false,
-            stages: Vec::new(),
-            run: Some(Run::new(0, ScanStats::default(), started)),
-        };
+        let report = Explain::no_collection(ns.clone(), None, Vec::new(), started);
         return Ok(super::explain::reply(state, &report, verbosity, req.body));
     }
     let out = if stages.is_empty() {
@@ -825,17 +817,12 @@ async fn explain_pipeline(
     state: &crate::state::ServerState,
     req: &Request<'_>,
     input: ExplainInput<'_>,
-    mut source: Source,
+    source: Source,
     pushed: usize,
 ) -> CommandResult {
     let verbosity = input.verbosity;
     let run = if verbosity.executes() {
-        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
-            let n = source.drain()?.len();
-            Ok((n, source.stats()))
-        })
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+        let (n, read) = super::explain::drain(source).await?;
         Some(Run::new(n, read, input.started))
     } else {
         None

@@ -88,6 +88,17 @@ pub(crate) struct Run {
     pub millis: u64,
 }
 
+/// Runs `source` to its end off the runtime (what the executing verbosities measure): how many
+/// documents it returned, and what it read.
+pub(crate) async fn drain(mut source: crate::cursor::Source) -> CommandResult<(usize, ScanStats)> {
+    tokio::task::spawn_blocking(move || -> CommandResult<_> {
+        let n = source.drain()?.len();
+        Ok((n, source.stats()))
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
 impl Run {
     pub(crate) fn new(returned: usize, stats: ScanStats, started: Instant) -> Run {
         Run {
@@ -189,6 +200,23 @@ pub(crate) fn parsed_query(filter: Option<&RawDocument>) -> RawDocumentBuf {
 }
 
 impl Explain {
+    /// The report on a collection that does not exist: nothing planned, nothing read.
+    pub(crate) fn no_collection(
+        ns: String,
+        filter: Option<RawDocumentBuf>,
+        stages: Vec<Stage>,
+        started: Instant,
+    ) -> Explain {
+        Explain {
+            ns,
+            filter,
+            plan: None,
+            idhack: false,
+            stages,
+            run: Some(Run::new(0, ScanStats::default(), started)),
+        }
+    }
+
     /// The plan tree, with per-stage counts when it ran.
     fn tree(&self, parsed: &RawDocument) -> RawDocumentBuf {
         let run = self.run;
@@ -562,14 +590,7 @@ async fn explain_write(
     let ns = format!("{}.{name}", req.db);
     let mut stages = vec![Stage::new(write_stage, RawDocumentBuf::new())];
     let Some(collection) = state.catalog.get(req.db, name) else {
-        let report = Explain {
-            ns,
-            filter: query,
-            plan: None,
-            idhack: false,
-            stages,
-            run: Some(Run::new(0, ScanStats::default(), started)),
-        };
+        let report = Explain::no_collection(ns, query, stages, started);
         return Ok(reply(state, &report, verbosity, req.body));
     };
     let (plan, mut source) = super::read::open_planned(
@@ -590,12 +611,7 @@ async fn explain_write(
         ));
     }
     let run = if verbosity.executes() {
-        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
-            let n = source.drain()?.len();
-            Ok((n, source.stats()))
-        })
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+        let (n, read) = drain(source).await?;
         Some(Run::new(if single { n.min(1) } else { n }, read, started))
     } else {
         None

@@ -337,14 +337,8 @@ pub(super) async fn find_explained(
         .transpose()?;
     let Some(collection) = state.catalog.get(req.db, name) else {
         if let Some(verbosity) = explain {
-            let report = Explain {
-                ns,
-                filter: filter_doc.map(ToOwned::to_owned),
-                plan: None,
-                idhack: false,
-                stages: Vec::new(),
-                run: Some(Run::new(0, ScanStats::default(), started)),
-            };
+            let report =
+                Explain::no_collection(ns, filter_doc.map(ToOwned::to_owned), Vec::new(), started);
             return Ok(explain::reply(state, &report, verbosity, req.body));
         }
         return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
@@ -488,15 +482,10 @@ pub(crate) async fn explain_run(
     state: &ServerState,
     req: &Request<'_>,
     input: ExplainInput<'_>,
-    mut source: Source,
+    source: Source,
 ) -> CommandResult {
     let run = if input.verbosity.executes() {
-        let (n, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
-            let n = source.drain()?.len();
-            Ok((n, source.stats()))
-        })
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+        let (n, read) = explain::drain(source).await?;
         Some(Run::new(n, read, input.started))
     } else {
         None
@@ -714,14 +703,8 @@ pub(super) async fn count_explained(
     };
     let Some(collection) = state.catalog.get(req.db, name) else {
         if let Some(verbosity) = explain {
-            let report = Explain {
-                ns,
-                filter: query.map(ToOwned::to_owned),
-                plan: None,
-                idhack: false,
-                stages: count_stage(),
-                run: Some(Run::new(0, ScanStats::default(), started)),
-            };
+            let report =
+                Explain::no_collection(ns, query.map(ToOwned::to_owned), count_stage(), started);
             return Ok(explain::reply(state, &report, verbosity, req.body));
         }
         return Ok(rawdoc! { "n": 0, "ok": 1.0 });
@@ -783,14 +766,8 @@ pub(super) async fn distinct_explained(
     let ns = format!("{}.{name}", req.db);
     let Some(collection) = state.catalog.get(req.db, name) else {
         if let Some(verbosity) = explain {
-            let report = Explain {
-                ns,
-                filter: query.map(ToOwned::to_owned),
-                plan: None,
-                idhack: false,
-                stages: Vec::new(),
-                run: Some(Run::new(0, ScanStats::default(), started)),
-            };
+            let report =
+                Explain::no_collection(ns, query.map(ToOwned::to_owned), Vec::new(), started);
             return Ok(explain::reply(state, &report, verbosity, req.body));
         }
         return Ok(rawdoc! { "values": RawArrayBuf::new(), "ok": 1.0 });

@@ -37,6 +37,7 @@ use super::sort::SortSpec;
 use crate::catalog::IndexSpec;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::index::{Direction, KeyPattern, encode_component};
+use crate::storage::prefix_end;
 
 /// One interval of key values, in ascending value order (mongod's `Interval`).
 #[derive(Debug, Clone, PartialEq)]
@@ -911,18 +912,6 @@ impl FieldCheck {
             component >= r.lower.as_slice() && r.upper.as_deref().is_none_or(|u| component < u)
         })
     }
-}
-
-/// The least byte string above every string that starts with `prefix` (`None`: none is).
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xFF {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
 }
 
 fn encode(v: &RawBson, dir: Direction) -> Vec<u8> {
