@@ -939,6 +939,18 @@ async fn hidden_indexes_are_maintained_and_specs_conflict() -> TestResult {
         mongodb::error::ErrorKind::Command(ref c) => (c.code, c.code_name.clone()),
         ref other => panic!("{other:?}"),
     };
+    // Wrong types: mongod's IDL names the field and the type it wanted.
+    let err = db
+        .run_command(doc! { "collMod": "c", "index": { "name": "s_1", "hidden": "yes" } })
+        .await
+        .expect_err("hidden must be a bool");
+    assert_eq!(code_of(err.clone()), (14, "TypeMismatch".to_owned()));
+    assert!(err.to_string().contains("expected type 'bool'"), "{err}");
+    let err = db
+        .run_command(doc! { "validate": "c", "full": "yes" })
+        .await
+        .expect_err("full must be a bool");
+    assert_eq!(code_of(err), (14, "TypeMismatch".to_owned()));
     // The same name for another key pattern: 86.
     let err = db
         .run_command(

@@ -621,11 +621,16 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
             ("name", RawBsonRef::String(s)) => by_name = Some(s),
             ("expireAfterSeconds", v) => new_expire = Some(v),
             ("hidden", RawBsonRef::Boolean(b)) => new_hidden = Some(b),
-            ("keyPattern" | "name" | "hidden", other) => {
+            (field @ ("keyPattern" | "name" | "hidden"), other) => {
+                let expected = match field {
+                    "keyPattern" => " 'object'",
+                    "name" => " 'string'",
+                    _ => " 'bool'",
+                };
                 return Err(wrong_type(
-                    &format!("collMod.index.{}", k.as_str()),
+                    &format!("collMod.index.{field}"),
                     other,
-                    " of the right kind",
+                    expected,
                 ));
             }
             (other, _) => {

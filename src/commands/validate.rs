@@ -33,7 +33,10 @@ pub(super) async fn validate(req: &Request<'_>, state: &ServerState) -> CommandR
         let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
             (k, _) if k == req.name || GENERIC_FIELDS.contains(&k) => {}
-            ("full" | "background" | "enforceFastCount" | "checkBSONConformance", _) => {}
+            // Booleans in mongod's IDL; Ebb's check is always full and never in the background.
+            (flag @ ("full" | "background" | "enforceFastCount" | "checkBSONConformance"), v) => {
+                super::args::truthy(&format!("validate.{flag}"), v)?;
+            }
             ("repair", v) if !super::args::truthy("validate.repair", v)? => {}
             ("repair", _) => {
                 return Err(CommandError::new(
