@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bson::{RawDocument, RawDocumentBuf, rawdoc};
@@ -160,9 +160,42 @@ pub struct Collection {
     /// Its indexes with entries, compiled for the write path (in the order of `indexes`).
     pub field_indexes: Vec<crate::index::FieldIndex>,
     /// Serialises writers of this collection from their checks to their commit.
-    write_lock: Mutex<()>,
+    write_lock: WriteLock,
     /// Set, under the write lock, when the collection is dropped or renamed away.
     retired: AtomicBool,
+}
+
+/// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
+#[derive(Debug, Default)]
+struct WriteLock {
+    mutex: Mutex<()>,
+    epoch: AtomicU64,
+}
+
+impl WriteLock {
+    fn lock(&self) -> WriteGuard<'_> {
+        WriteGuard {
+            _guard: self
+                .mutex
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            epoch: &self.epoch,
+        }
+    }
+}
+
+/// Holds a collection's write lock; releasing it counts one more write epoch.
+#[derive(Debug)]
+pub struct WriteGuard<'a> {
+    _guard: MutexGuard<'a, ()>,
+    epoch: &'a AtomicU64,
+}
+
+impl Drop for WriteGuard<'_> {
+    fn drop(&mut self) {
+        // Runs before the mutex guard (a field) is dropped: still under the lock.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 impl Collection {
@@ -185,19 +218,23 @@ impl Collection {
                 .filter_map(|(pos, spec)| crate::index::FieldIndex::new(pos, spec))
                 .collect(),
             indexes,
-            write_lock: Mutex::new(()),
+            write_lock: WriteLock::default(),
             retired: AtomicBool::new(false),
         }
     }
 
     /// Takes the write lock. `None` if the collection was dropped or renamed meanwhile: the
     /// caller looks it up again.
-    pub fn lock(&self) -> Option<MutexGuard<'_, ()>> {
-        let guard = self
-            .write_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    pub fn lock(&self) -> Option<WriteGuard<'_>> {
+        let guard = self.write_lock.lock();
         (!self.retired.load(Ordering::SeqCst)).then_some(guard)
+    }
+
+    /// How many times the write lock has been released. A reader that took its snapshot after
+    /// reading this, and finds it unchanged once it holds the lock, knows that no write to the
+    /// collection committed in between.
+    pub fn write_epoch(&self) -> u64 {
+        self.write_lock.epoch.load(Ordering::SeqCst)
     }
 
     /// Adds to `batch` the removal of every index entry `doc` (stored under `id_key`) may
@@ -629,10 +666,7 @@ impl Catalog {
                 format!("ns does not exist: {db}.{name}"),
             ));
         };
-        let _writers = old
-            .write_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _writers = old.write_lock.lock();
         let mut indexes = old.indexes.clone();
         let result = change(&old, &mut indexes)?;
         // New indexes with entries: they get ids and are built over the documents.
@@ -796,11 +830,7 @@ impl Catalog {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
         let old = self.get(db, name);
-        let _writers = old.as_ref().map(|c| {
-            c.write_lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        });
+        let _writers = old.as_ref().map(|c| c.write_lock.lock());
         let mut batch = Batch::new();
         let (options, mut indexes) = old.as_ref().map_or_else(
             || (RawDocumentBuf::new(), Vec::new()),
@@ -841,10 +871,7 @@ impl Catalog {
         let Some(collection) = self.get(db, name) else {
             return Ok(None);
         };
-        let _writers = collection
-            .write_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _writers = collection.write_lock.lock();
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, record_key(db, name));
         mark_dropped(&mut batch, &collection);
@@ -878,15 +905,8 @@ impl Catalog {
                 "target namespace exists",
             ));
         }
-        let _source_writers = source
-            .write_lock
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let _target_writers = target.as_ref().map(|t| {
-            t.write_lock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        });
+        let _source_writers = source.write_lock.lock();
+        let _target_writers = target.as_ref().map(|t| t.write_lock.lock());
         let renamed = Collection::new(
             source.id,
             to.0,
@@ -973,6 +993,8 @@ pub async fn purge_task(
     loop {
         loop {
             let catalog = Arc::clone(&catalog);
+            // At normal priority: each step commits (holding the journal every writer waits
+            // for), which must not happen on a background thread the scheduler may starve.
             match tokio::task::spawn_blocking(move || catalog.purge_dropped()).await {
                 Ok(Ok(0)) => break,
                 Ok(Ok(_)) => {}
