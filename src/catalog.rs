@@ -10,7 +10,7 @@ use bson::{RawDocument, RawDocumentBuf, rawdoc};
 use tracing::{info, warn};
 
 use crate::error::{CommandError, ErrorCode};
-use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageError, prefix_end, record};
+use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageError, record};
 use crate::ttl::TtlPolicy;
 
 const RECORD_PREFIX: u8 = 0x01;
@@ -738,15 +738,9 @@ impl Catalog {
             .collect();
         let snapshot = self.snapshot();
         let prefix = record::collection_prefix(collection_id);
-        let upper = prefix_end(&prefix).unwrap_or_default();
         let mut batch = Batch::new();
         let mut documents = 0_u64;
-        for entry in snapshot.range(
-            Keyspace::Docs,
-            Bound::Included(&prefix[..]),
-            Bound::Excluded(&upper[..]),
-            false,
-        ) {
+        for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
             let (key, value) = entry?;
             let rec = record::decode(&value)?;
             // An expired document holds no key (the purge removes it).
@@ -774,14 +768,8 @@ impl Catalog {
         let snapshot = self.snapshot();
         for t in targets.iter().filter(|t| t.unique) {
             let prefix = crate::index::index_prefix(t.id);
-            let upper = prefix_end(&prefix).unwrap_or_default();
             let mut previous: Option<bytes::Bytes> = None;
-            for entry in snapshot.range(
-                Keyspace::Index,
-                Bound::Included(&prefix[..]),
-                Bound::Excluded(&upper[..]),
-                false,
-            ) {
+            for entry in snapshot.prefix(Keyspace::Index, &prefix) {
                 let (key, _) = entry?;
                 let same = previous.as_ref().is_some_and(|p| {
                     crate::index::split_entry(p).map(|(_, c, _)| c)
@@ -958,20 +946,11 @@ impl Catalog {
             .map(u64::from_be_bytes)
             .ok_or_else(|| corrupt("dropped marker"))?;
         let prefix = record::collection_prefix(id);
-        let upper = prefix_end(&prefix).unwrap_or_default();
         let mut batch = Batch::new();
         // The id is a collection's (documents, expiry entries) or an index's (entries): ids
         // are never shared, so scanning all three keyspaces removes exactly its data.
         for ks in [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index] {
-            for entry in snapshot
-                .range(
-                    ks,
-                    Bound::Included(&prefix[..]),
-                    Bound::Excluded(&upper[..]),
-                    false,
-                )
-                .take(PURGE_BATCH)
-            {
+            for entry in snapshot.prefix(ks, &prefix).take(PURGE_BATCH) {
                 batch.delete(ks, entry?.0);
             }
         }

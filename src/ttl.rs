@@ -205,6 +205,12 @@ fn instant_key(ms: i64) -> [u8; 8] {
     (ms.cast_unsigned() ^ (1 << 63)).to_be_bytes()
 }
 
+/// The instant of an `expiry` keyspace key (the inverse of [`instant_key`]).
+fn instant_of(expiry_key: &[u8]) -> Option<i64> {
+    let bytes = <[u8; 8]>::try_from(expiry_key.get(8..16)?).ok()?;
+    Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
+}
+
 /// The `expiry` keyspace key of a document: collection id, instant, `_id` keystring.
 pub fn expiry_key(collection_id: u64, expires_ms: i64, id_key: &[u8]) -> Vec<u8> {
     let mut key = Vec::with_capacity(16 + id_key.len());
@@ -224,13 +230,7 @@ pub fn recompute(
     batch: &mut Batch,
 ) -> Result<(), StorageError> {
     let prefix = record::collection_prefix(collection.id);
-    let upper = prefix_end(&prefix).unwrap_or_default();
-    for entry in snapshot.range(
-        Keyspace::Docs,
-        Bound::Included(&prefix[..]),
-        Bound::Excluded(&upper[..]),
-        false,
-    ) {
+    for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (key, value) = entry?;
         let rec = record::decode(&value)?;
         let Some(id_key) = key.get(8..) else { continue };
@@ -307,13 +307,9 @@ fn remove_due(
     key: &Bytes,
     batch: &mut Batch,
 ) -> Result<bool, StorageError> {
-    let (Some(id_key), Some(instant)) = (
-        key.get(16..),
-        key.get(8..16).and_then(|b| <[u8; 8]>::try_from(b).ok()),
-    ) else {
+    let (Some(id_key), Some(expires)) = (key.get(16..), instant_of(key)) else {
         return Ok(false);
     };
-    let expires = (u64::from_be_bytes(instant) ^ (1 << 63)).cast_signed();
     let doc_key = record::doc_key(collection.id, id_key);
     let mut removed = false;
     if let Some(value) = snapshot.get(Keyspace::Docs, &doc_key)?
@@ -423,11 +419,7 @@ fn next_due(
         .range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false)
         .next()
         .transpose()?;
-    Ok(first.and_then(|(key, _)| {
-        key.get(8..16)
-            .and_then(|b| <[u8; 8]>::try_from(b).ok())
-            .map(|b| (u64::from_be_bytes(b) ^ (1 << 63)).cast_signed())
-    }))
+    Ok(first.and_then(|(key, _)| instant_of(&key)))
 }
 
 /// What the purge remembers between passes: per collection, the last expiry key it removed.

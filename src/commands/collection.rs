@@ -1,8 +1,6 @@
 //! Collection and database commands: `create`, `drop`, `dropDatabase`, `listCollections`,
 //! `listDatabases`, `renameCollection`, `collStats`, `dbStats`.
 
-use std::ops::Bound;
-
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, rawdoc};
 
@@ -12,7 +10,7 @@ use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::Filter;
 use crate::state::ServerState;
-use crate::storage::{Keyspace, Snapshot, prefix_end, record};
+use crate::storage::{Keyspace, Snapshot, record};
 
 /// Options of `create` that Ebb stores and honours (or that are harmless to accept).
 const CREATE_OPTIONS: &[&str] = &[
@@ -66,14 +64,8 @@ pub(crate) fn data_size(
     now_ms: i64,
 ) -> CommandResult<(i64, i64)> {
     let prefix = record::collection_prefix(collection.id);
-    let upper = prefix_end(&prefix).unwrap_or_default();
     let (mut count, mut size) = (0_i64, 0_i64);
-    for entry in snapshot.range(
-        Keyspace::Docs,
-        Bound::Included(&prefix),
-        Bound::Excluded(&upper),
-        false,
-    ) {
+    for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (_, value) = entry?;
         // Expired documents are gone, whether or not the purge has removed their bytes yet.
         if record::decode(&value)?.expires_ms <= now_ms {

@@ -9,7 +9,6 @@
 //! live documents, and an index holding a multikey document must be flagged multikey.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawDocumentBuf, rawdoc};
@@ -21,7 +20,7 @@ use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::index::split_entry;
 use crate::state::ServerState;
-use crate::storage::{Keyspace, Snapshot, prefix_end, record};
+use crate::storage::{Keyspace, Snapshot, record};
 
 /// At most this many extra and this many missing entries are listed (all are counted).
 const MAX_LISTED: usize = 100;
@@ -89,13 +88,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     // The `_id` of each document, by `_id` key, for reports of missing entries.
     let mut ids: HashMap<Vec<u8>, bson::RawBson> = HashMap::new();
     let prefix = record::collection_prefix(collection.id);
-    let upper = prefix_end(&prefix).unwrap_or_default();
-    for entry in snapshot.range(
-        Keyspace::Docs,
-        Bound::Included(&prefix[..]),
-        Bound::Excluded(&upper[..]),
-        false,
-    ) {
+    for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (key, value) = entry?;
         let id_key = key.get(8..).unwrap_or_default();
         let rec = match record::decode(&value) {
@@ -153,15 +146,9 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     for (fi, mut c) in collection.field_indexes.iter().zip(checks) {
         let spec = &collection.indexes[fi.pos];
         let prefix = crate::index::index_prefix(fi.id);
-        let upper = prefix_end(&prefix).unwrap_or_default();
         let mut previous_live: Option<Vec<u8>> = None;
         let mut extra_here = 0_usize;
-        for entry in snapshot.range(
-            Keyspace::Index,
-            Bound::Included(&prefix[..]),
-            Bound::Excluded(&upper[..]),
-            false,
-        ) {
+        for entry in snapshot.prefix(Keyspace::Index, &prefix) {
             let (key, _) = entry?;
             if c.expected.remove(&key[..]) {
                 c.keys += 1;

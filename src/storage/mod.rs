@@ -139,6 +139,13 @@ pub trait Snapshot: Send + Sync {
         upper: Bound<&[u8]>,
         reverse: bool,
     ) -> Scan<'_>;
+
+    /// Entries whose keys start with `prefix`, in key order.
+    fn prefix(&self, ks: Keyspace, prefix: &[u8]) -> Scan<'_> {
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.range(ks, Bound::Included(prefix), upper, false)
+    }
 }
 
 /// An ordered key-value engine.
