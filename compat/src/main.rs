@@ -14,6 +14,10 @@
 //! every `expect: <text>` line written in the case's comments (`// expect: …` or `# expect: …`).
 //! A TTL case passes for a client when every step's expectation holds; a failure names the step.
 //!
+//! - `conformance/*.json`: the rules of one command (see `conformance/run_case.py`), each a
+//!   command sent through pymongo with the exact reply fields or error code mongod gives; the
+//!   file passes when every rule holds, and a failure lists the rules that did not.
+//!
 //! Clients are found through `EBB_MONGOSH` and `EBB_PYTHON` (scripts/test sets both). A missing
 //! client fails the run unless `--allow-missing` is given; nothing is skipped silently.
 //! Arguments that are not flags select the cases whose name or path contains one of them;
@@ -38,6 +42,8 @@ enum Kind {
     TtlDriver,
     /// A `ttl/*.json` case replayed in mongosh by `ttl/run_case.js`.
     TtlMongosh,
+    /// A `conformance/*.json` file run through pymongo by `conformance/run_case.py`.
+    Conformance,
 }
 
 struct Case {
@@ -155,7 +161,7 @@ enum Outcome {
 fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) -> Outcome {
     let client = match case.kind {
         Kind::MongoshScript | Kind::MongoshEval | Kind::TtlMongosh => clients.mongosh.as_deref(),
-        Kind::Python => clients.python.as_deref(),
+        Kind::Python | Kind::Conformance => clients.python.as_deref(),
         Kind::TtlDriver => Some("mongodb crate"),
     };
     let Some(client) = client else {
@@ -165,6 +171,7 @@ fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) ->
     let result = match case.kind {
         Kind::TtlDriver => run_ttl_driver(runtime, case),
         Kind::TtlMongosh => run_ttl_mongosh(runtime, case, client),
+        Kind::Conformance => run_conformance(runtime, case, client),
         Kind::MongoshScript | Kind::MongoshEval | Kind::Python => run_case(runtime, case, client),
     };
     match result {
@@ -227,6 +234,24 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
             }
         }
     }
+    if let Ok(entries) = std::fs::read_dir(root.join("conformance")) {
+        for entry in entries {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let name = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            cases.push(Case {
+                name,
+                path,
+                kind: Kind::Conformance,
+            });
+        }
+    }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(cases)
 }
@@ -284,7 +309,7 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
             c.arg(&uri).arg("--quiet").arg("--norc");
             c
         }
-        Kind::Python | Kind::TtlDriver | Kind::TtlMongosh => {
+        Kind::Python | Kind::TtlDriver | Kind::TtlMongosh | Kind::Conformance => {
             let mut c = Command::new(client);
             c.arg(&case.path);
             c
@@ -362,6 +387,29 @@ fn run_ttl_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str)
         Some(line) => bail!("{}", line.trim_start_matches("ebb-ttl-case: FAIL").trim()),
         None => bail!("mongosh failed:\n{}", indent(&output)),
     }
+}
+
+/// Runs a conformance file through pymongo (`conformance/run_case.py`) on a fresh server.
+fn run_conformance(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/run_case.py");
+    let server = Server::start(runtime, false)?;
+    let mut cmd = Command::new(client);
+    cmd.arg(&script).env("EBB_CONFORMANCE_CASE", &case.path);
+    client_env(&mut cmd, &server.uri, false);
+    let result = run_with_timeout(cmd, None, CASE_TIMEOUT);
+    server.stop(runtime)?;
+    let (ok, output) = result?;
+    if ok {
+        return Ok(());
+    }
+    let failures: Vec<&str> = output
+        .lines()
+        .filter(|l| l.starts_with("FAIL") || l.starts_with("      "))
+        .collect();
+    if failures.is_empty() {
+        bail!("pymongo failed:\n{}", indent(&output));
+    }
+    bail!("\n{}", indent(&failures.join("\n")))
 }
 
 fn run_with_timeout(
