@@ -235,7 +235,7 @@ async fn a_request_sent_byte_by_byte_is_reassembled() -> TestResult {
 async fn a_large_request_is_answered() -> TestResult {
     let server = TestServer::start().await?;
     let mut conn = server.raw().await?;
-    let body = doc! { "ping": 1, "pad": "x".repeat(4 * 1024 * 1024), "$db": "admin" };
+    let body = doc! { "ping": 1, "comment": "x".repeat(4 * 1024 * 1024), "$db": "admin" };
     let reply = conn.round_trip(3, &op_msg(3, 0, &body)).await?;
     assert!(is_ok(&reply.body), "{}", reply.body);
     conn.ping().await?;

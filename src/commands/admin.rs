@@ -311,10 +311,16 @@ pub(super) fn list_commands(state: &ServerState) -> RawDocumentBuf {
             name,
             rawdoc! {
                 "help": c.help,
-                "requiresAuth": false,
-                "secondaryOk": true,
+                "requiresAuth": c.requires_auth,
+                "secondaryOk": c.secondary_ok,
                 "adminOnly": c.admin_only,
-                "apiVersions": RawArrayBuf::new(),
+                "apiVersions": if c.api_v1 {
+                    let mut v = RawArrayBuf::new();
+                    v.push("1");
+                    v
+                } else {
+                    RawArrayBuf::new()
+                },
                 "deprecatedApiVersions": RawArrayBuf::new(),
             },
         );

@@ -10,8 +10,13 @@ use crate::query::Variables;
 /// MongoDB's name for a BSON type, as `$type` and error messages spell it.
 pub use crate::query::display::type_name;
 
-/// The IDL's error for a field of the wrong type.
+/// The IDL's error for a field of the wrong type. `expected` is `" 'object'"` for one type or
+/// `"s '[a, b]'"` for several, which is written as mongod writes it: `'[a, b']`.
 pub fn wrong_type(field: &str, value: RawBsonRef<'_>, expected: &str) -> CommandError {
+    let expected = match expected.strip_suffix("]'") {
+        Some(list) if expected.starts_with("s '[") => format!("{list}']"),
+        _ => expected.to_owned(),
+    };
     CommandError::type_mismatch(format!(
         "BSON field '{field}' is the wrong type '{}', expected type{expected}",
         type_name(value.element_type()),
@@ -195,43 +200,14 @@ pub enum WriteConcern {
 }
 
 impl WriteConcern {
-    /// Reads the command's `writeConcern`.
+    /// Reads the command's `writeConcern` (checked as [`super::generic`] checks it).
     pub fn parse(req: &crate::dispatch::Request<'_>) -> CommandResult<Self> {
-        let Some(wc) = opt_doc(req, "writeConcern")? else {
+        let Some(wc) = field(req, "writeConcern")? else {
             return Ok(WriteConcern::Journaled);
         };
-        let mut relaxed = false;
-        for elem in wc {
-            let (k, v) = elem.map_err(|e| {
-                CommandError::new(crate::error::ErrorCode::InvalidBSON, e.to_string())
-            })?;
-            match (k.as_str(), v) {
-                ("j", v) => relaxed |= !truthy("writeConcern.j", v)?,
-                ("w", RawBsonRef::Int32(0) | RawBsonRef::Int64(0)) => relaxed = true,
-                ("w", RawBsonRef::Double(d)) if d.abs() < f64::EPSILON => relaxed = true,
-                (
-                    "w",
-                    RawBsonRef::Int32(1..)
-                    | RawBsonRef::Int64(1..)
-                    | RawBsonRef::Double(_)
-                    | RawBsonRef::String(_),
-                ) => {}
-                ("w", other) => {
-                    return Err(wrong_type(
-                        "writeConcern.w",
-                        other,
-                        "s '[string, int, long, double]'",
-                    ));
-                }
-                ("wtimeout" | "fsync" | "provenance" | "wtimeoutMS", _) => {}
-                (other, _) => {
-                    return Err(CommandError::unknown_field(&format!(
-                        "writeConcern.{other}"
-                    )));
-                }
-            }
-        }
-        Ok(if relaxed {
+        let args = super::generic::WriteConcernArgs::parse(wc)?;
+        let unacknowledged = args.w == Some(super::generic::W::Nodes(0));
+        Ok(if args.j == Some(false) || unacknowledged {
             WriteConcern::Relaxed
         } else {
             WriteConcern::Journaled

@@ -427,6 +427,18 @@ pub(crate) fn finish(
     out
 }
 
+/// The commands `explain` runs.
+const EXPLAINABLE: &[&str] = &[
+    "find",
+    "count",
+    "distinct",
+    "aggregate",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
 /// The `explain` command.
 pub(super) async fn explain(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let inner = match field(req, "explain")? {
@@ -441,13 +453,39 @@ pub(super) async fn explain(req: &Request<'_>, state: &ServerState) -> CommandRe
             "explain command requires a nested object",
         ));
     };
-    // The explained command runs against the explain's database, whatever `$db` it holds.
+    // The explained command runs against the explain's database: an inner `$db` must name it.
+    match inner.get("$db") {
+        Ok(Some(RawBsonRef::String(db))) if db != req.db => {
+            return Err(CommandError::new(
+                ErrorCode::InvalidNamespace,
+                format!(
+                    "Mismatched $db in explain command. Expected {} but got {db}",
+                    req.db
+                ),
+            ));
+        }
+        Ok(Some(RawBsonRef::String(_)) | None) => {}
+        Ok(Some(other)) => return Err(wrong_type("$db", other, " 'string'")),
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
+    }
     let mut body = RawDocumentBuf::new();
     for (k, v) in inner.iter().map_while(Result::ok) {
         if k.as_str() != "$db" {
             put(&mut body, k.as_str(), RawBson::from(v));
         }
     }
+    // The inner command's own fields are checked as if it ran alone.
+    let stripped = match super::lookup(name.as_str()) {
+        Some(spec) if EXPLAINABLE.contains(&name.as_str()) => {
+            if super::spec::check(spec.args, spec.name, &body, &[])? {
+                Some(super::spec::without_nulls(spec.args, &body)?)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
+    let body = stripped.unwrap_or(body);
     let sub = Request {
         name: name.as_str(),
         db: req.db,

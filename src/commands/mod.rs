@@ -8,15 +8,19 @@ mod aggregate;
 mod args;
 mod collection;
 mod explain;
+mod fields;
+mod generic;
 mod handshake;
 mod index;
 mod read;
+mod spec;
 mod validate;
 mod write;
 
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::state::ServerState;
+use generic::ReadConcerns;
 
 pub use args::type_name;
 
@@ -63,8 +67,14 @@ enum Cmd {
     Validate,
 }
 
-/// One implemented command name.
+/// One implemented command name, and everything the server declares about it: routing, the
+/// fields it accepts ([`spec::Args`]), which generic arguments apply, and what `listCommands`
+/// reports.
 #[derive(Debug)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one flag per listCommands field, as mongod's Command declares them"
+)]
 pub struct CommandSpec {
     /// The name as clients send it (aliases have entries of their own).
     pub name: &'static str,
@@ -73,6 +83,18 @@ pub struct CommandSpec {
     pub admin_only: bool,
     /// `listCommands` help text.
     pub help: &'static str,
+    /// Whether it runs on a secondary without the client opting in (mongod's `kAlways`).
+    pub secondary_ok: bool,
+    /// Whether it needs an authenticated user once authentication exists.
+    pub requires_auth: bool,
+    /// Whether it belongs to Stable API version 1.
+    pub api_v1: bool,
+    /// Which read concerns it takes.
+    pub read_concerns: ReadConcerns,
+    /// Whether it takes a write concern.
+    pub write_concern: bool,
+    /// Its own fields.
+    pub args: &'static spec::Args,
 }
 
 impl CommandSpec {
@@ -81,216 +103,333 @@ impl CommandSpec {
     pub fn available(&self, state: &ServerState) -> bool {
         self.cmd != Cmd::AdvanceClock || state.config.enable_test_commands
     }
-}
 
-const fn spec(name: &'static str, cmd: Cmd, admin_only: bool, help: &'static str) -> CommandSpec {
-    CommandSpec {
-        name,
-        cmd,
-        admin_only,
-        help,
+    /// The generic arguments it accepts, as [`generic::check`] reads them.
+    fn accepts(&self) -> generic::Accepts {
+        generic::Accepts {
+            name: self.name,
+            api_v1: self.api_v1,
+            read_concerns: self.read_concerns,
+            write_concern: self.write_concern,
+        }
+    }
+
+    /// An administrative or diagnostic command: any member, only the default read concern,
+    /// no write concern, not in the Stable API.
+    const fn other(
+        name: &'static str,
+        cmd: Cmd,
+        args: &'static spec::Args,
+        help: &'static str,
+    ) -> Self {
+        CommandSpec {
+            name,
+            cmd,
+            admin_only: false,
+            help,
+            secondary_ok: true,
+            requires_auth: true,
+            api_v1: false,
+            read_concerns: ReadConcerns::LocalOnly,
+            write_concern: false,
+            args,
+        }
+    }
+
+    /// A read of user data: every read concern, no write concern, secondaries only when the
+    /// client allows it.
+    const fn read(
+        name: &'static str,
+        cmd: Cmd,
+        args: &'static spec::Args,
+        help: &'static str,
+    ) -> Self {
+        CommandSpec {
+            secondary_ok: false,
+            read_concerns: ReadConcerns::All,
+            ..Self::other(name, cmd, args, help)
+        }
+    }
+
+    /// A change to data or metadata: primaries only, a write concern, only the default read
+    /// concern outside transactions.
+    const fn write(
+        name: &'static str,
+        cmd: Cmd,
+        args: &'static spec::Args,
+        help: &'static str,
+    ) -> Self {
+        CommandSpec {
+            secondary_ok: false,
+            write_concern: true,
+            ..Self::other(name, cmd, args, help)
+        }
+    }
+
+    /// Only on the `admin` database.
+    const fn admin(self) -> Self {
+        CommandSpec {
+            admin_only: true,
+            ..self
+        }
+    }
+
+    /// In Stable API version 1.
+    const fn v1(self) -> Self {
+        CommandSpec {
+            api_v1: true,
+            ..self
+        }
+    }
+
+    /// Allowed before authentication.
+    const fn no_auth(self) -> Self {
+        CommandSpec {
+            requires_auth: false,
+            ..self
+        }
     }
 }
 
+use CommandSpec as C;
+
 /// Every command Ebb answers.
 pub static COMMANDS: &[CommandSpec] = &[
-    spec(
+    C::read(
         "aggregate",
         Cmd::Aggregate,
-        false,
+        &fields::AGGREGATE,
         "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more details.",
-    ),
-    spec("buildInfo", Cmd::BuildInfo, false, "get version #, etc."),
-    spec(
+    )
+    .v1(),
+    C::other("buildInfo", Cmd::BuildInfo, &spec::Args::LOOSE, "get version #, etc.").no_auth(),
+    C::other(
         "buildinfo",
         Cmd::BuildInfo,
-        false,
+        &spec::Args::LOOSE,
         "get version #, etc. (alias of buildInfo)",
-    ),
-    spec(
+    )
+    .no_auth(),
+    C::write(
         "collMod",
         Cmd::CollMod,
-        false,
+        &fields::COLL_MOD,
         "Sets collection options, such as an index's expireAfterSeconds",
-    ),
-    spec(
+    )
+    .v1(),
+    C::read(
         "collStats",
         Cmd::CollStats,
-        false,
+        &spec::Args::LOOSE,
         "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024",
     ),
-    spec(
+    C::other(
         "connectionStatus",
         Cmd::ConnectionStatus,
-        false,
+        &fields::CONNECTION_STATUS,
         "Returns connection-specific information such as logged-in users and their roles",
-    ),
-    spec("count", Cmd::Count, false, "count objects in collection"),
-    spec(
-        "create",
-        Cmd::Create,
-        false,
-        "explicitly creates a collection",
-    ),
-    spec(
+    )
+    .no_auth(),
+    C::read("count", Cmd::Count, &fields::COUNT, "count objects in collection").v1(),
+    C::write("create", Cmd::Create, &fields::CREATE, "explicitly creates a collection").v1(),
+    C::write(
         "createIndexes",
         Cmd::CreateIndexes,
-        false,
+        &fields::CREATE_INDEXES,
         "Create indexes on a collection",
-    ),
-    spec("dbStats", Cmd::DbStats, false, "Get stats on a database."),
-    spec("delete", Cmd::Delete, false, "delete documents"),
-    spec(
+    )
+    .v1(),
+    C::read("dbStats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
+    C::write("delete", Cmd::Delete, &fields::DELETE, "delete documents").v1(),
+    C::read(
         "distinct",
         Cmd::Distinct,
-        false,
+        &fields::DISTINCT,
         "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
     ),
-    spec(
-        "explain",
-        Cmd::Explain,
-        false,
-        "explain database reads and writes",
-    ),
-    spec(
+    C::other("explain", Cmd::Explain, &fields::EXPLAIN, "explain database reads and writes").v1(),
+    C::write(
         "dropIndexes",
         Cmd::DropIndexes,
-        false,
+        &fields::DROP_INDEXES,
         "drop indexes for a collection",
-    ),
-    spec("drop", Cmd::Drop, false, "drop a collection"),
-    spec(
+    )
+    .v1(),
+    C::write("drop", Cmd::Drop, &fields::DROP, "drop a collection").v1(),
+    C::write(
         "dropDatabase",
         Cmd::DropDatabase,
-        false,
+        &fields::NONE,
         "drop (delete) this database",
-    ),
-    spec(
+    )
+    .v1(),
+    C::other(
         "ebbAdvanceClock",
         Cmd::AdvanceClock,
-        true,
+        &spec::Args::LOOSE,
         "test only: move the server's clock forward by the given milliseconds",
-    ),
-    spec(
+    )
+    .admin(),
+    C::other(
         "endSessions",
         Cmd::EndSessions,
-        false,
+        &fields::NONE,
         "end a set of logical sessions",
-    ),
-    spec("find", Cmd::Find, false, "query for documents"),
-    spec(
+    )
+    .v1(),
+    C::read("find", Cmd::Find, &fields::FIND, "query for documents").v1(),
+    C::write(
         "findAndModify",
         Cmd::FindAndModify,
-        false,
+        &fields::FIND_AND_MODIFY,
         "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}",
-    ),
-    spec(
+    )
+    .v1(),
+    C::write(
         "findandmodify",
         Cmd::FindAndModify,
-        false,
+        &fields::FIND_AND_MODIFY,
         "alias of findAndModify",
-    ),
-    spec("getCmdLineOpts", Cmd::GetCmdLineOpts, true, "get argv"),
-    spec(
+    )
+    .v1(),
+    C::other("getCmdLineOpts", Cmd::GetCmdLineOpts, &fields::NONE, "get argv").admin(),
+    C::other(
         "getLog",
         Cmd::GetLog,
-        true,
+        &fields::NONE,
         "{ getLog : '*' }  OR { getLog : 'startupWarnings' }",
-    ),
-    spec(
+    )
+    .admin(),
+    C::other(
         "getMore",
         Cmd::GetMore,
-        false,
+        &fields::GET_MORE,
         "retrieve more results from an existing cursor",
-    ),
-    spec(
+    )
+    .v1(),
+    C::other(
         "getParameter",
         Cmd::GetParameter,
-        true,
+        &spec::Args::LOOSE,
         "get administrative option(s)",
-    ),
-    spec(
+    )
+    .admin(),
+    C::other(
         "hello",
         Cmd::Hello,
-        false,
+        &fields::HELLO,
         "Check if this server is primary for a replica set",
-    ),
-    spec(
+    )
+    .v1()
+    .no_auth(),
+    C::other(
         "hostInfo",
         Cmd::HostInfo,
-        false,
+        &fields::NONE,
         "returns information about the daemon's host",
     ),
-    spec("insert", Cmd::Insert, false, "insert documents"),
-    spec(
+    C::write("insert", Cmd::Insert, &fields::INSERT, "insert documents").v1(),
+    C::other(
         "isMaster",
         Cmd::IsMaster,
-        false,
+        &fields::HELLO,
         "Check if this server is primary for a replica set (deprecated alias of hello)",
-    ),
-    spec(
+    )
+    .no_auth(),
+    C::other(
         "ismaster",
         Cmd::IsMaster,
-        false,
+        &fields::HELLO,
         "Check if this server is primary for a replica set (deprecated alias of hello)",
-    ),
-    spec(
+    )
+    .no_auth(),
+    C::other(
         "killCursors",
         Cmd::KillCursors,
-        false,
+        &fields::KILL_CURSORS,
         "Kill a list of cursor ids",
-    ),
-    spec(
+    )
+    .v1(),
+    C::read(
         "listCollections",
         Cmd::ListCollections,
-        false,
+        &fields::LIST_COLLECTIONS,
         "list collections for this db",
-    ),
-    spec(
+    )
+    .v1(),
+    C::other(
         "listCommands",
         Cmd::ListCommands,
-        false,
+        &spec::Args::LOOSE,
         "get a list of all db commands",
-    ),
-    spec(
+    )
+    .no_auth(),
+    C::read(
         "listIndexes",
         Cmd::ListIndexes,
-        false,
+        &fields::LIST_INDEXES,
         "list indexes for a collection",
-    ),
-    spec(
+    )
+    .v1(),
+    C::read(
         "listDatabases",
         Cmd::ListDatabases,
-        true,
+        &fields::LIST_DATABASES,
         "{ listDatabases:1, [filter: <filterObject>] [, nameOnly: true ] }",
-    ),
-    spec(
+    )
+    .admin()
+    .v1(),
+    C::other(
         "ping",
         Cmd::Ping,
-        false,
+        &fields::NONE,
         "a way to check that the server is alive. responds immediately even if server is in a db lock.",
-    ),
-    spec(
+    )
+    .v1()
+    .no_auth(),
+    C::write(
         "renameCollection",
         Cmd::RenameCollection,
-        true,
+        &fields::RENAME_COLLECTION,
         " example: { renameCollection: foo.a, to: bar.b }",
-    ),
-    spec(
+    )
+    .admin(),
+    C::other(
         "serverStatus",
         Cmd::ServerStatus,
-        false,
+        &spec::Args::LOOSE,
         "returns lots of administrative server statistics",
     ),
-    spec("update", Cmd::Update, false, "update documents"),
-    spec(
+    C::write("update", Cmd::Update, &fields::UPDATE, "update documents").v1(),
+    C::other(
         "validate",
         Cmd::Validate,
-        false,
+        &spec::Args::LOOSE,
         "Validate contents of a namespace by scanning its data structures for correctness.",
     ),
-    spec("whatsmyuri", Cmd::WhatsMyUri, false, "{whatsmyuri:1}"),
+    C::other("whatsmyuri", Cmd::WhatsMyUri, &spec::Args::LOOSE, "{whatsmyuri:1}").no_auth(),
 ];
+
+/// The table row of `name`, if Ebb implements it.
+pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
+    COMMANDS.iter().find(|c| c.name == name)
+}
+
+/// Checks a command document against its row: its own fields ([`spec::check`]), then the
+/// generic arguments ([`generic::check`]). Returns the body the handler should read: `None`
+/// when it is `body` itself, or a copy without the typed fields given as null (read as absent).
+pub fn check_request(
+    spec: &CommandSpec,
+    body: &bson::RawDocument,
+    sequences: &[&str],
+) -> CommandResult<Option<bson::RawDocumentBuf>> {
+    let nulls = spec::check(spec.args, spec.name, body, sequences)?;
+    generic::check(&spec.accepts(), body)?;
+    if nulls {
+        return spec::without_nulls(spec.args, body).map(Some);
+    }
+    Ok(None)
+}
 
 /// A size limit as the `int32` that replies carry.
 pub(crate) fn limit_i32(n: usize) -> i32 {
@@ -299,11 +438,7 @@ pub(crate) fn limit_i32(n: usize) -> i32 {
 
 /// Runs `req`.
 pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> CommandResult {
-    let Some(spec) = COMMANDS
-        .iter()
-        .find(|c| c.name == req.name)
-        .filter(|c| c.available(state))
-    else {
+    let Some(spec) = lookup(req.name).filter(|c| c.available(state)) else {
         return Err(CommandError::command_not_found(req.name));
     };
     if spec.admin_only && req.db != "admin" {
@@ -312,6 +447,19 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
             format!("{} may only be run against the admin database.", req.name),
         ));
     }
+    let mut names = [""; 4];
+    for (slot, seq) in names.iter_mut().zip(req.sequences) {
+        *slot = seq.identifier.as_str();
+    }
+    let stripped = check_request(spec, req.body, &names[..req.sequences.len().min(4)])?;
+    let stripped_req;
+    let req = match &stripped {
+        None => req,
+        Some(body) => {
+            stripped_req = Request { body, ..*req };
+            &stripped_req
+        }
+    };
     match spec.cmd {
         Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello),
         Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster),

@@ -296,7 +296,7 @@ fn parse_fields(spec: &RawDocument) -> Result<Fields<'_>, CommandError> {
             }
             "strength" => {
                 let n = safe_int(v)
-                    .ok_or_else(|| wrong_type(key, v, "s '[long, int, decimal, double]'"))?;
+                    .ok_or_else(|| wrong_type(key, v, "s '[long, int, decimal, double']"))?;
                 if !(0..=5).contains(&n) {
                     let bound = if n < 0 { ">= 0" } else { "<= 5" };
                     return Err(CommandError::new(
@@ -716,7 +716,7 @@ mod tests {
                 rawdoc! {"locale": "en", "strength": "1"},
                 ErrorCode::TypeMismatch,
                 "BSON field 'collation.strength' is the wrong type 'string', expected types \
-                 '[long, int, decimal, double]'",
+                 '[long, int, decimal, double']",
             ),
             (
                 rawdoc! {"locale": "en", "strength": 6},

@@ -448,7 +448,7 @@ impl Hint {
             other => Err(CommandError::new(
                 ErrorCode::TypeMismatch,
                 format!(
-                    "BSON field '{field}' is the wrong type '{}', expected types '[string, object]'",
+                    "BSON field '{field}' is the wrong type '{}', expected types '[string, object']",
                     crate::commands::type_name(other.element_type())
                 ),
             )),

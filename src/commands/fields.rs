@@ -1,0 +1,381 @@
+//! The fields each command declares, as mongod 7.0's IDL declares them (`find_command.idl`,
+//! `write_ops.idl`, `aggregate_command.idl`…): names, types and which are required. The
+//! generic arguments are not repeated here ([`super::spec::GENERIC`]). A field listed here
+//! that Ebb does not implement is refused by its handler with `NotImplemented`.
+//!
+//! Error paths start with the name mongod's parser reports: the command's name, except
+//! `find`, whose parser is named `FindCommandRequest`.
+
+use super::spec::Ty::{Any, Array, Bool, Number, Object, OptionalBool, SafeBool, String};
+use super::spec::{Args, opt, req};
+
+/// `find`.
+pub static FIND: Args = Args {
+    path: "FindCommandRequest",
+    strict: true,
+    fields: &[
+        opt("filter", Object),
+        opt("projection", Object),
+        opt("sort", Object),
+        opt("hint", Any),
+        opt("collation", Object),
+        opt("skip", Number),
+        opt("limit", Number),
+        opt("batchSize", Number),
+        opt("singleBatch", OptionalBool),
+        opt("allowDiskUse", OptionalBool),
+        opt("allowPartialResults", OptionalBool),
+        opt("let", Object),
+        opt("min", Object),
+        opt("max", Object),
+        opt("returnKey", OptionalBool),
+        opt("showRecordId", OptionalBool),
+        opt("tailable", OptionalBool),
+        opt("noCursorTimeout", OptionalBool),
+        opt("awaitData", OptionalBool),
+        opt("readOnce", OptionalBool),
+        opt("allowSpeculativeMajorityRead", OptionalBool),
+        opt("oplogReplay", Bool),
+        opt("$queryOptions", Object),
+        opt("term", Number),
+        opt("$_requestResumeToken", OptionalBool),
+        opt("$_resumeAfter", Object),
+        opt("runtimeConstants", Any),
+        opt("collectionUUID", Any),
+        opt("encryptionInformation", Any),
+        opt("mirrored", OptionalBool),
+        opt("sampleId", Any),
+    ],
+};
+
+/// `getMore`.
+pub static GET_MORE: Args = Args {
+    path: "getMore",
+    strict: true,
+    fields: &[
+        req("collection", String),
+        opt("batchSize", Number),
+        opt("term", Any),
+        opt("lastKnownCommittedOpTime", Any),
+    ],
+};
+
+/// `killCursors`.
+pub static KILL_CURSORS: Args = Args {
+    path: "killCursors",
+    strict: true,
+    fields: &[req("cursors", Array)],
+};
+
+/// `count`.
+pub static COUNT: Args = Args {
+    path: "count",
+    strict: true,
+    fields: &[
+        opt("query", Object),
+        opt("limit", Any),
+        opt("skip", Number),
+        opt("hint", Any),
+        opt("collation", Object),
+        opt("fields", Object),
+        opt("$queryOptions", Object),
+        opt("encryptionInformation", Any),
+        opt("mirrored", OptionalBool),
+        opt("sampleId", Any),
+    ],
+};
+
+/// `distinct`. (`hint` arrived in 7.1; Ebb takes it.)
+pub static DISTINCT: Args = Args {
+    path: "distinct",
+    strict: true,
+    fields: &[
+        req("key", String),
+        opt("query", Object),
+        opt("collation", Object),
+        opt("hint", Any),
+        opt("mirrored", OptionalBool),
+        opt("sampleId", Any),
+    ],
+};
+
+/// `aggregate`.
+pub static AGGREGATE: Args = Args {
+    path: "aggregate",
+    strict: true,
+    fields: &[
+        req("pipeline", Any),
+        opt("explain", Any),
+        opt("allowDiskUse", OptionalBool),
+        opt("cursor", Any),
+        opt("bypassDocumentValidation", SafeBool),
+        opt("collation", Object),
+        opt("hint", Any),
+        opt("let", Object),
+        opt("needsMerge", OptionalBool),
+        opt("fromMongos", OptionalBool),
+        opt("$queryOptions", Object),
+        opt("$_requestReshardingResumeToken", OptionalBool),
+        opt("isMapReduceCommand", OptionalBool),
+        opt("exchange", Any),
+        opt("runtimeConstants", Any),
+        opt("collectionUUID", Any),
+        opt("$_passthroughToShard", Any),
+        opt("$_generateV2ResumeTokens", OptionalBool),
+        opt("encryptionInformation", Any),
+        opt("sampleId", Any),
+        opt("$_isClusterQueryWithoutShardKeyCmd", OptionalBool),
+        opt("$_requestResumeToken", OptionalBool),
+        opt("$_resumeAfter", Object),
+    ],
+};
+
+/// `insert`.
+pub static INSERT: Args = Args {
+    path: "insert",
+    strict: true,
+    fields: &[
+        req("documents", Array),
+        opt("ordered", Bool),
+        opt("bypassDocumentValidation", SafeBool),
+        opt("stmtIds", Array),
+        opt("isTimeseriesNamespace", OptionalBool),
+        opt("collectionUUID", Any),
+        opt("encryptionInformation", Any),
+    ],
+};
+
+/// `update`.
+pub static UPDATE: Args = Args {
+    path: "update",
+    strict: true,
+    fields: &[
+        req("updates", Array),
+        opt("ordered", Bool),
+        opt("bypassDocumentValidation", SafeBool),
+        opt("let", Object),
+        opt("stmtIds", Array),
+        opt("runtimeConstants", Any),
+        opt("mirrored", OptionalBool),
+        opt("isTimeseriesNamespace", OptionalBool),
+        opt("collectionUUID", Any),
+        opt("encryptionInformation", Any),
+    ],
+};
+
+/// `delete`.
+pub static DELETE: Args = Args {
+    path: "delete",
+    strict: true,
+    fields: &[
+        req("deletes", Array),
+        opt("ordered", Bool),
+        opt("bypassDocumentValidation", SafeBool),
+        opt("let", Object),
+        opt("stmtIds", Array),
+        opt("runtimeConstants", Any),
+        opt("isTimeseriesNamespace", OptionalBool),
+        opt("collectionUUID", Any),
+        opt("encryptionInformation", Any),
+    ],
+};
+
+/// `findAndModify` (and its alias `findandmodify`).
+pub static FIND_AND_MODIFY: Args = Args {
+    path: "findAndModify",
+    strict: true,
+    fields: &[
+        opt("query", Object),
+        opt("fields", Object),
+        opt("sort", Object),
+        opt("batchSize", Any),
+        opt("singleBatch", Bool),
+        opt("hint", Any),
+        opt("collation", Object),
+        opt("arrayFilters", Array),
+        opt("remove", SafeBool),
+        opt("update", Any),
+        opt("upsert", SafeBool),
+        opt("new", SafeBool),
+        opt("bypassDocumentValidation", SafeBool),
+        opt("let", Object),
+        opt("runtimeConstants", Any),
+        opt("encryptionInformation", Any),
+        opt("mirrored", OptionalBool),
+        opt("sampleId", Any),
+    ],
+};
+
+/// `explain`.
+pub static EXPLAIN: Args = Args {
+    path: "explain",
+    strict: true,
+    fields: &[opt("verbosity", Any)],
+};
+
+/// `createIndexes`.
+pub static CREATE_INDEXES: Args = Args {
+    path: "createIndexes",
+    strict: true,
+    fields: &[
+        req("indexes", Array),
+        opt("v", Number),
+        opt("ignoreUnknownIndexOptions", SafeBool),
+        opt("commitQuorum", Any),
+        opt("isTimeseriesNamespace", Bool),
+        opt("collectionUUID", Any),
+    ],
+};
+
+/// `listIndexes`.
+pub static LIST_INDEXES: Args = Args {
+    path: "listIndexes",
+    strict: true,
+    fields: &[
+        opt("cursor", Any),
+        opt("includeBuildUUIDs", SafeBool),
+        opt("includeIndexBuildInfo", SafeBool),
+        opt("isTimeseriesNamespace", Bool),
+        opt("collectionUUID", Any),
+    ],
+};
+
+/// `dropIndexes`.
+pub static DROP_INDEXES: Args = Args {
+    path: "dropIndexes",
+    strict: true,
+    fields: &[
+        req("index", Any),
+        opt("isTimeseriesNamespace", Bool),
+        opt("collectionUUID", Any),
+    ],
+};
+
+/// `collMod`.
+pub static COLL_MOD: Args = Args {
+    path: "collMod",
+    strict: true,
+    fields: &[
+        opt("index", Any),
+        opt("validator", Object),
+        opt("validationLevel", Any),
+        opt("validationAction", Any),
+        opt("viewOn", String),
+        opt("pipeline", Array),
+        opt("recordPreImages", SafeBool),
+        opt("changeStreamPreAndPostImages", Object),
+        opt("expireAfterSeconds", Any),
+        opt("timeseries", Object),
+        opt("dryRun", SafeBool),
+        opt("collectionUUID", Any),
+        opt("cappedSize", Number),
+        opt("cappedMax", Number),
+    ],
+};
+
+/// `create`.
+pub static CREATE: Args = Args {
+    path: "create",
+    strict: true,
+    fields: &[
+        opt("capped", SafeBool),
+        opt("autoIndexId", SafeBool),
+        opt("idIndex", Object),
+        opt("size", Number),
+        opt("max", Number),
+        opt("storageEngine", Object),
+        opt("validator", Object),
+        opt("validationLevel", Any),
+        opt("validationAction", Any),
+        opt("indexOptionDefaults", Object),
+        opt("viewOn", String),
+        opt("pipeline", Array),
+        opt("collation", Object),
+        opt("recordPreImages", SafeBool),
+        opt("changeStreamPreAndPostImages", Object),
+        opt("timeseries", Object),
+        opt("clusteredIndex", Any),
+        opt("expireAfterSeconds", Number),
+        opt("encryptedFields", Object),
+        opt("temp", SafeBool),
+        opt("flags", Number),
+    ],
+};
+
+/// `drop`.
+pub static DROP: Args = Args {
+    path: "drop",
+    strict: true,
+    fields: &[opt("collectionUUID", Any)],
+};
+
+/// A strict command with no fields of its own (`dropDatabase`, `ping`, `endSessions`,
+/// `getCmdLineOpts`, `hostInfo`, `getLog`).
+pub static NONE: Args = Args {
+    path: "",
+    strict: true,
+    fields: &[],
+};
+
+/// `listCollections`.
+pub static LIST_COLLECTIONS: Args = Args {
+    path: "listCollections",
+    strict: true,
+    fields: &[
+        opt("cursor", Any),
+        opt("filter", Object),
+        opt("nameOnly", Bool),
+        opt("authorizedCollections", Bool),
+        opt("includePendingDrops", SafeBool),
+    ],
+};
+
+/// `listDatabases`.
+pub static LIST_DATABASES: Args = Args {
+    path: "listDatabases",
+    strict: true,
+    fields: &[
+        opt("filter", Object),
+        opt("nameOnly", SafeBool),
+        opt("authorizedDatabases", Bool),
+    ],
+};
+
+/// `renameCollection`.
+pub static RENAME_COLLECTION: Args = Args {
+    path: "renameCollection",
+    strict: true,
+    fields: &[
+        req("to", String),
+        opt("dropTarget", Any),
+        opt("stayTemp", Bool),
+        opt("collectionUUID", Any),
+    ],
+};
+
+/// `hello` and `isMaster`: not strict (drivers add fields of their own).
+pub static HELLO: Args = Args {
+    path: "hello",
+    strict: false,
+    fields: &[
+        opt("forShell", SafeBool),
+        opt("hostInfo", String),
+        opt("hangUpOnStepDown", SafeBool),
+        opt("internalClient", Object),
+        opt("client", Object),
+        opt("topologyVersion", Object),
+        opt("maxAwaitTimeMS", Number),
+        opt("helloOk", SafeBool),
+        opt("compression", Array),
+        opt("saslSupportedMechs", Any),
+        opt("speculativeAuthenticate", Object),
+        opt("loadBalanced", Bool),
+    ],
+};
+
+/// `connectionStatus`.
+pub static CONNECTION_STATUS: Args = Args {
+    path: "connectionStatus",
+    strict: true,
+    fields: &[opt("showPrivileges", SafeBool)],
+};
