@@ -1,13 +1,15 @@
 //! The fields each command declares, as mongod 7.0's IDL declares them (`find_command.idl`,
 //! `write_ops.idl`, `aggregate_command.idl`…): names, types and which are required. The
-//! generic arguments are not repeated here ([`super::spec::GENERIC`]). A field listed here
-//! that Ebb does not implement is refused by its handler with `NotImplemented`.
+//! generic arguments are not repeated here ([`super::spec::GENERIC`]). A field Ebb does not
+//! implement is declared `not_yet`: given any value but `false`, the command is refused with
+//! `NotImplemented` (238) before it runs (options that only tune mongod's internals, such as
+//! `readOnce` or `mirrored`, are accepted: they change no answer).
 //!
 //! Error paths start with the name mongod's parser reports: the command's name, except
 //! `find`, whose parser is named `FindCommandRequest`.
 
 use super::spec::Ty::{Any, Array, Bool, Number, Object, OptionalBool, SafeBool, String};
-use super::spec::{Args, opt, req};
+use super::spec::{Args, not_yet, opt, req};
 
 /// `find`.
 pub static FIND: Args = Args {
@@ -26,23 +28,23 @@ pub static FIND: Args = Args {
         opt("allowDiskUse", OptionalBool),
         opt("allowPartialResults", OptionalBool),
         opt("let", Object),
-        opt("min", Object),
-        opt("max", Object),
-        opt("returnKey", OptionalBool),
-        opt("showRecordId", OptionalBool),
-        opt("tailable", OptionalBool),
+        not_yet("min", Object),
+        not_yet("max", Object),
+        not_yet("returnKey", OptionalBool),
+        not_yet("showRecordId", OptionalBool),
+        not_yet("tailable", OptionalBool),
         opt("noCursorTimeout", OptionalBool),
-        opt("awaitData", OptionalBool),
+        not_yet("awaitData", OptionalBool),
         opt("readOnce", OptionalBool),
         opt("allowSpeculativeMajorityRead", OptionalBool),
-        opt("oplogReplay", Bool),
+        not_yet("oplogReplay", Bool),
         opt("$queryOptions", Object),
-        opt("term", Number),
-        opt("$_requestResumeToken", OptionalBool),
-        opt("$_resumeAfter", Object),
-        opt("runtimeConstants", Any),
-        opt("collectionUUID", Any),
-        opt("encryptionInformation", Any),
+        not_yet("term", Number),
+        not_yet("$_requestResumeToken", OptionalBool),
+        not_yet("$_resumeAfter", Object),
+        not_yet("runtimeConstants", Any),
+        not_yet("collectionUUID", Any),
+        not_yet("encryptionInformation", Any),
         opt("mirrored", OptionalBool),
         opt("sampleId", Any),
     ],
@@ -55,8 +57,8 @@ pub static GET_MORE: Args = Args {
     fields: &[
         req("collection", String),
         opt("batchSize", Number),
-        opt("term", Any),
-        opt("lastKnownCommittedOpTime", Any),
+        not_yet("term", Any),
+        not_yet("lastKnownCommittedOpTime", Any),
     ],
 };
 
@@ -79,7 +81,7 @@ pub static COUNT: Args = Args {
         opt("collation", Object),
         opt("fields", Object),
         opt("$queryOptions", Object),
-        opt("encryptionInformation", Any),
+        not_yet("encryptionInformation", Any),
         opt("mirrored", OptionalBool),
         opt("sampleId", Any),
     ],
@@ -112,21 +114,21 @@ pub static AGGREGATE: Args = Args {
         opt("collation", Object),
         opt("hint", Any),
         opt("let", Object),
-        opt("needsMerge", OptionalBool),
-        opt("fromMongos", OptionalBool),
+        not_yet("needsMerge", OptionalBool),
+        not_yet("fromMongos", OptionalBool),
         opt("$queryOptions", Object),
-        opt("$_requestReshardingResumeToken", OptionalBool),
-        opt("isMapReduceCommand", OptionalBool),
-        opt("exchange", Any),
-        opt("runtimeConstants", Any),
-        opt("collectionUUID", Any),
-        opt("$_passthroughToShard", Any),
-        opt("$_generateV2ResumeTokens", OptionalBool),
-        opt("encryptionInformation", Any),
+        not_yet("$_requestReshardingResumeToken", OptionalBool),
+        not_yet("isMapReduceCommand", OptionalBool),
+        not_yet("exchange", Any),
+        not_yet("runtimeConstants", Any),
+        not_yet("collectionUUID", Any),
+        not_yet("$_passthroughToShard", Any),
+        not_yet("$_generateV2ResumeTokens", OptionalBool),
+        not_yet("encryptionInformation", Any),
         opt("sampleId", Any),
-        opt("$_isClusterQueryWithoutShardKeyCmd", OptionalBool),
-        opt("$_requestResumeToken", OptionalBool),
-        opt("$_resumeAfter", Object),
+        not_yet("$_isClusterQueryWithoutShardKeyCmd", OptionalBool),
+        not_yet("$_requestResumeToken", OptionalBool),
+        not_yet("$_resumeAfter", Object),
     ],
 };
 
@@ -139,9 +141,9 @@ pub static INSERT: Args = Args {
         opt("ordered", Bool),
         opt("bypassDocumentValidation", SafeBool),
         opt("stmtIds", Array),
-        opt("isTimeseriesNamespace", OptionalBool),
-        opt("collectionUUID", Any),
-        opt("encryptionInformation", Any),
+        not_yet("isTimeseriesNamespace", OptionalBool),
+        not_yet("collectionUUID", Any),
+        not_yet("encryptionInformation", Any),
     ],
 };
 
@@ -155,11 +157,11 @@ pub static UPDATE: Args = Args {
         opt("bypassDocumentValidation", SafeBool),
         opt("let", Object),
         opt("stmtIds", Array),
-        opt("runtimeConstants", Any),
+        not_yet("runtimeConstants", Any),
         opt("mirrored", OptionalBool),
-        opt("isTimeseriesNamespace", OptionalBool),
-        opt("collectionUUID", Any),
-        opt("encryptionInformation", Any),
+        not_yet("isTimeseriesNamespace", OptionalBool),
+        not_yet("collectionUUID", Any),
+        not_yet("encryptionInformation", Any),
     ],
 };
 
@@ -173,10 +175,10 @@ pub static DELETE: Args = Args {
         opt("bypassDocumentValidation", SafeBool),
         opt("let", Object),
         opt("stmtIds", Array),
-        opt("runtimeConstants", Any),
-        opt("isTimeseriesNamespace", OptionalBool),
-        opt("collectionUUID", Any),
-        opt("encryptionInformation", Any),
+        not_yet("runtimeConstants", Any),
+        not_yet("isTimeseriesNamespace", OptionalBool),
+        not_yet("collectionUUID", Any),
+        not_yet("encryptionInformation", Any),
     ],
 };
 
@@ -199,8 +201,8 @@ pub static FIND_AND_MODIFY: Args = Args {
         opt("new", SafeBool),
         opt("bypassDocumentValidation", SafeBool),
         opt("let", Object),
-        opt("runtimeConstants", Any),
-        opt("encryptionInformation", Any),
+        not_yet("runtimeConstants", Any),
+        not_yet("encryptionInformation", Any),
         opt("mirrored", OptionalBool),
         opt("sampleId", Any),
     ],
@@ -222,8 +224,8 @@ pub static CREATE_INDEXES: Args = Args {
         opt("v", Number),
         opt("ignoreUnknownIndexOptions", SafeBool),
         opt("commitQuorum", Any),
-        opt("isTimeseriesNamespace", Bool),
-        opt("collectionUUID", Any),
+        not_yet("isTimeseriesNamespace", Bool),
+        not_yet("collectionUUID", Any),
     ],
 };
 
@@ -235,8 +237,8 @@ pub static LIST_INDEXES: Args = Args {
         opt("cursor", Any),
         opt("includeBuildUUIDs", SafeBool),
         opt("includeIndexBuildInfo", SafeBool),
-        opt("isTimeseriesNamespace", Bool),
-        opt("collectionUUID", Any),
+        not_yet("isTimeseriesNamespace", Bool),
+        not_yet("collectionUUID", Any),
     ],
 };
 
@@ -246,8 +248,8 @@ pub static DROP_INDEXES: Args = Args {
     strict: true,
     fields: &[
         req("index", Any),
-        opt("isTimeseriesNamespace", Bool),
-        opt("collectionUUID", Any),
+        not_yet("isTimeseriesNamespace", Bool),
+        not_yet("collectionUUID", Any),
     ],
 };
 
@@ -267,7 +269,7 @@ pub static COLL_MOD: Args = Args {
         opt("expireAfterSeconds", Any),
         opt("timeseries", Object),
         opt("dryRun", SafeBool),
-        opt("collectionUUID", Any),
+        not_yet("collectionUUID", Any),
         opt("cappedSize", Number),
         opt("cappedMax", Number),
     ],
@@ -306,7 +308,7 @@ pub static CREATE: Args = Args {
 pub static DROP: Args = Args {
     path: "drop",
     strict: true,
-    fields: &[opt("collectionUUID", Any)],
+    fields: &[not_yet("collectionUUID", Any)],
 };
 
 /// A strict command with no fields of its own (`dropDatabase`, `ping`, `endSessions`,
@@ -349,7 +351,7 @@ pub static RENAME_COLLECTION: Args = Args {
         req("to", String),
         opt("dropTarget", Any),
         opt("stayTemp", Bool),
-        opt("collectionUUID", Any),
+        not_yet("collectionUUID", Any),
     ],
 };
 

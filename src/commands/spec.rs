@@ -79,6 +79,9 @@ pub struct Field {
     pub ty: Ty,
     /// Whether the command is refused without it (40414).
     pub required: bool,
+    /// Whether Ebb implements it: a field it does not is refused with `NotImplemented` (238)
+    /// whenever it is given a value other than `false`, never accepted and ignored.
+    pub implemented: bool,
 }
 
 /// An optional field.
@@ -87,6 +90,7 @@ pub const fn opt(name: &'static str, ty: Ty) -> Field {
         name,
         ty,
         required: false,
+        implemented: true,
     }
 }
 
@@ -96,6 +100,17 @@ pub const fn req(name: &'static str, ty: Ty) -> Field {
         name,
         ty,
         required: true,
+        implemented: true,
+    }
+}
+
+/// An optional field mongod accepts and Ebb does not implement yet.
+pub const fn not_yet(name: &'static str, ty: Ty) -> Field {
+    Field {
+        name,
+        ty,
+        required: false,
+        implemented: false,
     }
 }
 
@@ -259,6 +274,12 @@ pub fn check(
         if !field.ty.accepts(value) {
             return Err(wrong_type(&format!("{path}.{key}"), value, field.ty));
         }
+        if !field.implemented && !matches!(value, RawBsonRef::Boolean(false)) {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                format!("{command} option '{key}' is not supported by Ebb yet"),
+            ));
+        }
     }
     for (i, field) in args.fields.iter().enumerate() {
         if field.required && seen & (1_u64 << (i % 64)) == 0 && !sequences.contains(&field.name) {
@@ -275,7 +296,7 @@ pub fn check(
 mod tests {
     use bson::rawdoc;
 
-    use super::{Args, Ty, check, opt, req};
+    use super::{Args, Ty, check, not_yet, opt, req};
     use crate::error::ErrorCode;
 
     static FIND: Args = Args {
@@ -286,6 +307,7 @@ mod tests {
             opt("skip", Ty::Number),
             opt("singleBatch", Ty::SafeBool),
             opt("hint", Ty::ObjectOrString),
+            not_yet("tailable", Ty::OptionalBool),
         ],
     };
 
@@ -326,6 +348,32 @@ mod tests {
             err.errmsg,
             "BSON field 'find.filter' is the wrong type 'int', expected type 'object'"
         );
+    }
+
+    #[test]
+    fn fields_not_implemented_are_refused_unless_false() {
+        check(
+            &FIND,
+            "find",
+            &rawdoc! { "find": "c", "tailable": false },
+            &[],
+        )
+        .unwrap();
+        let err = check(
+            &FIND,
+            "find",
+            &rawdoc! { "find": "c", "tailable": true },
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::NotImplemented);
+        assert_eq!(
+            err.errmsg,
+            "find option 'tailable' is not supported by Ebb yet"
+        );
+        // The type is checked first.
+        let err = check(&FIND, "find", &rawdoc! { "find": "c", "tailable": 1 }, &[]).unwrap_err();
+        assert_eq!(err.code, ErrorCode::TypeMismatch);
     }
 
     #[test]
