@@ -774,6 +774,17 @@ mod tests {
     }
 
     #[test]
+    fn decimal_truthiness_is_exact() {
+        let truth = |s: &str| crate::query::true_value(dec(s).as_raw_bson_ref());
+        assert!(truth("1E-6176"));
+        assert!(truth("-1E-6176"));
+        assert!(truth("NaN"));
+        assert!(truth("-Infinity"));
+        assert!(!truth("0"));
+        assert!(!truth("-0E+300"));
+    }
+
+    #[test]
     fn non_canonical_decimals_are_zero() {
         // `11` after the sign: a coefficient of `100` then 111 bits, over 10^34.
         let big = Decimal128::from_bytes((0b011_u128 << 125).to_le_bytes());
