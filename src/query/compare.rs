@@ -127,7 +127,7 @@ pub fn compare_collated(
         (RawBsonRef::Int64(x), RawBsonRef::Int64(y)) => x.cmp(&y),
         (RawBsonRef::Double(x), RawBsonRef::Double(y)) => compare_f64(x, y),
         (RawBsonRef::Decimal128(x), RawBsonRef::Decimal128(y)) => compare_decimals(x, y),
-        _ if ra == rank::NUMBER => NumKey::of(a).cmp(&NumKey::of(b)),
+        _ if ra == rank::NUMBER => compare_mixed_numbers(a, b),
         (RawBsonRef::Document(x), RawBsonRef::Document(y)) => {
             compare_docs_collated(x, y, collation)
         }
@@ -534,6 +534,53 @@ enum DecOrder {
     Zero,
     Pos((i32, u128)),
     PosInf,
+}
+
+/// Two numbers of different types (at most one a decimal) by exact value.
+fn compare_mixed_numbers(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
+    let with_decimal = |d: bson::Decimal128, other: RawBsonRef<'_>| {
+        let (d, other) = (Dec::of(d), NumKey::of(other));
+        compare_far_decimal(d, other).unwrap_or_else(|| NumKey::from_decimal(d).cmp(&other))
+    };
+    match (a, b) {
+        (RawBsonRef::Decimal128(d), other) => with_decimal(d, other),
+        (other, RawBsonRef::Decimal128(d)) => with_decimal(d, other).reverse(),
+        _ => NumKey::of(a).cmp(&NumKey::of(b)),
+    }
+}
+
+/// A decimal beyond the range of doubles (magnitude at least 10^309, or below 10^-330, under
+/// the smallest double 4.9e-324) against the key of an int or double: their signs and classes
+/// decide, with no big-integer expansion of the decimal (which for 10^6144 has 20,000 bits).
+/// `None` for any other decimal.
+fn compare_far_decimal(d: Dec, other: NumKey) -> Option<Ordering> {
+    let Dec::Finite { neg, coeff, exp } = d else {
+        return None;
+    };
+    if coeff == 0 {
+        return None;
+    }
+    // 10^(x + 33) <= |d| < 10^(x + 34).
+    let (x, _) = normalise(coeff, exp);
+    let huge = x + 33 > 308;
+    if !huge && x + 33 >= -330 {
+        return None;
+    }
+    let other_below = match (neg, huge) {
+        // Above every finite number.
+        (false, true) => !matches!(other, NumKey::PosInf),
+        // Above NaN and -inf only.
+        (true, true) => matches!(other, NumKey::NaN | NumKey::NegInf),
+        // Between zero and the smallest positive double.
+        (false, false) => !matches!(other, NumKey::Pos(..) | NumKey::PosInf),
+        // Between the largest negative double and zero.
+        (true, false) => matches!(other, NumKey::NaN | NumKey::NegInf | NumKey::Neg(..)),
+    };
+    Some(if other_below {
+        Ordering::Greater
+    } else {
+        Ordering::Less
+    })
 }
 
 /// Two decimals in MongoDB's order: exact value, NaN equal to NaN and below everything.
