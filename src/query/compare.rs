@@ -589,7 +589,8 @@ fn compare_decimals(a: bson::Decimal128, b: bson::Decimal128) -> Ordering {
 }
 
 /// The nearest `f64` to a decimal128 (through its string form, which `f64` parsing rounds
-/// correctly). Unparseable forms are treated as NaN.
+/// correctly), for arithmetic and conversions; never for comparisons, which are exact.
+/// Unparseable forms are treated as NaN.
 pub(crate) fn decimal_to_f64(d: bson::Decimal128) -> f64 {
     d.to_string().parse::<f64>().unwrap_or(f64::NAN)
 }
