@@ -352,3 +352,43 @@ async fn distinct_keeps_unequal_numbers_apart() -> TestResult {
     assert_eq!(values[1], dec("0.1"));
     Ok(())
 }
+
+/// On the durable store, decimal keys (`_id` and index entries) read back after a restart: the
+/// store is marked with its key format and opened again.
+#[tokio::test]
+async fn decimal_keys_survive_a_restart() -> TestResult {
+    let dir = tempfile::Builder::new()
+        .prefix("ebb-numbers-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let server = TestServer::start_durable(dir.path(), |_| {}).await?;
+    let coll = setup(&server).await?;
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! { "x": 1 }).build())
+        .await?;
+    let client = server.client().await?;
+    let keyed = client.database("numbers").collection::<Document>("ids");
+    keyed
+        .insert_many(vec![
+            doc! { "_id": dec("0.1"), "x": dec("0.1") },
+            doc! { "_id": 0.1, "x": 0.1 },
+        ])
+        .await?;
+    server.stop().await?;
+
+    let server = TestServer::start_durable(dir.path(), |_| {}).await?;
+    let client = server.client().await?;
+    let coll = client.database("numbers").collection::<Document>("c");
+    for (filter, want) in queries() {
+        assert_eq!(
+            ids(&coll, filter.clone(), Some("x_1")).await?,
+            want,
+            "{filter}"
+        );
+    }
+    let keyed = client.database("numbers").collection::<Document>("ids");
+    let by_id = drain(keyed.find(doc! { "_id": dec("0.10") }).await?).await?;
+    assert_eq!(by_id, vec![doc! { "_id": dec("0.1"), "x": dec("0.1") }]);
+    let by_id = drain(keyed.find(doc! { "_id": 0.1 }).await?).await?;
+    assert_eq!(by_id, vec![doc! { "_id": 0.1, "x": 0.1 }]);
+    server.stop().await?;
+    Ok(())
+}
