@@ -392,3 +392,38 @@ async fn decimal_keys_survive_a_restart() -> TestResult {
     server.stop().await?;
     Ok(())
 }
+
+/// A data directory of key format 1 (no format marker: an earlier build) that holds decimals is
+/// refused at startup with a message naming the format, rather than misread.
+#[tokio::test]
+async fn a_format_1_directory_with_decimals_is_refused() -> TestResult {
+    use ebb::storage::{Batch, DiskStorage, Keyspace, Storage};
+    let dir = tempfile::Builder::new()
+        .prefix("ebb-numbers-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let server = TestServer::start_durable(dir.path(), |_| {}).await?;
+    let client = server.client().await?;
+    let coll = client.database("numbers").collection::<Document>("c");
+    coll.insert_one(doc! { "_id": 1, "x": dec("0.1") }).await?;
+    server.stop().await?;
+    {
+        // What an earlier build leaves: the same store without the key format marker.
+        let disk = DiskStorage::open(dir.path())?;
+        let mut batch = Batch::new();
+        batch.delete(Keyspace::Catalog, vec![0x05_u8]);
+        disk.commit(batch)?;
+        disk.sync()?;
+    }
+    let mut server = TestServer::start_durable(dir.path(), |_| {}).await?;
+    let outcome = common::within("a refused start", async {
+        server.join().await.unwrap_or(Ok(()))
+    })
+    .await;
+    let err = outcome.expect_err("the server started on a format 1 directory with decimals");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("key format 1") && msg.contains("decimal128"),
+        "{msg}"
+    );
+    Ok(())
+}
