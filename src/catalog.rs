@@ -20,6 +20,11 @@ const NEXT_ID_KEY: [u8; 1] = [0x03];
 /// collection record names it; if the build does not finish (an error, or a crash), the marker
 /// becomes a dropped marker and the entries are removed like a dropped collection's data.
 const BUILDING_PREFIX: u8 = 0x04;
+/// `0x05`: the store's key format (u32, big-endian). Stores without it are format 1.
+const FORMAT_KEY: [u8; 1] = [0x05];
+/// Key format 2: decimal128 values have exact keystrings (format 1 keyed a decimal by its
+/// nearest double). Keys of every other value are the same in both.
+const KEY_FORMAT: u32 = 2;
 /// Index entries written per commit while an index is built over existing documents.
 const BUILD_CHUNK: usize = 8192;
 /// Keys removed per batch when a dropped collection's data is cleaned up.
@@ -306,6 +311,58 @@ fn corrupt(what: impl std::fmt::Display) -> StorageError {
     StorageError::Corrupt(format!("catalog: {what}"))
 }
 
+/// Refuses a store written in a key format this build does not read, and marks a store without
+/// a format marker with the current one. A store without one was written in format 1 (or is
+/// new): its keys are read as they are unless a document holds a decimal128, whose keys changed
+/// in format 2 (in `_id` or an indexed field it would be misread).
+fn check_format(store: &GroupCommit) -> Result<(), StorageError> {
+    let snapshot = store.storage().snapshot();
+    if let Some(v) = snapshot.get(Keyspace::Catalog, &FORMAT_KEY)? {
+        let format = <[u8; 4]>::try_from(&v[..])
+            .map(u32::from_be_bytes)
+            .map_err(corrupt)?;
+        if format != KEY_FORMAT {
+            return Err(StorageError::UnsupportedFormat(format!(
+                "it is in key format {format}, and this build of Ebb reads key format \
+                 {KEY_FORMAT} only"
+            )));
+        }
+        return Ok(());
+    }
+    for entry in snapshot.range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false) {
+        let (_, value) = entry?;
+        if holds_decimal(record::decode(&value)?.doc) {
+            return Err(StorageError::UnsupportedFormat(format!(
+                "it was written by an earlier Ebb (key format 1) and holds decimal128 values, \
+                 which key format {KEY_FORMAT} keys differently; export it with that earlier \
+                 build (mongodump) and import it into a new data directory (mongorestore)"
+            )));
+        }
+    }
+    let mut batch = Batch::new();
+    batch.put(
+        Keyspace::Catalog,
+        FORMAT_KEY.to_vec(),
+        KEY_FORMAT.to_be_bytes().to_vec(),
+    );
+    store.commit(batch)?;
+    Ok(())
+}
+
+/// Whether a decimal128 value occurs anywhere in `doc`.
+fn holds_decimal(doc: &RawDocument) -> bool {
+    fn value(v: bson::RawBsonRef<'_>) -> bool {
+        match v {
+            bson::RawBsonRef::Decimal128(_) => true,
+            bson::RawBsonRef::Document(d) => holds_decimal(d),
+            bson::RawBsonRef::Array(a) => a.into_iter().any(|v| v.is_ok_and(value)),
+            bson::RawBsonRef::JavaScriptCodeWithScope(c) => holds_decimal(c.scope),
+            _ => false,
+        }
+    }
+    doc.iter().any(|e| e.is_ok_and(|(_, v)| value(v)))
+}
+
 impl From<StorageError> for CommandError {
     fn from(e: StorageError) -> Self {
         tracing::error!(error = %e, "storage failure");
@@ -370,8 +427,9 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
 }
 
 impl Catalog {
-    /// Loads the catalog from `store`.
+    /// Loads the catalog from `store`, after checking it is in a key format this build reads.
     pub fn open(store: Arc<GroupCommit>) -> Result<Self, StorageError> {
+        check_format(&store)?;
         let snapshot = store.storage().snapshot();
         let mut names = Names::new();
         let end = [RECORD_PREFIX + 1];
@@ -1031,6 +1089,55 @@ mod tests {
             );
         }
         store.commit(batch).unwrap();
+    }
+
+    fn format_of(store: &GroupCommit) -> Option<Vec<u8>> {
+        store
+            .storage()
+            .get(Keyspace::Catalog, &FORMAT_KEY)
+            .unwrap()
+            .map(|v| v.to_vec())
+    }
+
+    /// A new store is marked with the key format; a store of format 1 (no marker) is marked
+    /// when it holds no decimal128 and refused when it does; another format is refused.
+    #[test]
+    fn stores_of_other_key_formats_are_refused() {
+        let fresh = store();
+        drop(Catalog::open(Arc::clone(&fresh)).unwrap());
+        assert_eq!(format_of(&fresh), Some(vec![0, 0, 0, 2]));
+        Catalog::open(Arc::clone(&fresh)).unwrap();
+
+        let old = store();
+        put_docs(&old, 7, &[rawdoc! { "_id": 1, "a": [{ "b": 2.5 }] }]);
+        Catalog::open(Arc::clone(&old)).unwrap();
+        assert_eq!(format_of(&old), Some(vec![0, 0, 0, 2]));
+
+        let old = store();
+        let d = bson::Decimal128::from_bytes([0; 16]);
+        put_docs(
+            &old,
+            7,
+            &[
+                rawdoc! { "_id": 1 },
+                rawdoc! { "_id": 2, "a": [{ "b": d }] },
+            ],
+        );
+        let Err(e) = Catalog::open(Arc::clone(&old)) else {
+            panic!("a format 1 store with decimals was opened");
+        };
+        assert!(matches!(e, StorageError::UnsupportedFormat(_)), "{e}");
+        assert!(e.to_string().contains("key format 1"), "{e}");
+        assert_eq!(format_of(&old), None);
+
+        let newer = store();
+        let mut batch = Batch::new();
+        batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 3]);
+        newer.commit(batch).unwrap();
+        let Err(e) = Catalog::open(Arc::clone(&newer)) else {
+            panic!("a format 3 store was opened");
+        };
+        assert!(e.to_string().contains("key format 3"), "{e}");
     }
 
     fn purge_all(catalog: &Catalog) {

@@ -2,9 +2,11 @@
 //!
 //! Values are ordered first by a canonical type rank ([`canonical_type`]), then within a rank:
 //!
-//! - numbers (int32, int64, double, decimal128) by exact numeric value across types: `1`, `1L` and
-//!   `1.0` are equal, int64 against double is exact beyond 2^53, `-0.0 == 0.0`, and NaN equals
-//!   NaN and sorts below every other number (also below `-inf`);
+//! - numbers (int32, int64, double, decimal128) by exact numeric value across types, as mongod's
+//!   `compare_numbers.h` does: `1`, `1L`, `1.0` and `NumberDecimal("1.00")` are equal, int64
+//!   against double is exact beyond 2^53, the double `0.1` (0.1000000000000000055…) is above
+//!   `NumberDecimal("0.1")`, `-0.0 == 0.0`, infinities of both types are equal, and NaN (double
+//!   or decimal) equals NaN and sorts below every other number (also below `-inf`);
 //! - strings and symbols by their UTF-8 bytes (the "simple" collation), or with a
 //!   [`Collation`] by its locale's rules ([`compare_collated`]; field names stay binary, as in
 //!   mongod);
@@ -20,19 +22,19 @@
 //! undefined 0 and null 5); the manual's list omits undefined because it is deprecated. Query
 //! predicates treat the two as equal where MongoDB does (see `filter`).
 //!
-//! Known limitation: decimal128 values are compared through their nearest `f64`, so two decimals
-//! that differ beyond double precision compare equal, and a decimal equal to a double's
-//! approximation compares equal to that double. The same approximation is used by
-//! [`keystring`](super::keystring), so the two stay consistent.
+//! Mixed-type numbers compare through [`NumKey`], the exact form that
+//! [`keystring`](super::keystring) encodes, so key order and this order are one.
 //!
 //! Documents are assumed to be well-formed BSON (they are validated where they enter the
 //! server); a malformed element ends the iteration as if the document ended there.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 
 use bson::raw::{RawDbPointerRef, RawJavaScriptCodeWithScopeRef};
 use bson::spec::BinarySubtype;
 use bson::{RawArray, RawBinaryRef, RawBsonRef, RawDocument, RawDocumentBuf, RawRegexRef};
+
+use num_bigint::BigUint;
 
 use super::collation::Collation;
 
@@ -124,7 +126,8 @@ pub fn compare_collated(
         (RawBsonRef::Int64(x), RawBsonRef::Int32(y)) => x.cmp(&i64::from(y)),
         (RawBsonRef::Int64(x), RawBsonRef::Int64(y)) => x.cmp(&y),
         (RawBsonRef::Double(x), RawBsonRef::Double(y)) => compare_f64(x, y),
-        _ if ra == rank::NUMBER => NumKey::of(a).cmp(&NumKey::of(b)),
+        (RawBsonRef::Decimal128(x), RawBsonRef::Decimal128(y)) => compare_decimals(x, y),
+        _ if ra == rank::NUMBER => compare_mixed_numbers(a, b),
         (RawBsonRef::Document(x), RawBsonRef::Document(y)) => {
             compare_docs_collated(x, y, collation)
         }
@@ -301,22 +304,40 @@ pub(crate) fn db_pointer_parts(p: RawDbPointerRef<'_>) -> (Vec<u8>, [u8; 12]) {
     (ns, id)
 }
 
-/// An exact, order-preserving form of any number: `|v| = mant * 2^(exp - 63)` with the top bit
-/// of `mant` set, so every int32, int64 and double has exactly one form and numerically equal
-/// values (of any type) have equal forms. Negative values store the bitwise complement of
-/// `(exp, mant)` so that larger magnitudes sort first. Variant order is numeric order.
+/// An exact, order-preserving form of any number, also the payload of its
+/// [`keystring`](super::keystring). A finite non-zero value `v` lies in the binade
+/// `2^E <= |v| < 2^(E+1)`; its key holds `E` (biased) and a 64-bit mantissa field whose top bit
+/// stands for `2^E`:
+///
+/// - a value with at most `P` significant bits has the field `bits << (64 - P)` and no tail,
+///   where `P` is 63 in the binades of 2^53..2^63 (where int64s have more bits than doubles) and
+///   53 elsewhere. Every int32, int64 and double is such a value, so numerically equal values of
+///   any type have equal keys;
+/// - any other value (only decimals are: `0.1` has no finite binary form, `2^64 + 4` has 63
+///   bits where P is 53) has the field `(its first P bits) << (64 - P) | 1`, which sorts strictly
+///   between the P-bit values just below and just above it, and a tail that orders such values
+///   among themselves: the decimal exponent and 34-digit coefficient of its normalised form
+///   (`c * 10^x`, `10^33 <= c < 10^34`), unique per value. Decimals below 2^-1099 (below every
+///   double; decimal128 reaches 10^-6176) all have exponent 0 and field `1`, ordered by the tail.
+///
+/// Negative values store the bitwise complement of every field so that larger magnitudes sort
+/// first. Variant order is numeric order; the derived order is exact numeric order (a field
+/// with bit 0 set is never equal to one without, so tails only meet tails).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum NumKey {
     NaN,
     NegInf,
-    Neg(u16, u64),
+    Neg(u16, u64, Option<(u16, u128)>),
     Zero,
-    Pos(u16, u64),
+    Pos(u16, u64, Option<(u16, u128)>),
     PosInf,
 }
 
-/// Added to the binary exponent (at least -1074 for subnormal doubles, at most 1023).
+/// Added to the binary exponent. Doubles reach down to 2^-1074 and up to 2^1023, decimals up
+/// to 2^20414 (10^6145); decimals below 2^-1099 take exponent 0 (see [`NumKey`]).
 const EXP_BIAS: i32 = 1100;
+/// Added to a normalised decimal exponent (`exponent - 33` is at least -6209) in key tails.
+const DEC_EXP_BIAS: i32 = 6209;
 
 impl NumKey {
     /// The key of a numeric value; non-numbers map to NaN (callers check the rank first).
@@ -325,7 +346,7 @@ impl NumKey {
             RawBsonRef::Int32(i) => NumKey::from_i64(i64::from(i)),
             RawBsonRef::Int64(i) => NumKey::from_i64(i),
             RawBsonRef::Double(d) => NumKey::from_f64(d),
-            RawBsonRef::Decimal128(d) => NumKey::from_f64(decimal_to_f64(d)),
+            RawBsonRef::Decimal128(d) => NumKey::from_decimal(Dec::of(d)),
             _ => NumKey::NaN,
         }
     }
@@ -337,7 +358,7 @@ impl NumKey {
         let mag = v.unsigned_abs();
         let lz = mag.leading_zeros();
         // lz <= 63 because mag != 0.
-        NumKey::finite(v < 0, 63 - lz.cast_signed(), mag << lz)
+        NumKey::finite(v < 0, 63 - lz.cast_signed(), mag << lz, None)
     }
 
     fn from_f64(x: f64) -> NumKey {
@@ -363,21 +384,213 @@ impl NumKey {
             (frac | (1 << 52), biased - 1075)
         };
         let lz = m.leading_zeros();
-        NumKey::finite(x < 0.0, e + 63 - lz.cast_signed(), m << lz)
+        NumKey::finite(x < 0.0, e + 63 - lz.cast_signed(), m << lz, None)
     }
 
-    fn finite(negative: bool, exp: i32, mant: u64) -> NumKey {
+    fn from_decimal(d: Dec) -> NumKey {
+        match d {
+            Dec::NaN => NumKey::NaN,
+            Dec::Inf { neg: false } => NumKey::PosInf,
+            Dec::Inf { neg: true } => NumKey::NegInf,
+            Dec::Finite { coeff: 0, .. } => NumKey::Zero,
+            Dec::Finite { neg, coeff, exp } => {
+                let (binade, field) = binary_prefix(coeff, exp);
+                let tail = (field & 1 == 1).then(|| {
+                    let (x, c) = normalise(coeff, exp);
+                    (u16::try_from(x + DEC_EXP_BIAS).unwrap_or(0), c)
+                });
+                NumKey::finite(neg, binade, field, tail)
+            }
+        }
+    }
+
+    fn finite(negative: bool, exp: i32, mant: u64, tail: Option<(u16, u128)>) -> NumKey {
         let e = u16::try_from(exp + EXP_BIAS).unwrap_or(0);
         if negative {
-            NumKey::Neg(!e, !mant)
+            NumKey::Neg(!e, !mant, tail.map(|(x, c)| (!x, !c)))
         } else {
-            NumKey::Pos(e, mant)
+            NumKey::Pos(e, mant, tail)
         }
     }
 }
 
+/// The lowest binade with a key exponent of its own (see [`NumKey`]).
+const MIN_BINADE: i32 = 1 - EXP_BIAS;
+
+/// The binade `E` of `coeff * 10^exp` (`coeff > 0`) and its [`NumKey`] mantissa field: exact
+/// when the value has at most `P` significant bits, else its first `P` bits and bit 0 set.
+/// Decimals below 2^-1099 give `(MIN_BINADE - 1, 1)`, which their key turns into exponent 0.
+fn binary_prefix(coeff: u128, exp: i32) -> (i32, u64) {
+    let ten = BigUint::from(10_u8).pow(exp.unsigned_abs());
+    let (num, den) = if exp >= 0 {
+        (BigUint::from(coeff) * ten, BigUint::from(1_u8))
+    } else {
+        (BigUint::from(coeff), ten)
+    };
+    let bits = |n: &BigUint| i64::try_from(n.bits()).unwrap_or(i64::MAX);
+    // 2^(a-1) < num/den < 2^(a+1), so E is a or a - 1.
+    let a = bits(&num) - bits(&den);
+    let shift = |n: &BigUint, s: i64| n << u64::try_from(s).unwrap_or(0);
+    let at_least = if a >= 0 {
+        num >= shift(&den, a)
+    } else {
+        shift(&num, -a) >= den
+    };
+    let binade = if at_least { a } else { a - 1 };
+    let Ok(binade) = i32::try_from(binade) else {
+        return (MIN_BINADE - 1, 1);
+    };
+    if binade < MIN_BINADE {
+        return (MIN_BINADE - 1, 1);
+    }
+    let precision: i32 = if (53..=62).contains(&binade) { 63 } else { 53 };
+    // floor(v * 2^s) has exactly `precision` bits.
+    let s = i64::from(precision - 1 - binade);
+    let (num, den) = if s >= 0 {
+        (shift(&num, s), den)
+    } else {
+        (num, shift(&den, -s))
+    };
+    let top = &num / &den;
+    let exact = &top * &den == num;
+    let top = u64::try_from(&top).unwrap_or(u64::MAX >> 1);
+    let field = top << (64 - precision);
+    (binade, if exact { field } else { field | 1 })
+}
+
+/// `10^n` for `n <= 34`.
+fn pow10(n: u32) -> u128 {
+    10_u128.pow(n)
+}
+
+/// The normalised form `(x, c)` of `coeff * 10^exp` (`coeff` non-zero): `c * 10^x` with
+/// `10^33 <= c < 10^34`. Equal values have equal forms, and for positive values the order of
+/// `(x, c)` is numeric order.
+fn normalise(coeff: u128, exp: i32) -> (i32, u128) {
+    let digits = (1..=34).find(|&d| coeff < pow10(d)).unwrap_or(34);
+    let pad = 34 - digits;
+    (exp - pad.cast_signed(), coeff * pow10(pad))
+}
+
+/// The largest decimal128 coefficient, 10^34 - 1; larger encodings are non-canonical and read
+/// as zero (IEEE 754-2008).
+const MAX_COEFF: u128 = 9_999_999_999_999_999_999_999_999_999_999_999;
+
+/// A decimal128's value, decoded from its BID encoding (the little-endian bytes of BSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dec {
+    /// Any NaN, quiet or signalling, of either sign.
+    NaN,
+    /// An infinity.
+    Inf { neg: bool },
+    /// `(-1)^neg * coeff * 10^exp`; `coeff` is 0 for every zero.
+    Finite { neg: bool, coeff: u128, exp: i32 },
+}
+
+impl Dec {
+    pub(crate) fn of(d: bson::Decimal128) -> Dec {
+        let bits = u128::from_le_bytes(d.bytes());
+        let neg = bits >> 127 == 1;
+        match (bits >> 122) & 0x1f {
+            0x1f => return Dec::NaN,
+            0x1e => return Dec::Inf { neg },
+            _ => {}
+        }
+        // The 14-bit exponent follows the sign, unless the two bits after the sign are `11`:
+        // then it follows those, and the coefficient (`100` then 111 bits) is over 10^34.
+        let (biased, coeff) = if (bits >> 125) & 0b11 == 0b11 {
+            ((bits >> 111) & 0x3fff, 0)
+        } else {
+            ((bits >> 113) & 0x3fff, bits & ((1 << 113) - 1))
+        };
+        let coeff = if coeff > MAX_COEFF { 0 } else { coeff };
+        let exp = i32::try_from(biased).unwrap_or(0) - 6176;
+        Dec::Finite { neg, coeff, exp }
+    }
+
+    /// A key whose derived order is numeric order, for comparing two decimals without
+    /// [`NumKey`]'s binary expansion.
+    fn order(self) -> DecOrder {
+        match self {
+            Dec::NaN => DecOrder::NaN,
+            Dec::Inf { neg: true } => DecOrder::NegInf,
+            Dec::Inf { neg: false } => DecOrder::PosInf,
+            Dec::Finite { coeff: 0, .. } => DecOrder::Zero,
+            Dec::Finite {
+                neg: true,
+                coeff,
+                exp,
+            } => DecOrder::Neg(Reverse(normalise(coeff, exp))),
+            Dec::Finite { coeff, exp, .. } => DecOrder::Pos(normalise(coeff, exp)),
+        }
+    }
+}
+
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum DecOrder {
+    NaN,
+    NegInf,
+    Neg(Reverse<(i32, u128)>),
+    Zero,
+    Pos((i32, u128)),
+    PosInf,
+}
+
+/// Two numbers of different types (at most one a decimal) by exact value.
+fn compare_mixed_numbers(a: RawBsonRef<'_>, b: RawBsonRef<'_>) -> Ordering {
+    let with_decimal = |d: bson::Decimal128, other: RawBsonRef<'_>| {
+        let (d, other) = (Dec::of(d), NumKey::of(other));
+        compare_far_decimal(d, other).unwrap_or_else(|| NumKey::from_decimal(d).cmp(&other))
+    };
+    match (a, b) {
+        (RawBsonRef::Decimal128(d), other) => with_decimal(d, other),
+        (other, RawBsonRef::Decimal128(d)) => with_decimal(d, other).reverse(),
+        _ => NumKey::of(a).cmp(&NumKey::of(b)),
+    }
+}
+
+/// A decimal beyond the range of doubles (magnitude at least 10^309, or below 10^-330, under
+/// the smallest double 4.9e-324) against the key of an int or double: their signs and classes
+/// decide, with no big-integer expansion of the decimal (which for 10^6144 has 20,000 bits).
+/// `None` for any other decimal.
+fn compare_far_decimal(d: Dec, other: NumKey) -> Option<Ordering> {
+    let Dec::Finite { neg, coeff, exp } = d else {
+        return None;
+    };
+    if coeff == 0 {
+        return None;
+    }
+    // 10^(x + 33) <= |d| < 10^(x + 34).
+    let (x, _) = normalise(coeff, exp);
+    let huge = x + 33 > 308;
+    if !huge && x + 33 >= -330 {
+        return None;
+    }
+    let other_below = match (neg, huge) {
+        // Above every finite number.
+        (false, true) => !matches!(other, NumKey::PosInf),
+        // Above NaN and -inf only.
+        (true, true) => matches!(other, NumKey::NaN | NumKey::NegInf),
+        // Between zero and the smallest positive double.
+        (false, false) => !matches!(other, NumKey::Pos(..) | NumKey::PosInf),
+        // Between the largest negative double and zero.
+        (true, false) => matches!(other, NumKey::NaN | NumKey::NegInf | NumKey::Neg(..)),
+    };
+    Some(if other_below {
+        Ordering::Greater
+    } else {
+        Ordering::Less
+    })
+}
+
+/// Two decimals in MongoDB's order: exact value, NaN equal to NaN and below everything.
+fn compare_decimals(a: bson::Decimal128, b: bson::Decimal128) -> Ordering {
+    Dec::of(a).order().cmp(&Dec::of(b).order())
+}
+
 /// The nearest `f64` to a decimal128 (through its string form, which `f64` parsing rounds
-/// correctly). Unparseable forms are treated as NaN.
+/// correctly), for arithmetic and conversions; never for comparisons, which are exact.
+/// Unparseable forms are treated as NaN.
 pub(crate) fn decimal_to_f64(d: bson::Decimal128) -> f64 {
     d.to_string().parse::<f64>().unwrap_or(f64::NAN)
 }
@@ -401,7 +614,7 @@ pub(crate) fn number_as_f64(v: RawBsonRef<'_>) -> Option<f64> {
 pub(crate) fn is_nan(v: RawBsonRef<'_>) -> bool {
     match v {
         RawBsonRef::Double(d) => d.is_nan(),
-        RawBsonRef::Decimal128(d) => decimal_to_f64(d).is_nan(),
+        RawBsonRef::Decimal128(d) => Dec::of(d) == Dec::NaN,
         _ => false,
     }
 }
@@ -495,6 +708,142 @@ mod tests {
         for (a, b, want) in cases {
             assert_eq!(ord(&a, &b), want, "{a:?} vs {b:?}");
             assert_eq!(ord(&b, &a), want.reverse(), "{b:?} vs {a:?}");
+        }
+    }
+
+    fn dec(s: &str) -> RawBson {
+        RawBson::Decimal128(Decimal128::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn decimals_compare_exactly_with_every_number() {
+        use Ordering::{Equal, Greater, Less};
+        let two64 = 2f64.powi(64);
+        let cases: Vec<(RawBson, RawBson, Ordering)> = vec![
+            // The double 0.1 is 0.1000000000000000055511151231257827021181583404541015625.
+            (dec("0.1"), RawBson::Double(0.1), Less),
+            (
+                dec("0.1000000000000000055511151231257827"),
+                RawBson::Double(0.1),
+                Less,
+            ),
+            (
+                dec("0.1000000000000000055511151231257828"),
+                RawBson::Double(0.1),
+                Greater,
+            ),
+            (dec("-0.1"), RawBson::Double(-0.1), Greater),
+            (dec("0.1"), dec("0.10"), Equal),
+            (dec("0.1"), dec("1E-1"), Equal),
+            (dec("1.00"), RawBson::Int32(1), Equal),
+            (
+                dec("1.000000000000000000000000000000001"),
+                RawBson::Int32(1),
+                Greater,
+            ),
+            (
+                dec("0.999999999999999999999999999999999"),
+                RawBson::Double(1.0),
+                Less,
+            ),
+            (dec("0.5"), RawBson::Double(0.5), Equal),
+            (dec("-2.5"), RawBson::Double(-2.5), Equal),
+            (dec("-0"), RawBson::Int32(0), Equal),
+            (dec("-0E+30"), RawBson::Double(-0.0), Equal),
+            // Around 2^53 and 2^63, where int64s have more bits than doubles.
+            (
+                dec("9007199254740993"),
+                RawBson::Int64((1 << 53) + 1),
+                Equal,
+            ),
+            (
+                dec("9007199254740993"),
+                RawBson::Double(9_007_199_254_740_992.0),
+                Greater,
+            ),
+            (
+                dec("9007199254740992.5"),
+                RawBson::Int64((1 << 53) + 1),
+                Less,
+            ),
+            (dec("9007199254740992.5"), RawBson::Int64(1 << 53), Greater),
+            (dec("9223372036854775807"), RawBson::Int64(i64::MAX), Equal),
+            (
+                dec("9223372036854775806.5"),
+                RawBson::Int64(i64::MAX - 1),
+                Greater,
+            ),
+            (
+                dec("9223372036854775807.5"),
+                RawBson::Int64(i64::MAX),
+                Greater,
+            ),
+            (
+                dec("9223372036854775807.5"),
+                RawBson::Double(2f64.powi(63)),
+                Less,
+            ),
+            (
+                dec("9223372036854775808"),
+                RawBson::Double(2f64.powi(63)),
+                Equal,
+            ),
+            (dec("-9223372036854775808"), RawBson::Int64(i64::MIN), Equal),
+            (dec("-9223372036854775809"), RawBson::Int64(i64::MIN), Less),
+            // 2^64 + 4 has 63 significant bits, more than any double there.
+            (dec("18446744073709551620"), RawBson::Double(two64), Greater),
+            (
+                dec("18446744073709551620"),
+                dec("18446744073709551620.5"),
+                Less,
+            ),
+            (dec("18446744073709551616"), RawBson::Double(two64), Equal),
+            // Beyond the range of doubles.
+            (dec("1E-6176"), RawBson::Int32(0), Greater),
+            (dec("1E-6176"), RawBson::Double(5e-324), Less),
+            (dec("-1E-6176"), RawBson::Double(-0.0), Less),
+            (dec("-1E-6176"), RawBson::Double(-5e-324), Greater),
+            (dec("1E-6176"), dec("2E-6176"), Less),
+            (dec("1E+6144"), RawBson::Double(f64::MAX), Greater),
+            (dec("1E+6144"), RawBson::Double(f64::INFINITY), Less),
+            (dec("-1E+6144"), RawBson::Double(f64::NEG_INFINITY), Greater),
+            (dec("Infinity"), RawBson::Double(f64::INFINITY), Equal),
+            (dec("-Infinity"), RawBson::Double(f64::NEG_INFINITY), Equal),
+            (dec("-Infinity"), dec("-1E+6144"), Less),
+            (dec("NaN"), dec("-NaN"), Equal),
+            (dec("NaN"), dec("-Infinity"), Less),
+            (dec("NaN"), RawBson::Int64(i64::MIN), Less),
+            (dec("-NaN"), RawBson::Double(f64::NAN), Equal),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(ord(&a, &b), want, "{a:?} vs {b:?}");
+            assert_eq!(ord(&b, &a), want.reverse(), "{b:?} vs {a:?}");
+        }
+    }
+
+    #[test]
+    fn decimal_truthiness_is_exact() {
+        let truth = |s: &str| crate::query::true_value(dec(s).as_raw_bson_ref());
+        assert!(truth("1E-6176"));
+        assert!(truth("-1E-6176"));
+        assert!(truth("NaN"));
+        assert!(truth("-Infinity"));
+        assert!(!truth("0"));
+        assert!(!truth("-0E+300"));
+    }
+
+    #[test]
+    fn non_canonical_decimals_are_zero() {
+        // `11` after the sign: a coefficient of `100` then 111 bits, over 10^34.
+        let big = Decimal128::from_bytes((0b011_u128 << 125).to_le_bytes());
+        // A 113-bit coefficient over 10^34 - 1.
+        let over = Decimal128::from_bytes((((1_u128 << 113) - 1) | (6176 << 113)).to_le_bytes());
+        for d in [big, over] {
+            assert!(matches!(Dec::of(d), Dec::Finite { coeff: 0, .. }), "{d:?}");
+            assert_eq!(
+                ord(&RawBson::Decimal128(d), &RawBson::Int32(0)),
+                Ordering::Equal
+            );
         }
     }
 

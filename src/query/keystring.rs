@@ -12,7 +12,7 @@
 //! | rank | payload |
 //! | --- | --- |
 //! | `MinKey`, undefined, null, `MaxKey` | none |
-//! | number | class byte; finite non-zero numbers add a 2-byte exponent and 8-byte mantissa, complemented when negative (see `NumKey`) |
+//! | number | class byte; finite non-zero numbers add a 2-byte exponent and 8-byte mantissa field, and when that field is odd (decimals only) an 18-byte tail: 2-byte decimal exponent, 16-byte coefficient; all complemented when negative (see `NumKey`) |
 //! | string, symbol, javascript | escaped bytes, then `00 00` |
 //! | object | per element: type byte, escaped field name + `00 00`, payload; then `00` |
 //! | array | per element: type byte, payload; then `00` |
@@ -29,8 +29,10 @@
 //! continuation and a string sorts before its extensions. Type bytes are never 0, so an object
 //! or array's `00` end marker sorts before any further element.
 //!
-//! Decimal128 is encoded through its nearest `f64`, matching [`compare`]'s documented
-//! approximation.
+//! Numbers are encoded exactly, decimal128 included: a decimal gets the key of the int or
+//! double of equal value when there is one, and otherwise a key of its own in its exact place
+//! (the layout of `NumKey`). Keys of int32, int64 and double values are the same bytes as in
+//! key format 1; decimal keys changed in format 2 (see `docs/storage.md`).
 //!
 //! [`compare`]: super::compare::compare
 
@@ -110,7 +112,17 @@ impl Reader<'_> {
         match t {
             rank::MIN_KEY | rank::UNDEFINED | rank::NULL | rank::MAX_KEY => Some(()),
             rank::NUMBER => match self.byte()? {
-                NUM_NEG | NUM_POS => self.skip(10),
+                class @ (NUM_NEG | NUM_POS) => {
+                    self.skip(9)?;
+                    // The mantissa field's last byte: bit 0 set (clear when negative, which
+                    // is complemented) means a decimal's tail follows.
+                    let last = self.byte()?;
+                    if (last & 1 == 1) == (class == NUM_POS) {
+                        self.skip(NUM_TAIL_LEN)
+                    } else {
+                        Some(())
+                    }
+                }
                 _ => Some(()),
             },
             rank::STRING | rank::JAVASCRIPT => self.escaped(),
@@ -208,6 +220,8 @@ const NUM_NEG: u8 = 0x03;
 const NUM_ZERO: u8 = 0x04;
 const NUM_POS: u8 = 0x05;
 const NUM_POS_INF: u8 = 0x06;
+/// Bytes of a decimal's tail after the mantissa field: exponent (u16), coefficient (u128).
+const NUM_TAIL_LEN: usize = 18;
 
 fn encode_number(k: NumKey, out: &mut Vec<u8>) {
     match k {
@@ -215,7 +229,7 @@ fn encode_number(k: NumKey, out: &mut Vec<u8>) {
         NumKey::NegInf => out.push(NUM_NEG_INF),
         NumKey::Zero => out.push(NUM_ZERO),
         NumKey::PosInf => out.push(NUM_POS_INF),
-        NumKey::Neg(e, m) | NumKey::Pos(e, m) => {
+        NumKey::Neg(e, m, tail) | NumKey::Pos(e, m, tail) => {
             out.push(if matches!(k, NumKey::Neg(..)) {
                 NUM_NEG
             } else {
@@ -223,6 +237,10 @@ fn encode_number(k: NumKey, out: &mut Vec<u8>) {
             });
             out.extend_from_slice(&e.to_be_bytes());
             out.extend_from_slice(&m.to_be_bytes());
+            if let Some((x, c)) = tail {
+                out.extend_from_slice(&x.to_be_bytes());
+                out.extend_from_slice(&c.to_be_bytes());
+            }
         }
     }
 }
@@ -271,6 +289,10 @@ mod tests {
         to_key(v.as_raw_bson_ref())
     }
 
+    fn dec(s: &str) -> RawBson {
+        RawBson::Decimal128(s.parse().unwrap())
+    }
+
     #[test]
     fn encoded_len_finds_where_each_key_string_ends() {
         let values = vec![
@@ -282,6 +304,13 @@ mod tests {
             RawBson::Int64(-7),
             RawBson::Double(2.5e300),
             RawBson::Double(f64::INFINITY),
+            dec("0.1"),
+            dec("-0.1"),
+            dec("1E-6176"),
+            dec("-1E-6176"),
+            dec("-2.5"),
+            dec("-1E+6144"),
+            rawbson!([dec("0.3"), dec("-0.3")]),
             rawbson!("a\u{0}b"),
             RawBson::Symbol("s".into()),
             rawbson!({"a": 1, "b": {"c": [1, "x", null]}, "": ""}),
@@ -329,6 +358,56 @@ mod tests {
         );
         assert_eq!(key(&rawbson!({"a": 1})), key(&rawbson!({"a": 1.0})));
         assert_eq!(key(&rawbson!("x")), key(&RawBson::Symbol("x".into())));
+        assert_eq!(one, key(&dec("1.000")));
+        assert_eq!(key(&dec("0.1")), key(&dec("0.100")));
+        assert_eq!(key(&dec("-0")), key(&RawBson::Int32(0)));
+        assert_eq!(key(&dec("-2.5")), key(&RawBson::Double(-2.5)));
+        assert_eq!(key(&dec("NaN")), key(&RawBson::Double(f64::NAN)));
+        assert_eq!(
+            key(&dec("-Infinity")),
+            key(&RawBson::Double(f64::NEG_INFINITY))
+        );
+        assert_eq!(
+            key(&dec("9223372036854775807")),
+            key(&RawBson::Int64(i64::MAX))
+        );
+        assert_ne!(key(&dec("0.1")), key(&RawBson::Double(0.1)));
+        assert_ne!(
+            key(&dec("9223372036854775807.5")),
+            key(&RawBson::Int64(i64::MAX))
+        );
+    }
+
+    /// Keys of int32, int64 and double values are persisted (key format 1 and 2 alike): these
+    /// bytes must never change.
+    #[test]
+    fn non_decimal_number_keys_are_format_1() {
+        let cases: Vec<(RawBson, Vec<u8>)> = vec![
+            (RawBson::Int32(0), vec![0x0A, 0x04]),
+            (
+                RawBson::Int32(1),
+                vec![0x0A, 0x05, 0x04, 0x4C, 0x80, 0, 0, 0, 0, 0, 0, 0],
+            ),
+            // -2.5: exponent 1 + 1100 and mantissa 0b101 << 61, both complemented.
+            (
+                RawBson::Double(-2.5),
+                vec![
+                    0x0A, 0x03, 0xFB, 0xB2, 0x5F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                ],
+            ),
+            (
+                RawBson::Int64(i64::MAX),
+                vec![
+                    0x0A, 0x05, 0x04, 0x8A, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE,
+                ],
+            ),
+            (RawBson::Double(f64::NAN), vec![0x0A, 0x01]),
+            (RawBson::Double(f64::NEG_INFINITY), vec![0x0A, 0x02]),
+            (RawBson::Double(f64::INFINITY), vec![0x0A, 0x06]),
+        ];
+        for (v, want) in cases {
+            assert_eq!(key(&v), want, "{v:?}");
+        }
     }
 
     #[test]
@@ -339,18 +418,37 @@ mod tests {
             RawBson::Null,
             RawBson::Double(f64::NAN),
             RawBson::Double(f64::NEG_INFINITY),
+            dec("-1E+6144"),
+            RawBson::Double(f64::MIN),
+            dec("-9223372036854775808.5"),
             RawBson::Int64(i64::MIN),
             RawBson::Int32(-1),
+            dec("-0.1000000000000000055511151231257828"),
+            RawBson::Double(-0.1),
+            dec("-0.1"),
             RawBson::Double(-1e-300),
+            dec("-1E-6175"),
+            dec("-1E-6176"),
             RawBson::Int32(0),
+            dec("1E-6176"),
+            dec("2E-6176"),
             RawBson::Double(5e-324),
+            dec("0.1"),
+            RawBson::Double(0.1),
+            dec("0.1000000000000000055511151231257828"),
             RawBson::Double(0.5),
+            dec("0.5000000000000000000000000000000001"),
             RawBson::Int64(1),
             RawBson::Int64(1 << 53),
+            dec("9007199254740992.5"),
             RawBson::Int64((1 << 53) + 1),
             RawBson::Int64(i64::MAX),
+            dec("9223372036854775807.5"),
             RawBson::Double(2f64.powi(63)),
+            dec("18446744073709551620"),
+            dec("18446744073709551620.5"),
             RawBson::Double(f64::MAX),
+            dec("1E+6144"),
             RawBson::Double(f64::INFINITY),
             rawbson!(""),
             rawbson!("\0"),

@@ -80,7 +80,10 @@ pub(crate) fn true_value(v: RawBsonRef<'_>) -> bool {
         RawBsonRef::Int32(i) => i != 0,
         RawBsonRef::Int64(i) => i != 0,
         RawBsonRef::Double(d) => d != 0.0,
-        RawBsonRef::Decimal128(d) => compare::decimal_to_f64(d) != 0.0,
+        // Exactly: 1E-6176 is not zero, although its nearest double is.
+        RawBsonRef::Decimal128(d) => {
+            !matches!(compare::Dec::of(d), compare::Dec::Finite { coeff: 0, .. })
+        }
         RawBsonRef::Null | RawBsonRef::Undefined => false,
         _ => true,
     }

@@ -56,20 +56,6 @@ fn arbitrary_number() -> impl Strategy<Value = RawBson> {
         9_223_372_036_854_775_808.0,
         -9_223_372_036_854_775_808.0,
     ]);
-    let decimals = prop::sample::select(vec![
-        "0",
-        "-0",
-        "1",
-        "1.0",
-        "2.5",
-        "-7",
-        "NaN",
-        "Infinity",
-        "-Infinity",
-        "1E+3",
-        "0.1",
-        "9223372036854775807",
-    ]);
     prop_oneof![
         int.clone()
             .prop_map(|i| i32::try_from(i).map_or(RawBson::Int64(i), RawBson::Int32)),
@@ -78,8 +64,172 @@ fn arbitrary_number() -> impl Strategy<Value = RawBson> {
         int.prop_map(|i| RawBson::Double(i as f64)),
         edge_doubles.prop_map(RawBson::Double),
         any::<f64>().prop_map(RawBson::Double),
-        decimals.prop_map(|s| RawBson::Decimal128(Decimal128::from_str(s).unwrap())),
+        arbitrary_decimal(),
+        arbitrary_decimal(),
     ]
+}
+
+/// Decimals at the edges and next to ints and doubles: equal to them, a digit away, or their
+/// shortest and 34-digit decimal forms (which are rarely their exact value).
+fn arbitrary_decimal() -> impl Strategy<Value = RawBson> {
+    let edges = prop::sample::select(vec![
+        "0",
+        "-0",
+        "0E+300",
+        "1",
+        "1.0",
+        "2.5",
+        "-7",
+        "NaN",
+        "-NaN",
+        "Infinity",
+        "-Infinity",
+        "1E+3",
+        "0.1",
+        "0.10",
+        "-0.1",
+        "0.1000000000000000055511151231257827",
+        "0.1000000000000000055511151231257828",
+        "9007199254740991",
+        "9007199254740992",
+        "9007199254740992.5",
+        "9007199254740993",
+        "-9007199254740993",
+        "9223372036854775806.5",
+        "9223372036854775807",
+        "9223372036854775807.5",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551616",
+        "18446744073709551620",
+        "18446744073709551620.5",
+        "1E-6176",
+        "-1E-6176",
+        "2E-6176",
+        "4.940656458412465441765687928682213E-324",
+        "4.940656458412465441765687928682214E-324",
+        "1.797693134862315708145274237317044E+308",
+        "1.797693134862315708145274237317043E+308",
+        "9.999999999999999999999999999999999E+6144",
+        "-9.999999999999999999999999999999999E+6144",
+    ]);
+    let near_double = (any::<f64>(), 0_usize..4, -2_i32..=2).prop_map(|(d, form, nudge)| {
+        let text = match form {
+            0 => format!("{d:e}"),
+            1 => format!("{d:.33e}"),
+            2 => format!("{d:.20e}"),
+            _ => format!("{d:.16e}"),
+        };
+        nudged(&text, nudge)
+    });
+    let near_int = (
+        any::<i64>(),
+        prop::sample::select(vec!["", ".0", ".5", ".0000000001"]),
+    )
+        .prop_map(|(i, frac)| format!("{i}{frac}"));
+    let small = (any::<i64>(), -40_i32..40).prop_map(|(c, e)| format!("{c}E{e}"));
+    let wide = (any::<u64>(), -6176_i32..6112).prop_map(|(c, e)| format!("{c}E{e}"));
+    prop_oneof![
+        edges.prop_map(str::to_owned),
+        near_double,
+        near_int,
+        small,
+        wide,
+    ]
+    .prop_map(|s| RawBson::Decimal128(Decimal128::from_str(&s).unwrap()))
+}
+
+/// `text` (a decimal in `{:e}` form) with `nudge` added to its last coefficient digit's place.
+fn nudged(text: &str, nudge: i32) -> String {
+    if nudge == 0 || !text.contains('e') || text.contains("inf") || text.contains("NaN") {
+        return text.to_owned();
+    }
+    let (mantissa, exp) = text.split_once('e').unwrap();
+    let (sign, digits) = mantissa
+        .strip_prefix('-')
+        .map_or(("", mantissa), |d| ("-", d));
+    let frac_len = digits.split_once('.').map_or(0, |(_, f)| f.len());
+    let coeff: num_bigint::BigInt = digits.replace('.', "").parse().unwrap();
+    let coeff = if sign == "-" { -coeff } else { coeff } + nudge;
+    let exp: i64 = exp.parse().unwrap();
+    format!("{coeff}E{}", exp - i64::try_from(frac_len).unwrap())
+}
+
+/// A number's exact value for [`exact_cmp`]: NaN, an infinity, or `num / den`.
+enum Exact {
+    NaN,
+    Inf(bool),
+    Ratio(num_bigint::BigInt, num_bigint::BigInt),
+}
+
+/// The exact value of a number, computed independently of `compare`: a double from its bits, a
+/// decimal from its string form.
+fn exact(v: &RawBson) -> Exact {
+    use num_bigint::BigInt;
+    let pow = |base: u32, e: u32| BigInt::from(base).pow(e);
+    match v {
+        RawBson::Int32(i) => Exact::Ratio(BigInt::from(*i), BigInt::from(1)),
+        RawBson::Int64(i) => Exact::Ratio(BigInt::from(*i), BigInt::from(1)),
+        RawBson::Double(d) if d.is_nan() => Exact::NaN,
+        RawBson::Double(d) if d.is_infinite() => Exact::Inf(*d > 0.0),
+        RawBson::Double(d) => {
+            let bits = d.to_bits();
+            let biased = u32::try_from((bits >> 52) & 0x7ff).unwrap();
+            let frac = bits & ((1 << 52) - 1);
+            let (m, e) = if biased == 0 {
+                (frac, -1074)
+            } else {
+                (frac | (1 << 52), i32::try_from(biased).unwrap() - 1075)
+            };
+            let m = if *d < 0.0 {
+                -BigInt::from(m)
+            } else {
+                BigInt::from(m)
+            };
+            if e >= 0 {
+                Exact::Ratio(m * pow(2, e.unsigned_abs()), BigInt::from(1))
+            } else {
+                Exact::Ratio(m, pow(2, e.unsigned_abs()))
+            }
+        }
+        RawBson::Decimal128(d) => {
+            let text = d.to_string();
+            let (neg, rest) = text
+                .strip_prefix('-')
+                .map_or((false, &*text), |r| (true, r));
+            match rest {
+                "NaN" => return Exact::NaN,
+                "Infinity" => return Exact::Inf(!neg),
+                _ => {}
+            }
+            let (mantissa, exp) = rest.split_once('E').unwrap_or((rest, "0"));
+            let frac_len = mantissa.split_once('.').map_or(0, |(_, f)| f.len());
+            let coeff: BigInt = mantissa.replace('.', "").parse().unwrap();
+            let coeff = if neg { -coeff } else { coeff };
+            let e = exp.parse::<i32>().unwrap() - i32::try_from(frac_len).unwrap();
+            if e >= 0 {
+                Exact::Ratio(coeff * pow(10, e.unsigned_abs()), BigInt::from(1))
+            } else {
+                Exact::Ratio(coeff, pow(10, e.unsigned_abs()))
+            }
+        }
+        other => panic!("not a number: {other:?}"),
+    }
+}
+
+/// Numeric order by exact value (NaN lowest and equal to itself), the oracle of `compare`.
+fn exact_cmp(a: &RawBson, b: &RawBson) -> Ordering {
+    let rank = |x: &Exact| match x {
+        Exact::NaN => 0,
+        Exact::Inf(false) => 1,
+        Exact::Ratio(..) => 2,
+        Exact::Inf(true) => 3,
+    };
+    match (exact(a), exact(b)) {
+        (Exact::Ratio(an, ad), Exact::Ratio(bn, bd)) => (an * bd).cmp(&(bn * ad)),
+        (x, y) => rank(&x).cmp(&rank(&y)),
+    }
 }
 
 fn arbitrary_leaf() -> impl Strategy<Value = RawBson> {
@@ -178,6 +328,13 @@ proptest! {
             prop_assert_ne!(cmp(&a, &c), Ordering::Greater);
         }
         prop_assert_eq!(to_key(a.as_raw_bson_ref()).cmp(&to_key(b.as_raw_bson_ref())), cmp(&a, &b));
+    }
+
+    #[test]
+    fn numbers_compare_by_exact_value(a in arbitrary_number(), b in arbitrary_number()) {
+        prop_assert_eq!(cmp(&a, &b), exact_cmp(&a, &b), "{:?} vs {:?}", a, b);
+        let (ka, kb) = (to_key(a.as_raw_bson_ref()), to_key(b.as_raw_bson_ref()));
+        prop_assert_eq!(ka.cmp(&kb), exact_cmp(&a, &b), "keys of {:?} vs {:?}", a, b);
     }
 
     #[test]

@@ -115,6 +115,9 @@ pub enum StorageError {
     /// Stored bytes did not decode.
     #[error("corrupt stored data: {0}")]
     Corrupt(String),
+    /// The store was written in a key format this build does not read.
+    #[error("unsupported data directory: {0}")]
+    UnsupportedFormat(String),
 }
 
 /// The result of storage calls.

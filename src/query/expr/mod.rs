@@ -25,7 +25,8 @@
 //! Not supported: the other MongoDB operators (`NotImplemented`, named), `$$USER_ROLES`, and
 //! server-side JavaScript (`$function`, `$accumulator`: mongod's error for a server without
 //! JavaScript). `$$CLUSTER_TIME` is mongod's error for a standalone server (51144). Decimal128
-//! arithmetic goes through `f64` (the approximation [`compare`] documents), and
+//! arithmetic goes through `f64`, an approximation (comparisons of decimals are exact, see
+//! [`compare`]), and
 //! `$toLower`/`$toUpper` convert only strings, symbols, numbers and null/missing to strings.
 
 mod fields;
