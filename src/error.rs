@@ -84,6 +84,7 @@ error_codes! {
     ClientMetadataCannotBeMutated = 186,
     InvalidIndexSpecificationOption = 197,
     IllegalOpMsgFlag = 223,
+    QueryFeatureNotAllowed = 224,
     NotImplemented = 238,
     UnsupportedOpQueryCommand = 352,
     BSONObjectTooLarge = 10334,
