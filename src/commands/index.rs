@@ -144,13 +144,29 @@ fn parse_specs(list: &[&RawDocument]) -> CommandResult<Vec<IndexSpec>> {
         .collect()
 }
 
-/// The spec minus its name and version, to compare options of two indexes.
+/// The options of a spec that tell two indexes on one key apart, as mongod's
+/// `IndexDescriptor::compareIndexOptions` compares them: not the name, `v`, the text and
+/// 2dsphere versions, `background` (a creation-time option) or `hidden`; `unique` and `sparse`
+/// by truth value.
 fn options_of(spec: &RawDocumentBuf) -> Vec<(String, bson::RawBson)> {
     let mut out: Vec<(String, bson::RawBson)> = spec
         .iter()
         .map_while(Result::ok)
-        .filter(|(k, _)| !matches!(k.as_str(), "v" | "name"))
-        .map(|(k, v)| (k.as_str().to_owned(), bson::RawBson::from(v)))
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "v" | "name"
+                    | "textIndexVersion"
+                    | "2dsphereIndexVersion"
+                    | "background"
+                    | "hidden"
+            )
+        })
+        .filter_map(|(k, v)| match k.as_str() {
+            "unique" | "sparse" => crate::query::true_value(v)
+                .then(|| (k.as_str().to_owned(), bson::RawBson::Boolean(true))),
+            _ => Some((k.as_str().to_owned(), bson::RawBson::from(v))),
+        })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -180,15 +196,23 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
         }
     };
     let mut raw_specs = Vec::new();
-    for item in list {
+    for (i, item) in list.into_iter().enumerate() {
         match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
             RawBsonRef::Document(d) => raw_specs.push(d),
-            other => return Err(wrong_type("createIndexes.indexes.0", other, " 'object'")),
+            other => {
+                return Err(wrong_type(
+                    &format!("createIndexes.indexes.{i}"),
+                    other,
+                    " 'object'",
+                ));
+            }
         }
     }
     let requested = parse_specs(&raw_specs)?;
     if requested.is_empty() {
-        return Err(CommandError::bad_value("Must specify at least one index."));
+        return Err(CommandError::bad_value(
+            "Must specify at least one index to create",
+        ));
     }
     let catalog = std::sync::Arc::clone(&state.catalog);
     let (db, coll, now_ms) = (req.db.to_owned(), name.to_owned(), state.now_ms());
