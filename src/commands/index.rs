@@ -221,18 +221,10 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
         catalog.change_indexes(&db, &coll, true, now_ms, move |c, indexes| {
             let before = indexes.len() + 1;
             for new in requested {
-                if new.name == "_id_" || new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
-                    if new.name == "_id_" && new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
-                        continue;
-                    }
-                    return Err(CommandError::new(
-                        ErrorCode::IndexKeySpecsConflict,
-                        format!(
-                            "An existing index has the same name as the requested index. Requested \
-                             index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
-                            show(&new.spec)
-                        ),
-                    ));
+                // The `_id` index always exists: mongod names every spec of its key pattern
+                // `_id_` (`_fixIndexSpec`), and `spec::validate` allowed it no other options.
+                if spec::is_id_pattern(&new.key) {
+                    continue;
                 }
                 let same_name = indexes.iter().find(|i| i.name == new.name);
                 let same_key = indexes.iter().find(|i| i.key == new.key);
@@ -265,7 +257,10 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                     (None, Some(existing)) => {
                         return Err(CommandError::new(
                             ErrorCode::IndexOptionsConflict,
-                            format!("Index already exists with a different name: {}", existing.name),
+                            format!(
+                                "Index already exists with a different name: {}",
+                                existing.name
+                            ),
                         ));
                     }
                     (None, None) => {

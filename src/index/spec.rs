@@ -178,7 +178,7 @@ pub fn kind_of(key: &RawDocument) -> String {
 }
 
 /// mongod's `IndexDescriptor::isIdIndexPattern`: `{_id: <number whose int value is 1>}`.
-fn is_id_pattern(key: &RawDocument) -> bool {
+pub fn is_id_pattern(key: &RawDocument) -> bool {
     let mut it = key.iter().map_while(Result::ok);
     let Some(("_id", value)) = it.next().map(|(k, v)| (k.as_str(), v)) else {
         return false;
