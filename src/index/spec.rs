@@ -922,7 +922,25 @@ fn shape_of(filter: &RawDocument) -> Shape {
         match value {
             RawBsonRef::Document(ops) if is_operator_document(ops) => {
                 for (op, arg) in ops.iter().map_while(Result::ok) {
-                    parts.push(operator_shape(field, op.as_str(), arg));
+                    match op.as_str() {
+                        // `$regex` and `$options` are one expression.
+                        "$options" if ops.get("$regex").ok().flatten().is_some() => {}
+                        "$regex" | "$options" => {
+                            let text = |name: &str| match ops.get(name).ok().flatten() {
+                                Some(RawBsonRef::String(s)) => s.to_owned(),
+                                Some(RawBsonRef::RegularExpression(re)) => {
+                                    re.pattern.as_str().to_owned()
+                                }
+                                _ => String::new(),
+                            };
+                            parts.push(Shape::Refused(format!(
+                                "{field} regex /{}/{}\n",
+                                text("$regex"),
+                                text("$options")
+                            )));
+                        }
+                        op => parts.push(operator_shape(field, op, arg)),
+                    }
                 }
             }
             RawBsonRef::RegularExpression(re) => parts.push(Shape::Refused(format!(
@@ -961,7 +979,7 @@ fn operator_shape(field: &str, op: &str, arg: RawBsonRef<'_>) -> Shape {
         "$exists" if crate::query::true_value(arg) => Shape::Allowed,
         "$exists" => Shape::Refused(format!("$not\n    {field} exists\n")),
         "$ne" => Shape::Refused(format!("$not\n    {field} $eq {shown}\n")),
-        "$nin" => Shape::Refused(format!("$not\n    {field} $in {shown}\n")),
+        "$nin" => Shape::Refused(format!("$not\n    {field} $in [ {}]\n", in_list(arg))),
         "$not" => Shape::Refused("$not\n".to_owned()),
         "$all" => match arg {
             RawBsonRef::Array(items) => {
@@ -990,9 +1008,28 @@ fn operator_shape(field: &str, op: &str, arg: RawBsonRef<'_>) -> Shape {
             }
             _ => Shape::Refused(format!("{field} $all {shown}\n")),
         },
-        "$regex" | "$options" => Shape::Refused(format!("{field} regex /{shown}/\n")),
         other => Shape::Refused(format!("{field} {other} {shown}\n")),
     }
+}
+
+/// The values of an `$in` as mongod's `InMatchExpression::debugString` writes them: sorted,
+/// without duplicates, each followed by a space (regexes last).
+fn in_list(arg: RawBsonRef<'_>) -> String {
+    let RawBsonRef::Array(items) = arg else {
+        return String::new();
+    };
+    let mut values: Vec<RawBsonRef<'_>> = items.into_iter().map_while(Result::ok).collect();
+    let (mut regexes, mut values): (Vec<_>, Vec<_>) = values
+        .drain(..)
+        .partition(|v| matches!(v, RawBsonRef::RegularExpression(_)));
+    values.sort_by(|a, b| crate::query::compare::compare(*a, *b));
+    values.dedup_by(|a, b| crate::query::compare::compare(*a, *b).is_eq());
+    values.append(&mut regexes);
+    values.iter().fold(String::new(), |mut out, v| {
+        out.push_str(&display::value(*v));
+        out.push(' ');
+        out
+    })
 }
 
 /// mongod's `_checkValidFilterExpressions`: only the allowed operators, at most
@@ -1285,7 +1322,7 @@ mod tests {
             (
                 rawdoc! { "b": { "$nin": [1] } },
                 67,
-                "Expression not supported in partial index: $not\n",
+                "Expression not supported in partial index: $not\n    b $in [ 1 ]\n",
             ),
             (
                 rawdoc! { "b": { "$regex": "x" } },
@@ -1324,6 +1361,18 @@ mod tests {
             assert_eq!(e.code.code(), code, "{filter:?}: {}", e.errmsg);
             assert!(e.errmsg.contains(msg), "{filter:?}: {}", e.errmsg);
         }
+        let regex = err(&rawdoc! { "key": { "a": 1 }, "name": "x",
+        "partialFilterExpression": { "b": { "$options": "i", "$regex": "^x" } } });
+        assert_eq!(
+            regex.errmsg,
+            "Expression not supported in partial index: b regex /^x/i\n"
+        );
+        let nin = err(&rawdoc! { "key": { "a": 1 }, "name": "x",
+        "partialFilterExpression": { "b": { "$nin": [2, "s", 1, 2] } } });
+        assert_eq!(
+            nin.errmsg,
+            "Expression not supported in partial index: $not\n    b $in [ 1 2 \"s\" ]\n"
+        );
         // `sparse: false` does not conflict with a partial filter.
         ok(
             &rawdoc! { "key": { "a": 1 }, "name": "x", "sparse": false, "partialFilterExpression": { "a": 1 } },
