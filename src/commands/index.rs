@@ -338,7 +338,7 @@ pub(super) fn list_indexes(req: &Request<'_>, state: &ServerState) -> CommandRes
     let mut batch = RawArrayBuf::new();
     batch.push(id_index());
     for i in &collection.indexes {
-        batch.push(i.spec.clone());
+        batch.push(spec::listed(&i.spec));
     }
     Ok(rawdoc! {
         "cursor": { "id": 0_i64, "ns": format!("{}.{name}", req.db), "firstBatch": batch },

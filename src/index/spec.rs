@@ -797,6 +797,85 @@ pub fn check_creatable(spec: &Validated) -> CommandResult<RawDocumentBuf> {
     Ok(kept)
 }
 
+/// How `listIndexes` serializes a field of a spec (its type in `list_indexes.idl`).
+#[derive(Clone, Copy)]
+enum Listed {
+    /// As stored (documents and strings).
+    AsIs,
+    /// `safeBool`: its truth value, as a bool.
+    Bool,
+    /// `safeInt`: an int32 (mongod's `safeNumberInt`: truncated, clamped, NaN as 0).
+    Int,
+    /// `safeDouble`: a double.
+    Double,
+}
+
+/// `ListIndexesReplyItem`'s fields, in its order.
+const LISTED_FIELDS: &[(&str, Listed)] = &[
+    ("v", Listed::Int),
+    ("key", Listed::AsIs),
+    ("name", Listed::AsIs),
+    ("background", Listed::Bool),
+    ("unique", Listed::Bool),
+    ("hidden", Listed::Bool),
+    ("partialFilterExpression", Listed::AsIs),
+    ("sparse", Listed::Bool),
+    // mongod's IDL type is safeInt (listed as an int32); Ebb's TTL model lists the value as
+    // given (tests/ttl.rs), which the TTL specification owns.
+    ("expireAfterSeconds", Listed::AsIs),
+    ("storageEngine", Listed::AsIs),
+    ("weights", Listed::AsIs),
+    ("default_language", Listed::AsIs),
+    ("language_override", Listed::AsIs),
+    ("textIndexVersion", Listed::Int),
+    ("2dsphereIndexVersion", Listed::Int),
+    ("bits", Listed::Int),
+    ("min", Listed::Double),
+    ("max", Listed::Double),
+    ("bucketSize", Listed::Double),
+    ("collation", Listed::AsIs),
+    ("wildcardProjection", Listed::AsIs),
+    ("columnstoreProjection", Listed::AsIs),
+    ("coarsestIndexedLevel", Listed::Int),
+    ("finestIndexedLevel", Listed::Int),
+    ("dropDups", Listed::Bool),
+    ("originalSpec", Listed::AsIs),
+    ("clustered", Listed::Bool),
+    ("prepareUnique", Listed::Bool),
+];
+
+/// A kept spec as `listIndexes` shows it: mongod parses each catalog entry into
+/// `ListIndexesReplyItem` (`list_indexes.idl`) and serializes that, so the fields come in the
+/// IDL's order with its types (`sparse: 1` is listed as `sparse: true`, `bits: 26.0` as the int
+/// 26), and fields it does not know are left out. `expireAfterSeconds` is listed as given.
+pub fn listed(spec: &RawDocument) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    for &(field, how) in LISTED_FIELDS {
+        let Some(value) = spec.get(field).ok().flatten() else {
+            continue;
+        };
+        let Ok(name) = <&CStr>::try_from(field) else {
+            continue;
+        };
+        match how {
+            Listed::AsIs => out.append(name, value),
+            Listed::Bool => out.append(name, crate::query::true_value(value)),
+            Listed::Int => {
+                let n = number_as_f64(value).unwrap_or(0.0);
+                #[expect(clippy::cast_possible_truncation, reason = "clamped, as safeNumberInt")]
+                let n = if n.is_nan() {
+                    0
+                } else {
+                    n.clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+                };
+                out.append(name, n);
+            }
+            Listed::Double => out.append(name, number_as_f64(value).unwrap_or(0.0)),
+        }
+    }
+    out
+}
+
 /// `storageEngine`: a non-empty document of per-engine documents, for engines this server has
 /// (mongod's `validateStorageOptions`; Ebb answers to `wiredTiger`, as drivers expect).
 fn check_storage_engine(value: RawBsonRef<'_>) -> CommandResult<()> {
@@ -1292,6 +1371,22 @@ mod tests {
         assert_eq!(
             kept,
             rawdoc! { "v": 2, "unique": true, "key": { "a": 1 }, "name": "x", "background": true, "bits": 26 }
+        );
+    }
+
+    #[test]
+    fn listed_as_list_indexes_idl_serializes() {
+        let kept = ok(&rawdoc! {
+            "key": { "a": 1 }, "name": "x", "unique": true, "sparse": 1, "background": 1.0,
+            "expireAfterSeconds": 10_i64, "min": 5, "bits": 26.0,
+        });
+        // (expireAfterSeconds as given, see LISTED_FIELDS.)
+        assert_eq!(
+            listed(&kept),
+            rawdoc! {
+                "v": 2, "key": { "a": 1 }, "name": "x", "background": true, "unique": true,
+                "sparse": true, "expireAfterSeconds": 10_i64, "bits": 26, "min": 5.0,
+            }
         );
     }
 
