@@ -85,6 +85,7 @@ error_codes! {
     ClientMetadataCannotBeMutated = 186,
     InvalidIndexSpecificationOption = 197,
     IllegalOpMsgFlag = 223,
+    QueryFeatureNotAllowed = 224,
     NotImplemented = 238,
     APIVersionError = 322,
     APIStrictError = 323,

@@ -3,16 +3,18 @@
 //! fully live. Every index but the `_ts` TTL policy has entries, built over the existing
 //! documents by `createIndexes` (under the collection's write lock, so no write is missed) and
 //! kept exact by every write, expiry and drop (see `docs/storage.md`); `unique`, `sparse`,
-//! `partialFilterExpression` and `hidden` are honoured. Special index types (text, geo,
-//! hashed, wildcard) and index collations are refused.
+//! `partialFilterExpression` and `hidden` are honoured. Specs are validated as mongod validates
+//! them (`index::spec`); special index types (text, geo, hashed, wildcard) and index
+//! collations are refused with `NotImplemented`. At most 64 indexes per collection.
 
-use bson::raw::{CStr, cstr};
+use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::args::{WriteConcern, collection_name, field, wrong_type};
 use crate::catalog::{IndexSpec, validate_namespace, validate_writable};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::index::spec;
 use crate::query::display;
 use crate::state::ServerState;
 use crate::ttl::is_ts_key;
@@ -20,103 +22,12 @@ use crate::ttl::is_ts_key;
 /// MongoDB's `InvalidIndexSpecificationOption` (197).
 const INVALID_INDEX_OPTION: ErrorCode = ErrorCode::InvalidIndexSpecificationOption;
 
-/// Index options accepted and kept in the spec.
-const KEPT_OPTIONS: &[&str] = &[
-    "unique",
-    "expireAfterSeconds",
-    "partialFilterExpression",
-    "sparse",
-    "hidden",
-    "storageEngine",
-];
-/// Options accepted and dropped (they mean nothing here).
-const IGNORED_OPTIONS: &[&str] = &["v", "ns", "background", "dropDups"];
-/// Options for index features Ebb does not have yet.
-const UNSUPPORTED_OPTIONS: &[&str] = &[
-    "collation",
-    "weights",
-    "default_language",
-    "language_override",
-    "textIndexVersion",
-    "2dsphereIndexVersion",
-    "bits",
-    "min",
-    "max",
-    "bucketSize",
-    "wildcardProjection",
-    "clustered",
-    "prepareUnique",
-];
-
 fn show(doc: &RawDocument) -> String {
     display::value(RawBsonRef::Document(doc))
 }
 
 fn cannot_create(msg: String) -> CommandError {
     CommandError::new(ErrorCode::CannotCreateIndex, msg)
-}
-
-/// The index name MongoDB generates from a key pattern: `a_1_b_-1`.
-fn default_name(key: &RawDocument) -> String {
-    let mut parts = Vec::new();
-    for (k, v) in key.iter().map_while(Result::ok) {
-        parts.push(k.as_str().to_owned());
-        parts.push(match v {
-            RawBsonRef::String(s) => s.to_owned(),
-            other => display::value(other),
-        });
-    }
-    parts.join("_")
-}
-
-/// Validates a key pattern: non-empty, each value a non-zero number. Special index types are
-/// refused clearly.
-fn check_key(key: &RawDocument, spec: &RawDocument) -> CommandResult<()> {
-    let mut fields = 0;
-    for entry in key {
-        let (name, value) =
-            entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        fields += 1;
-        if name.as_str().is_empty() {
-            return Err(cannot_create(format!(
-                "Error in specification {} :: caused by :: Index keys cannot be an empty field.",
-                show(spec)
-            )));
-        }
-        match value {
-            RawBsonRef::Int32(n) if n != 0 => {}
-            RawBsonRef::Int64(n) if n != 0 => {}
-            RawBsonRef::Double(d) if d != 0.0 && !d.is_nan() => {}
-            RawBsonRef::Decimal128(_) => {}
-            RawBsonRef::String(kind @ ("text" | "2dsphere" | "2d" | "hashed" | "geoHaystack")) => {
-                return Err(CommandError::new(
-                    ErrorCode::NotImplemented,
-                    format!("'{kind}' indexes are not supported by Ebb yet"),
-                ));
-            }
-            RawBsonRef::String(other) => {
-                return Err(cannot_create(format!(
-                    "Error in specification {} :: caused by :: Unknown index plugin '{other}'",
-                    show(spec)
-                )));
-            }
-            other => {
-                return Err(cannot_create(format!(
-                    "Error in specification {} :: caused by :: Values in v:2 index key pattern \
-                     cannot be of type {}. Only numbers > 0, numbers < 0, and strings are allowed.",
-                    show(spec),
-                    display::type_name(other.element_type())
-                )));
-            }
-        }
-    }
-    if fields == 0 {
-        return Err(cannot_create(format!(
-            "Error in specification {} :: caused by :: Index keys cannot be empty.",
-            show(spec)
-        )));
-    }
-    Ok(())
 }
 
 /// Validates `expireAfterSeconds` for an index on `key`; returns the seconds Ebb applies.
@@ -196,111 +107,66 @@ pub(crate) fn check_expire_after_seconds(
     Ok(number.trunc() as i64)
 }
 
-/// Parses and validates one `indexes` entry into the spec the catalog keeps.
-fn parse_spec(raw: &RawDocument) -> CommandResult<IndexSpec> {
-    let key = match raw
-        .get("key")
-        .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?
-    {
-        Some(RawBsonRef::Document(k)) => k,
-        Some(other) => return Err(wrong_type("createIndexes.indexes.key", other, " 'object'")),
-        None => {
-            return Err(CommandError::new(
-                ErrorCode::FailedToParse,
-                format!(
-                    "Error in specification {} :: caused by :: The 'key' field is a required \
-                     property of an index specification",
-                    show(raw)
-                ),
-            ));
-        }
-    };
-    check_key(key, raw)?;
-    let name = match raw.get("name").ok().flatten() {
-        Some(RawBsonRef::String(n)) if !n.is_empty() => n.to_owned(),
-        Some(RawBsonRef::String(_)) => {
-            return Err(cannot_create(format!(
-                "Error in specification {} :: caused by :: index name cannot be empty",
-                show(raw)
-            )));
-        }
-        Some(other) => return Err(wrong_type("createIndexes.indexes.name", other, " 'string'")),
-        None => default_name(key),
-    };
-    let mut spec = rawdoc! { "v": 2, "key": key.to_owned(), "name": name.as_str() };
-    let mut expire_after_seconds = None;
-    let mut partial_filter = None;
-    for entry in raw {
-        let (option, value) =
-            entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        let option = option.as_str();
-        if matches!(option, "key" | "name") || IGNORED_OPTIONS.contains(&option) {
-            continue;
-        }
-        if option == "unique" {
-            // `unique: false` asks for nothing special; any true value is kept as `true`.
-            if super::args::truthy("unique", value)? {
-                spec.append(cstr!("unique"), true);
-            }
-            continue;
-        }
-        if UNSUPPORTED_OPTIONS.contains(&option) {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                format!("index option '{option}' is not supported by Ebb yet"),
-            ));
-        }
-        if !KEPT_OPTIONS.contains(&option) {
-            return Err(CommandError::new(
-                INVALID_INDEX_OPTION,
-                format!(
-                    "The field '{option}' is not valid for an index specification. \
-                     Specification: {}",
-                    show(raw)
-                ),
-            ));
-        }
-        match (option, value) {
-            ("expireAfterSeconds", v) => {
-                expire_after_seconds = Some(check_expire_after_seconds(key, v, raw)?);
-            }
-            ("partialFilterExpression", RawBsonRef::Document(f)) => {
-                crate::query::filter::Filter::compile(f)?;
-                partial_filter = Some(f.to_owned());
-            }
-            ("partialFilterExpression", other) => {
-                return Err(wrong_type("partialFilterExpression", other, " 'object'"));
-            }
-            _ => {}
-        }
-        let key = <&CStr>::try_from(option).map_err(|e| CommandError::bad_value(e.to_string()))?;
-        spec.append(key, value);
+/// Validates the `indexes` entries as mongod does, in its order: every spec's fields, types and
+/// key pattern ([`spec::validate`]), then every TTL option, then what each index kind allows
+/// ([`spec::check_creatable`]). Returns the specs the catalog keeps.
+fn parse_specs(list: &[&RawDocument]) -> CommandResult<Vec<IndexSpec>> {
+    let validated = list
+        .iter()
+        .map(|raw| spec::validate(raw))
+        .collect::<CommandResult<Vec<_>>>()?;
+    let mut expiries = Vec::with_capacity(validated.len());
+    for v in &validated {
+        expiries.push(match v.raw.get("expireAfterSeconds").ok().flatten() {
+            Some(value) => Some(check_expire_after_seconds(&v.key, value, &v.raw)?),
+            None => None,
+        });
     }
-    if partial_filter.is_some() && spec.get("sparse").ok().flatten().is_some() {
-        return Err(cannot_create(format!(
-            "Error in specification {} :: caused by :: cannot mix \"partialFilterExpression\" \
-             and \"sparse\" options",
-            show(raw)
-        )));
-    }
-    Ok(IndexSpec {
-        id: 0,
-        multikey: std::sync::Arc::default(),
-        name,
-        key: key.to_owned(),
-        expire_after_seconds,
-        partial_filter,
-        spec,
-    })
+    validated
+        .iter()
+        .zip(expiries)
+        .map(|(v, expire_after_seconds)| {
+            let kept = spec::check_creatable(v)?;
+            let partial_filter = match kept.get("partialFilterExpression").ok().flatten() {
+                Some(RawBsonRef::Document(f)) => Some(f.to_owned()),
+                _ => None,
+            };
+            Ok(IndexSpec {
+                id: 0,
+                multikey: std::sync::Arc::default(),
+                name: v.name.clone(),
+                key: v.key.clone(),
+                expire_after_seconds,
+                partial_filter,
+                spec: kept,
+            })
+        })
+        .collect()
 }
 
-/// The spec minus its name and version, to compare options of two indexes.
+/// The options of a spec that tell two indexes on one key apart, as mongod's
+/// `IndexDescriptor::compareIndexOptions` compares them: not the name, `v`, the text and
+/// 2dsphere versions, `background` (a creation-time option) or `hidden`; `unique` and `sparse`
+/// by truth value.
 fn options_of(spec: &RawDocumentBuf) -> Vec<(String, bson::RawBson)> {
     let mut out: Vec<(String, bson::RawBson)> = spec
         .iter()
         .map_while(Result::ok)
-        .filter(|(k, _)| !matches!(k.as_str(), "v" | "name"))
-        .map(|(k, v)| (k.as_str().to_owned(), bson::RawBson::from(v)))
+        .filter(|(k, _)| {
+            !matches!(
+                k.as_str(),
+                "v" | "name"
+                    | "textIndexVersion"
+                    | "2dsphereIndexVersion"
+                    | "background"
+                    | "hidden"
+            )
+        })
+        .filter_map(|(k, v)| match k.as_str() {
+            "unique" | "sparse" => crate::query::true_value(v)
+                .then(|| (k.as_str().to_owned(), bson::RawBson::Boolean(true))),
+            _ => Some((k.as_str().to_owned(), bson::RawBson::from(v))),
+        })
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
@@ -329,35 +195,36 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
             return Err(CommandError::missing_field("createIndexes.indexes"));
         }
     };
-    let mut requested = Vec::new();
-    for item in list {
+    let mut raw_specs = Vec::new();
+    for (i, item) in list.into_iter().enumerate() {
         match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
-            RawBsonRef::Document(d) => requested.push(parse_spec(d)?),
-            other => return Err(wrong_type("createIndexes.indexes.0", other, " 'object'")),
+            RawBsonRef::Document(d) => raw_specs.push(d),
+            other => {
+                return Err(wrong_type(
+                    &format!("createIndexes.indexes.{i}"),
+                    other,
+                    " 'object'",
+                ));
+            }
         }
     }
+    let requested = parse_specs(&raw_specs)?;
     if requested.is_empty() {
-        return Err(CommandError::bad_value("Must specify at least one index."));
+        return Err(CommandError::bad_value(
+            "Must specify at least one index to create",
+        ));
     }
     let catalog = std::sync::Arc::clone(&state.catalog);
     let (db, coll, now_ms) = (req.db.to_owned(), name.to_owned(), state.now_ms());
     // Building over existing documents takes a while: off the runtime's workers.
     let built = tokio::task::spawn_blocking(move || {
-        catalog.change_indexes(&db, &coll, true, now_ms, move |_, indexes| {
+        catalog.change_indexes(&db, &coll, true, now_ms, move |c, indexes| {
             let before = indexes.len() + 1;
             for new in requested {
-                if new.name == "_id_" || new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
-                    if new.name == "_id_" && new.key.as_bytes() == rawdoc! { "_id": 1 }.as_bytes() {
-                        continue;
-                    }
-                    return Err(CommandError::new(
-                        ErrorCode::IndexKeySpecsConflict,
-                        format!(
-                            "An existing index has the same name as the requested index. Requested \
-                             index: {}, existing index: {{ v: 2, key: {{ _id: 1 }}, name: \"_id_\" }}",
-                            show(&new.spec)
-                        ),
-                    ));
+                // The `_id` index always exists: mongod names every spec of its key pattern
+                // `_id_` (`_fixIndexSpec`), and `spec::validate` allowed it no other options.
+                if spec::is_id_pattern(&new.key) {
+                    continue;
                 }
                 let same_name = indexes.iter().find(|i| i.name == new.name);
                 let same_key = indexes.iter().find(|i| i.key == new.key);
@@ -390,7 +257,10 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                     (None, Some(existing)) => {
                         return Err(CommandError::new(
                             ErrorCode::IndexOptionsConflict,
-                            format!("Index already exists with a different name: {}", existing.name),
+                            format!(
+                                "Index already exists with a different name: {}",
+                                existing.name
+                            ),
                         ));
                     }
                     (None, None) => {
@@ -412,6 +282,17 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
                                     ),
                                 ));
                             }
+                        }
+                        // The `_id` index counts.
+                        if indexes.len() + 1 >= spec::MAX_INDEXES {
+                            return Err(CommandError::new(
+                                ErrorCode::CannotCreateIndex,
+                                format!(
+                                    "add index fails, too many indexes for {} key:{}",
+                                    c.namespace(),
+                                    show(&new.key)
+                                ),
+                            ));
                         }
                         indexes.push(new);
                     }
@@ -457,7 +338,7 @@ pub(super) fn list_indexes(req: &Request<'_>, state: &ServerState) -> CommandRes
     let mut batch = RawArrayBuf::new();
     batch.push(id_index());
     for i in &collection.indexes {
-        batch.push(i.spec.clone());
+        batch.push(spec::listed(&i.spec));
     }
     Ok(rawdoc! {
         "cursor": { "id": 0_i64, "ns": format!("{}.{name}", req.db), "firstBatch": batch },

@@ -16,6 +16,7 @@
 
 pub mod keys;
 mod maintain;
+pub mod spec;
 
 use bson::{RawBsonRef, RawDocument};
 
