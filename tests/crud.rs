@@ -2683,3 +2683,36 @@ async fn collection_and_index_default_collations_are_refused() -> TestResult {
     assert_command_error(&err, 238, "NotImplemented");
     Ok(())
 }
+
+#[tokio::test]
+async fn max_time_ms_bounds_reads_and_is_checked() -> TestResult {
+    let (_server, client) = start().await?;
+    seed(&client, "big", 0..100_000).await?;
+    // A scan of 100,000 documents takes longer than a millisecond.
+    let none = doc! { "n": { "$lt": -1 } };
+    for command in [
+        doc! { "find": "big", "filter": none.clone(), "maxTimeMS": 1 },
+        doc! { "count": "big", "query": none.clone(), "maxTimeMS": 1 },
+        doc! { "distinct": "big", "key": "n", "maxTimeMS": 1 },
+        doc! { "aggregate": "big", "pipeline": [{ "$match": none.clone() }], "cursor": {}, "maxTimeMS": 1_i64 },
+    ] {
+        let err = run_command_err(&client, DB, command).await?;
+        assert_command_error(&err, 50, "MaxTimeMSExpired");
+    }
+    // Within its time, or with 0 (no limit), the same command answers.
+    let reply = run_command(&client, DB, doc! { "count": "big", "maxTimeMS": 0 }).await?;
+    assert_eq!(reply.get_i32("n")?, 100_000);
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "find": "big", "filter": { "_id": 7 }, "maxTimeMS": 60_000.0 },
+    )
+    .await?;
+    assert_eq!(batch(&reply)?.0.len(), 1);
+    // mongod's parseMaxTimeMS errors.
+    for bad in [Bson::Int32(-1), Bson::Double(1.5), Bson::String("1".into())] {
+        let err = run_command_err(&client, DB, doc! { "find": "big", "maxTimeMS": bad }).await?;
+        assert_command_error(&err, 2, "BadValue");
+    }
+    Ok(())
+}

@@ -31,6 +31,7 @@ struct Found<'a> {
     read_concern: Option<RawBsonRef<'a>>,
     write_concern: Option<RawBsonRef<'a>>,
     txn_number: Option<RawBsonRef<'a>>,
+    max_time_ms: Option<RawBsonRef<'a>>,
     autocommit: Option<RawBsonRef<'a>>,
     start_transaction: Option<RawBsonRef<'a>>,
     lsid: bool,
@@ -51,6 +52,7 @@ fn find(body: &RawDocument) -> CommandResult<Found<'_>> {
             "readConcern" => &mut found.read_concern,
             "writeConcern" => &mut found.write_concern,
             "txnNumber" => &mut found.txn_number,
+            "maxTimeMS" => &mut found.max_time_ms,
             "autocommit" => &mut found.autocommit,
             "startTransaction" => &mut found.start_transaction,
             "lsid" => {
@@ -77,10 +79,18 @@ pub struct Accepts {
     pub write_concern: bool,
 }
 
+/// What the generic arguments ask of the command's run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `maxTimeMS`, when given and not 0: how long the command may run.
+    pub max_time_ms: Option<u64>,
+}
+
 /// Checks the generic arguments of `body` for a command that declares `accepts`.
-pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<()> {
+pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
     let found = find(body)?;
     check_api(accepts, &found)?;
+    let max_time_ms = found.max_time_ms.map(max_time_ms).transpose()?.flatten();
     check_transaction(&found)?;
     if let Some(rc) = found.read_concern {
         let parsed = ReadConcern::parse(rc)?;
@@ -96,7 +106,41 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<()> {
         }
         WriteConcernArgs::parse(wc)?.check_standalone()?;
     }
-    Ok(())
+    Ok(Limits { max_time_ms })
+}
+
+/// Reads `maxTimeMS` as mongod's `parseMaxTimeMS` does: a number from 0 to 2^31 − 1, integral
+/// when it is a double; 0 means no limit.
+fn max_time_ms(value: RawBsonRef<'_>) -> CommandResult<Option<u64>> {
+    let n = match value {
+        RawBsonRef::Int32(i) => i64::from(i),
+        RawBsonRef::Int64(i) => i,
+        RawBsonRef::Double(d) => {
+            if d.is_nan() || d < 0.0 || d > f64::from(i32::MAX) {
+                return Err(CommandError::bad_value("maxTimeMS is out of range"));
+            }
+            if d.floor() != d {
+                return Err(CommandError::bad_value("maxTimeMS has non-integral value"));
+            }
+            #[expect(clippy::cast_possible_truncation, reason = "checked to be in range")]
+            let n = d as i64;
+            n
+        }
+        RawBsonRef::Decimal128(d) => {
+            let f = d.to_string().parse::<f64>().unwrap_or(f64::NAN);
+            if f.is_nan() || f < 0.0 || f >= f64::from(i32::MAX) + 1.0 {
+                return Err(CommandError::bad_value("maxTimeMS is out of range"));
+            }
+            #[expect(clippy::cast_possible_truncation, reason = "checked to be in range")]
+            let n = f as i64;
+            n
+        }
+        _ => return Err(CommandError::bad_value("maxTimeMS must be a number")),
+    };
+    if !(0..=i64::from(i32::MAX)).contains(&n) {
+        return Err(CommandError::bad_value("maxTimeMS is out of range"));
+    }
+    Ok(u64::try_from(n).ok().filter(|&n| n > 0))
 }
 
 /// The Stable API parameters (mongod's `initializeAPIParameters`).
@@ -581,6 +625,24 @@ mod tests {
         read_concerns: ReadConcerns::LocalOnly,
         write_concern: false,
     };
+
+    #[test]
+    fn max_time_ms() {
+        let limit = |v: bson::RawBson| {
+            let mut body = rawdoc! { "find": "c" };
+            body.append(bson::cstr!("maxTimeMS"), v);
+            check(&FIND, &body)
+                .map(|l| l.max_time_ms)
+                .map_err(|e| e.code.code())
+        };
+        assert_eq!(limit(bson::RawBson::Int32(0)), Ok(None));
+        assert_eq!(limit(bson::RawBson::Int64(5)), Ok(Some(5)));
+        assert_eq!(limit(bson::RawBson::Double(7.0)), Ok(Some(7)));
+        assert_eq!(limit(bson::RawBson::Double(7.5)), Err(2));
+        assert_eq!(limit(bson::RawBson::Int32(-1)), Err(2));
+        assert_eq!(limit(bson::RawBson::Int64(1 << 31)), Err(2));
+        assert_eq!(limit(bson::RawBson::String("5".into())), Err(2));
+    }
 
     fn code(accepts: &Accepts, body: &bson::RawDocument) -> Option<i32> {
         check(accepts, body).err().map(|e| e.code.code())

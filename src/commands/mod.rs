@@ -415,20 +415,41 @@ pub fn lookup(name: &str) -> Option<&'static CommandSpec> {
     COMMANDS.iter().find(|c| c.name == name)
 }
 
+/// A command document as its handler reads it, once [`check_request`] passed it.
+#[derive(Debug)]
+pub struct Checked {
+    /// The body the handler should read: `None` when it is the request's own, or a copy
+    /// without the typed fields given as null (which read as absent).
+    pub body: Option<bson::RawDocumentBuf>,
+    /// What the generic arguments ask of the run.
+    pub limits: generic::Limits,
+}
+
 /// Checks a command document against its row: its own fields ([`spec::check`]), then the
-/// generic arguments ([`generic::check`]). Returns the body the handler should read: `None`
-/// when it is `body` itself, or a copy without the typed fields given as null (read as absent).
+/// generic arguments ([`generic::check`]).
 pub fn check_request(
     spec: &CommandSpec,
     body: &bson::RawDocument,
     sequences: &[&str],
-) -> CommandResult<Option<bson::RawDocumentBuf>> {
+) -> CommandResult<Checked> {
     let nulls = spec::check(spec.args, spec.name, body, sequences)?;
-    generic::check(&spec.accepts(), body)?;
-    if nulls {
-        return spec::without_nulls(spec.args, body).map(Some);
+    let limits = generic::check(&spec.accepts(), body)?;
+    let body = if nulls {
+        Some(spec::without_nulls(spec.args, body)?)
+    } else {
+        None
+    };
+    Ok(Checked { body, limits })
+}
+
+/// Whether `maxTimeMS` bounds this command's run: reads whose work can be abandoned at any
+/// point (nothing is written, no cursor exists until the reply). Writes do not take it yet.
+fn times_out(spec: &CommandSpec, body: &bson::RawDocument) -> bool {
+    match spec.cmd {
+        Cmd::Find | Cmd::Count | Cmd::Distinct | Cmd::ListCollections | Cmd::ListIndexes => true,
+        Cmd::Aggregate => !pipeline_writes(body),
+        _ => false,
     }
-    Ok(None)
 }
 
 /// A size limit as the `int32` that replies carry.
@@ -451,15 +472,51 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     for (slot, seq) in names.iter_mut().zip(req.sequences) {
         *slot = seq.identifier.as_str();
     }
-    let stripped = check_request(spec, req.body, &names[..req.sequences.len().min(4)])?;
+    let checked = check_request(spec, req.body, &names[..req.sequences.len().min(4)])?;
     let stripped_req;
-    let req = match &stripped {
+    let req = match &checked.body {
         None => req,
         Some(body) => {
             stripped_req = Request { body, ..*req };
             &stripped_req
         }
     };
+    match checked.limits.max_time_ms {
+        Some(ms) if times_out(spec, req.body) => tokio::time::timeout(
+            std::time::Duration::from_millis(ms),
+            run_handler(spec, req, ctx, state),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(CommandError::new(
+                ErrorCode::MaxTimeMSExpired,
+                "operation exceeded time limit",
+            ))
+        }),
+        _ => run_handler(spec, req, ctx, state).await,
+    }
+}
+
+/// Whether an `aggregate` pipeline ends in `$out` or `$merge`.
+fn pipeline_writes(body: &bson::RawDocument) -> bool {
+    let Ok(Some(bson::RawBsonRef::Array(stages))) = body.get("pipeline") else {
+        return false;
+    };
+    stages.into_iter().any(|stage| {
+        matches!(stage, Ok(bson::RawBsonRef::Document(d))
+        if d.iter().next().is_some_and(|e| {
+            e.is_ok_and(|(k, _)| matches!(k.as_str(), "$out" | "$merge"))
+        }))
+    })
+}
+
+/// Runs the handler of `spec` on a checked request.
+async fn run_handler(
+    spec: &CommandSpec,
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> CommandResult {
     match spec.cmd {
         Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello),
         Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster),
