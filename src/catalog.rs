@@ -369,6 +369,31 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
     Ok(())
 }
 
+/// mongod's rule that two databases never have names that differ only in case: creating a
+/// collection in `db` fails with `DatabaseDifferCase` while a database whose name equals `db`
+/// ignoring ASCII case, but not exactly, holds a collection.
+fn check_db_case(names: &Names, db: &str) -> Result<(), CommandError> {
+    let mut other = None;
+    for (existing, _) in names.keys() {
+        if existing == db {
+            return Ok(());
+        }
+        if other.is_none() && existing.eq_ignore_ascii_case(db) {
+            other = Some(existing);
+        }
+    }
+    match other {
+        None => Ok(()),
+        Some(existing) => Err(CommandError::new(
+            ErrorCode::DatabaseDifferCase,
+            format!(
+                "db already exists with different case already have: [{existing}] trying to \
+                 create [{db}]"
+            ),
+        )),
+    }
+}
+
 impl Catalog {
     /// Loads the catalog from `store`.
     pub fn open(store: Arc<GroupCommit>) -> Result<Self, StorageError> {
@@ -599,6 +624,7 @@ impl Catalog {
                 format!("Collection {db}.{name} already exists."),
             ));
         }
+        check_db_case(&self.read(), db)?;
         let mut batch = Batch::new();
         let collection = Collection::new(self.next_id(&mut batch)?, db, name, options, Vec::new());
         batch.put(
@@ -818,6 +844,9 @@ impl Catalog {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
         let old = self.get(db, name);
+        if old.is_none() {
+            check_db_case(&self.read(), db)?;
+        }
         let _writers = old.as_ref().map(|c| c.write_lock.lock());
         let mut batch = Batch::new();
         let (options, mut indexes) = old.as_ref().map_or_else(
@@ -893,6 +922,7 @@ impl Catalog {
                 "target namespace exists",
             ));
         }
+        check_db_case(&self.read(), to.0)?;
         let _source_writers = source.write_lock.lock();
         let _target_writers = target.as_ref().map(|t| t.write_lock.lock());
         let renamed = Collection::new(
@@ -1035,6 +1065,41 @@ mod tests {
 
     fn purge_all(catalog: &Catalog) {
         while catalog.purge_dropped().unwrap() > 0 {}
+    }
+
+    /// Database names that differ only in case never coexist, on every path that creates a
+    /// collection; the same name, or a name once its database is empty, is fine.
+    #[test]
+    fn database_names_differing_in_case_are_refused() {
+        let catalog = Catalog::open(store()).unwrap();
+        catalog.create("test", "c", RawDocumentBuf::new()).unwrap();
+        let err = catalog
+            .create("Test", "c", RawDocumentBuf::new())
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::DatabaseDifferCase);
+        assert_eq!(err.code.code(), 13297);
+        assert_eq!(
+            err.errmsg,
+            "db already exists with different case already have: [test] trying to create [Test]"
+        );
+        assert_eq!(
+            catalog.get_or_create("TEST", "d").unwrap_err().code,
+            ErrorCode::DatabaseDifferCase
+        );
+        let replaced = catalog.replace_collection("tEst", "out", |_| Ok(((), Batch::new())));
+        assert_eq!(replaced.unwrap_err().code, ErrorCode::DatabaseDifferCase);
+        let renamed = catalog.rename(("test", "c"), ("Test", "c"), false);
+        assert_eq!(renamed.unwrap_err().code, ErrorCode::DatabaseDifferCase);
+        assert_eq!(catalog.databases(), vec!["test".to_owned()]);
+        // The same database, and names that differ otherwise, are fine.
+        catalog.create("test", "d", RawDocumentBuf::new()).unwrap();
+        catalog.create("test2", "c", RawDocumentBuf::new()).unwrap();
+        catalog
+            .rename(("test", "d"), ("test2", "d"), false)
+            .unwrap();
+        // Once `test` holds nothing, `Test` may be created.
+        catalog.drop_collection("test", "c").unwrap();
+        catalog.create("Test", "c", RawDocumentBuf::new()).unwrap();
     }
 
     /// A build that never finished (the server was killed during it) leaves a building marker
