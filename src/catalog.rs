@@ -1,7 +1,7 @@
 //! The catalog: databases, collections and their options, persisted in the `catalog` keyspace
 //! and held in memory. See `docs/storage.md` for the key layout.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -264,6 +264,11 @@ pub struct Catalog {
     names: RwLock<Names>,
     /// Serialises catalog changes (create, drop, rename).
     ddl: Mutex<()>,
+    /// The databases this process holds open, as mongod's `DatabaseHolder` does: those with a
+    /// collection at startup and those a collection was created in since, until
+    /// `dropDatabase` (dropping a database's last collection leaves it open). Their names
+    /// decide `DatabaseDifferCase`; changed under `ddl`.
+    open_databases: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -370,19 +375,16 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
 }
 
 /// mongod's rule that two databases never have names that differ only in case: creating a
-/// collection in `db` fails with `DatabaseDifferCase` while a database whose name equals `db`
-/// ignoring ASCII case, but not exactly, holds a collection.
-fn check_db_case(names: &Names, db: &str) -> Result<(), CommandError> {
-    let mut other = None;
-    for (existing, _) in names.keys() {
-        if existing == db {
-            return Ok(());
-        }
-        if other.is_none() && existing.eq_ignore_ascii_case(db) {
-            other = Some(existing);
-        }
+/// collection in `db` fails with `DatabaseDifferCase` while an open database's name equals
+/// `db` ignoring ASCII case, but not exactly.
+fn check_db_case(open: &BTreeSet<String>, db: &str) -> Result<(), CommandError> {
+    if open.contains(db) {
+        return Ok(());
     }
-    match other {
+    match open
+        .iter()
+        .find(|existing| existing.eq_ignore_ascii_case(db))
+    {
         None => Ok(()),
         Some(existing) => Err(CommandError::new(
             ErrorCode::DatabaseDifferCase,
@@ -446,10 +448,12 @@ impl Catalog {
             );
         }
         info!(collections = names.len(), "catalog loaded");
+        let open_databases = names.keys().map(|(db, _)| db.clone()).collect();
         let catalog = Catalog {
             store,
             names: RwLock::new(names),
             ddl: Mutex::new(()),
+            open_databases: Mutex::new(open_databases),
         };
         catalog.abandon_builds()?;
         catalog
@@ -531,6 +535,31 @@ impl Catalog {
         self.ddl
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn open_databases(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        self.open_databases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens `db` for a collection about to be created in it, unless another open database's
+    /// name differs from it only in case. The caller holds `ddl`; a database opened for a
+    /// creation that then fails stays open, as in mongod.
+    fn open_database(&self, db: &str) -> Result<(), CommandError> {
+        let mut open = self.open_databases();
+        check_db_case(&open, db)?;
+        open.insert(db.to_owned());
+        Ok(())
+    }
+
+    /// Closes `db` once `dropDatabase` has dropped its collections (unless one was created
+    /// meanwhile), so that a name differing from it only in case may be used.
+    pub fn close_database(&self, db: &str) {
+        let _ddl = self.ddl();
+        if self.collections(db).is_empty() {
+            self.open_databases().remove(db);
+        }
     }
 
     /// The collection `db.name`, if it exists.
@@ -624,7 +653,7 @@ impl Catalog {
                 format!("Collection {db}.{name} already exists."),
             ));
         }
-        check_db_case(&self.read(), db)?;
+        self.open_database(db)?;
         let mut batch = Batch::new();
         let collection = Collection::new(self.next_id(&mut batch)?, db, name, options, Vec::new());
         batch.put(
@@ -845,7 +874,7 @@ impl Catalog {
         let _ddl = self.ddl();
         let old = self.get(db, name);
         if old.is_none() {
-            check_db_case(&self.read(), db)?;
+            self.open_database(db)?;
         }
         let _writers = old.as_ref().map(|c| c.write_lock.lock());
         let mut batch = Batch::new();
@@ -922,7 +951,7 @@ impl Catalog {
                 "target namespace exists",
             ));
         }
-        check_db_case(&self.read(), to.0)?;
+        self.open_database(to.0)?;
         let _source_writers = source.write_lock.lock();
         let _target_writers = target.as_ref().map(|t| t.write_lock.lock());
         let renamed = Collection::new(
@@ -1097,9 +1126,23 @@ mod tests {
         catalog
             .rename(("test", "d"), ("test2", "d"), false)
             .unwrap();
-        // Once `test` holds nothing, `Test` may be created.
+        // Dropping the last collection leaves the database open, as in mongod; closing it
+        // (`dropDatabase`) frees the name, and so does a restart.
         catalog.drop_collection("test", "c").unwrap();
+        assert_eq!(
+            catalog
+                .create("Test", "c", RawDocumentBuf::new())
+                .unwrap_err()
+                .code,
+            ErrorCode::DatabaseDifferCase
+        );
+        catalog.close_database("test");
         catalog.create("Test", "c", RawDocumentBuf::new()).unwrap();
+        catalog.drop_collection("Test", "c").unwrap();
+        let store = Arc::clone(catalog.store());
+        drop(catalog);
+        let catalog = Catalog::open(store).unwrap();
+        catalog.create("TEST", "c", RawDocumentBuf::new()).unwrap();
     }
 
     /// A build that never finished (the server was killed during it) leaves a building marker

@@ -854,7 +854,12 @@ async fn database_names_differing_only_in_case_are_refused() -> TestResult {
         );
     }
     assert_eq!(database_names(&client).await?, set(&["dbcase"]));
-    // Once `dbcase` is gone, the other spelling is free.
+
+    // Dropping its last collection leaves `dbcase` open, as in mongod; `dropDatabase` closes
+    // it, and the other spelling is free.
+    coll(&client, "dbcase", "c").drop().await?;
+    let err = run_command_err(&client, "DBcase", doc! { "create": "c" }).await?;
+    assert_command_error(&err, 13297, "DatabaseDifferCase");
     client.database("dbcase").drop().await?;
     insert_n(&client, "DBcase", "c", 1).await?;
     assert_eq!(database_names(&client).await?, set(&["DBcase"]));
