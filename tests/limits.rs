@@ -164,6 +164,18 @@ async fn aggregate_sort_follows_the_limit() -> TestResult {
     )
     .await?;
     assert_eq!(ids(&top)?, expected()[..5]);
+    // Stages after the sort see the merged order.
+    let projected = drain(
+        coll.aggregate([
+            doc! { "$match": { "_id": { "$gte": 0 } } },
+            doc! { "$sort": { "k": 1 } },
+            doc! { "$project": { "pad": 0 } },
+        ])
+        .await?,
+    )
+    .await?;
+    assert_eq!(ids(&projected)?, expected());
+    assert!(projected.iter().all(|d| !d.contains_key("pad")));
     Ok(())
 }
 
@@ -213,6 +225,15 @@ async fn spill_files_leave_nothing_behind() -> TestResult {
     assert!(tmp.is_dir(), "the sort spilled into {}", tmp.display());
     assert_eq!(std::fs::read_dir(&tmp)?.count(), 0);
     drop(cursor);
+    assert_eq!(std::fs::read_dir(&tmp)?.count(), 0);
+    // An aggregate $sort spills there too.
+    std::fs::remove_dir(&tmp)?;
+    let mut cursor = coll
+        .aggregate([doc! { "$sort": { "k": -1 } }])
+        .batch_size(10)
+        .await?;
+    assert!(cursor.advance().await?);
+    assert!(tmp.is_dir(), "the $sort spilled into {}", tmp.display());
     assert_eq!(std::fs::read_dir(&tmp)?.count(), 0);
     Ok(())
 }
