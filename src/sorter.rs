@@ -104,6 +104,25 @@ pub struct Sorter {
     buffer: Vec<Entry>,
     bytes: usize,
     runs: Vec<File>,
+    /// Runs kept open at once before they are merged into one ([`MAX_RUNS`]).
+    max_runs: usize,
+}
+
+/// Runs a sort keeps open at once: past this many, they are merged into one, so that a small
+/// limit and a large sort cannot run out of file descriptors.
+const MAX_RUNS: usize = 64;
+
+fn write_entry(out: &mut BufWriter<File>, doc: &RawDocumentBuf, expires: i64) -> CommandResult<()> {
+    out.write_all(doc.as_bytes()).map_err(|e| io_error(&e))?;
+    out.write_all(&expires.to_le_bytes())
+        .map_err(|e| io_error(&e))
+}
+
+/// A written run, rewound for reading.
+fn finish_run(out: BufWriter<File>) -> CommandResult<File> {
+    let mut file = out.into_inner().map_err(|e| io_error(e.error()))?;
+    file.seek(SeekFrom::Start(0)).map_err(|e| io_error(&e))?;
+    Ok(file)
 }
 
 impl Sorter {
@@ -116,6 +135,7 @@ impl Sorter {
             buffer: Vec::new(),
             bytes: 0,
             runs: Vec::new(),
+            max_runs: MAX_RUNS,
         }
     }
 
@@ -166,28 +186,43 @@ impl Sorter {
         self.bytes = self.buffer.iter().map(Entry::size).sum();
     }
 
+    fn new_run(&self) -> CommandResult<BufWriter<File>> {
+        std::fs::create_dir_all(&self.limits.temp_dir).map_err(|e| io_error(&e))?;
+        let file = tempfile::tempfile_in(&self.limits.temp_dir).map_err(|e| io_error(&e))?;
+        Ok(BufWriter::new(file))
+    }
+
     /// Writes the buffer, sorted, as one more run.
     fn spill(&mut self) -> CommandResult<()> {
         self.sort_buffer();
         if let Some(k) = self.keep {
             self.buffer.truncate(k);
         }
-        std::fs::create_dir_all(&self.limits.temp_dir).map_err(|e| io_error(&e))?;
-        let file = tempfile::tempfile_in(&self.limits.temp_dir).map_err(|e| io_error(&e))?;
-        let mut out = BufWriter::new(file);
+        let mut out = self.new_run()?;
         for e in self.buffer.drain(..) {
-            out.write_all(e.doc.as_bytes()).map_err(|e| io_error(&e))?;
-            out.write_all(&e.expires.to_le_bytes())
-                .map_err(|e| io_error(&e))?;
+            write_entry(&mut out, &e.doc, e.expires)?;
         }
-        let mut file = out.into_inner().map_err(|e| io_error(e.error()))?;
-        file.seek(SeekFrom::Start(0)).map_err(|e| io_error(&e))?;
-        self.runs.push(file);
+        self.runs.push(finish_run(out)?);
         self.bytes = 0;
         tracing::debug!(
             runs = self.runs.len(),
             "blocking sort spilled a run to disk"
         );
+        if self.runs.len() >= self.max_runs {
+            self.compact_runs()?;
+        }
+        Ok(())
+    }
+
+    /// Merges every run into one (which, holding the earliest documents, stays first).
+    fn compact_runs(&mut self) -> CommandResult<()> {
+        let files = std::mem::take(&mut self.runs);
+        let mut merge = Merge::new(self.spec.clone(), files, VecDeque::new(), self.keep)?;
+        let mut out = self.new_run()?;
+        while let Some((doc, expires)) = merge.next_entry()? {
+            write_entry(&mut out, &doc, expires)?;
+        }
+        self.runs.push(finish_run(out)?);
         Ok(())
     }
 
@@ -206,26 +241,10 @@ impl Sorter {
             ));
         }
         // The buffer goes last: it holds the latest documents, which lose ties.
-        let mut runs = Vec::with_capacity(self.runs.len() + 1);
-        for file in self.runs {
-            let mut run = Run {
-                input: Input::File(BufReader::new(file)),
-                head: None,
-            };
-            run.advance(&self.spec)?;
-            runs.push(run);
-        }
-        let mut memory = Run {
-            input: Input::Memory(self.buffer.into()),
-            head: None,
-        };
-        memory.advance(&self.spec)?;
-        runs.push(memory);
-        Ok(Sorted::Merge(Box::new(Merge {
-            spec: self.spec,
-            runs,
-            remaining: self.keep,
-        })))
+        let memory = self.buffer.into();
+        Ok(Sorted::Merge(Box::new(Merge::new(
+            self.spec, self.runs, memory, self.keep,
+        )?)))
     }
 }
 
@@ -314,6 +333,31 @@ pub struct Merge {
 }
 
 impl Merge {
+    /// The merge of `files` (sorted runs, earliest first) and then `memory` (sorted), of which
+    /// only the first `remaining` documents are wanted, if limited.
+    fn new(
+        spec: SortSpec,
+        files: Vec<File>,
+        memory: VecDeque<Entry>,
+        remaining: Option<usize>,
+    ) -> CommandResult<Merge> {
+        let mut runs = Vec::with_capacity(files.len() + 1);
+        let inputs = files
+            .into_iter()
+            .map(|f| Input::File(BufReader::new(f)))
+            .chain(std::iter::once(Input::Memory(memory)));
+        for input in inputs {
+            let mut run = Run { input, head: None };
+            run.advance(&spec)?;
+            runs.push(run);
+        }
+        Ok(Merge {
+            spec,
+            runs,
+            remaining,
+        })
+    }
+
     /// The next document in order and its expiry instant.
     pub fn next_entry(&mut self) -> CommandResult<Option<(RawDocumentBuf, i64)>> {
         if self.remaining == Some(0) {
@@ -435,6 +479,40 @@ mod tests {
             }
         }
         // Every run file is unnamed and gone with its sort.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// Past `max_runs`, the runs are merged into one: the order (ties included) is unchanged.
+    #[test]
+    fn many_runs_are_merged_into_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let collation = Collation::parse(&rawdoc! { "locale": "en", "strength": 2 })
+            .unwrap()
+            .map(Arc::new);
+        for spec in [
+            spec(&rawdoc! { "k": 1 }, None),
+            spec(&rawdoc! { "s": -1, "k": 1 }, collation),
+        ] {
+            let expected = stable_in_memory(&spec);
+            for keep in [None, Some(45)] {
+                let mut sorter = Sorter::new(spec.clone(), keep, limits(2_000, true, dir.path()));
+                sorter.max_runs = 4;
+                let mut most = 0;
+                for d in docs(500) {
+                    sorter.push(d, 0).unwrap();
+                    most = most.max(sorter.spilled_runs());
+                }
+                assert!(most < 4, "{most} runs open at once");
+                let out = sorter.finish().unwrap().into_vec().unwrap();
+                let got: Vec<i32> = out.iter().map(|(d, _)| d.get_i32("_id").unwrap()).collect();
+                let want: Vec<i32> = expected
+                    .iter()
+                    .copied()
+                    .take(keep.unwrap_or(usize::MAX))
+                    .collect();
+                assert_eq!(got, want, "keep {keep:?}");
+            }
+        }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
