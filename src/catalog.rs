@@ -318,14 +318,38 @@ impl From<StorageError> for CommandError {
     }
 }
 
-/// Checks a database name as MongoDB does.
-pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
-    let bad = db.is_empty()
-        || db.len() > MAX_DB_NAME_LEN
+/// The checks mongod's `DatabaseName` makes of every database name a command names: no `.`,
+/// no NUL, at most 63 bytes, each with its own message.
+fn check_db_name_form(db: &str) -> Result<(), CommandError> {
+    let error = |msg: String| Err(CommandError::new(ErrorCode::InvalidNamespace, msg));
+    if db.contains('.') {
+        return error(format!("'.' is an invalid character in a db name: {db}"));
+    }
+    if db.contains('\0') {
+        return error("database names cannot have embedded null characters".to_owned());
+    }
+    if db.len() > MAX_DB_NAME_LEN {
+        return error(format!(
+            "db name must be at most {MAX_DB_NAME_LEN} characters, found: {}",
+            db.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `db` is empty or holds a character mongod's `validDBName` refuses (besides those
+/// [`check_db_name_form`] reports).
+fn has_invalid_db_char(db: &str) -> bool {
+    db.is_empty()
         || db
             .chars()
-            .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
-    if bad {
+            .any(|c| matches!(c, '/' | '\\' | ' ' | '"' | '$'))
+}
+
+/// Checks a database name as MongoDB does.
+pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
+    check_db_name_form(db)?;
+    if has_invalid_db_char(db) {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
             format!("Invalid database name: '{db}'"),
@@ -354,8 +378,17 @@ pub fn validate_writable(db: &str, name: &str) -> Result<(), CommandError> {
 /// Checks that `db.name` is a valid namespace (reads accept any valid one; a missing
 /// collection is simply empty).
 pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
-    validate_db_name(db)?;
+    check_db_name_form(db)?;
     let ns = || format!("{db}.{name}");
+    if has_invalid_db_char(db) {
+        // mongod words a `$` differently from the other characters.
+        let msg = if db.contains('$') {
+            format!("Invalid namespace: {}", ns())
+        } else {
+            format!("Invalid namespace specified '{}'", ns())
+        };
+        return Err(CommandError::new(ErrorCode::InvalidNamespace, msg));
+    }
     if db.len() + 1 + name.len() > MAX_NAMESPACE_LEN {
         let ns = ns();
         return Err(CommandError::new(
@@ -1094,6 +1127,43 @@ mod tests {
 
     fn purge_all(catalog: &Catalog) {
         while catalog.purge_dropped().unwrap() > 0 {}
+    }
+
+    /// mongod's messages for bad database names (checked against MongoDB's `create` replies).
+    #[test]
+    fn database_name_messages() {
+        let long = "a".repeat(64);
+        let cases = [
+            ("a.b", "'.' is an invalid character in a db name: a.b"),
+            (
+                long.as_str(),
+                "db name must be at most 63 characters, found: 64",
+            ),
+            (
+                "a\0b",
+                "database names cannot have embedded null characters",
+            ),
+            ("/", "Invalid namespace specified '/.c'"),
+            ("\\", "Invalid namespace specified '\\.c'"),
+            ("data base", "Invalid namespace specified 'data base.c'"),
+            ("name_with_a-$", "Invalid namespace: name_with_a-$.c"),
+            ("", "Invalid namespace specified '.c'"),
+        ];
+        for (db, msg) in cases {
+            let err = validate_writable(db, "c").unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidNamespace, "{db}");
+            assert_eq!(err.errmsg, msg, "{db}");
+        }
+        assert!(validate_writable(&"a".repeat(63), "c").is_ok());
+        assert!(validate_writable("データベース", "c").is_ok());
+        assert_eq!(
+            validate_db_name("a/b").unwrap_err().errmsg,
+            "Invalid database name: 'a/b'"
+        );
+        assert_eq!(
+            validate_db_name("a.b").unwrap_err().errmsg,
+            "'.' is an invalid character in a db name: a.b"
+        );
     }
 
     /// Database names that differ only in case never coexist, on every path that creates a
