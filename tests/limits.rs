@@ -179,9 +179,34 @@ async fn aggregate_sort_follows_the_limit() -> TestResult {
     Ok(())
 }
 
+/// The first value of `key` anywhere in `doc`.
+fn find_key<'a>(doc: &'a Document, key: &str) -> Option<&'a mongodb::bson::Bson> {
+    use mongodb::bson::Bson;
+    fn walk<'a>(v: &'a Bson, key: &str) -> Option<&'a Bson> {
+        match v {
+            Bson::Document(d) => find_key(d, key),
+            Bson::Array(a) => a.iter().find_map(|v| walk(v, key)),
+            _ => None,
+        }
+    }
+    doc.get(key)
+        .or_else(|| doc.values().find_map(|v| walk(v, key)))
+}
+
 #[tokio::test]
-async fn the_limit_is_reported_by_get_parameter() -> TestResult {
+async fn the_limit_is_reported_by_get_parameter_and_explain() -> TestResult {
     let (_server, client) = start().await?;
+    let explained = run_command(
+        &client,
+        "db",
+        doc! { "explain": { "find": "c", "sort": { "k": 1 } }, "verbosity": "queryPlanner" },
+    )
+    .await?;
+    assert_eq!(
+        integer(find_key(&explained, "memLimit")),
+        Some(i64::try_from(LIMIT)?),
+        "{explained}"
+    );
     let reply = run_command(
         &client,
         "admin",

@@ -384,7 +384,8 @@ pub(super) async fn find_explained(
                 }
                 let mut fields = rawdoc! {
                     "sortPattern": sort_doc.to_owned(),
-                    "memLimit": 104_857_600,
+                    "memLimit": i32::try_from(state.config.max_blocking_sort_bytes)
+                        .unwrap_or(i32::MAX),
                 };
                 if let Some(l) = limit {
                     fields.append(bson::cstr!("limitAmount"), to_long(l + skip));
