@@ -1,7 +1,7 @@
 //! The catalog: databases, collections and their options, persisted in the `catalog` keyspace
 //! and held in memory. See `docs/storage.md` for the key layout.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -269,6 +269,11 @@ pub struct Catalog {
     names: RwLock<Names>,
     /// Serialises catalog changes (create, drop, rename).
     ddl: Mutex<()>,
+    /// The databases this process holds open, as mongod's `DatabaseHolder` does: those with a
+    /// collection at startup and those a collection was created in since, until
+    /// `dropDatabase` (dropping a database's last collection leaves it open). Their names
+    /// decide `DatabaseDifferCase`; changed under `ddl`.
+    open_databases: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -370,14 +375,38 @@ impl From<StorageError> for CommandError {
     }
 }
 
-/// Checks a database name as MongoDB does.
-pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
-    let bad = db.is_empty()
-        || db.len() > MAX_DB_NAME_LEN
+/// The checks mongod's `DatabaseName` makes of every database name a command names: no `.`,
+/// no NUL, at most 63 bytes, each with its own message.
+fn check_db_name_form(db: &str) -> Result<(), CommandError> {
+    let error = |msg: String| Err(CommandError::new(ErrorCode::InvalidNamespace, msg));
+    if db.contains('.') {
+        return error(format!("'.' is an invalid character in a db name: {db}"));
+    }
+    if db.contains('\0') {
+        return error("database names cannot have embedded null characters".to_owned());
+    }
+    if db.len() > MAX_DB_NAME_LEN {
+        return error(format!(
+            "db name must be at most {MAX_DB_NAME_LEN} characters, found: {}",
+            db.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `db` is empty or holds a character mongod's `validDBName` refuses (besides those
+/// [`check_db_name_form`] reports).
+fn has_invalid_db_char(db: &str) -> bool {
+    db.is_empty()
         || db
             .chars()
-            .any(|c| matches!(c, '/' | '\\' | '.' | ' ' | '"' | '$' | '\0'));
-    if bad {
+            .any(|c| matches!(c, '/' | '\\' | ' ' | '"' | '$'))
+}
+
+/// Checks a database name as MongoDB does.
+pub fn validate_db_name(db: &str) -> Result<(), CommandError> {
+    check_db_name_form(db)?;
+    if has_invalid_db_char(db) {
         return Err(CommandError::new(
             ErrorCode::InvalidNamespace,
             format!("Invalid database name: '{db}'"),
@@ -406,8 +435,17 @@ pub fn validate_writable(db: &str, name: &str) -> Result<(), CommandError> {
 /// Checks that `db.name` is a valid namespace (reads accept any valid one; a missing
 /// collection is simply empty).
 pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
-    validate_db_name(db)?;
+    check_db_name_form(db)?;
     let ns = || format!("{db}.{name}");
+    if has_invalid_db_char(db) {
+        // mongod words a `$` differently from the other characters.
+        let msg = if db.contains('$') {
+            format!("Invalid namespace: {}", ns())
+        } else {
+            format!("Invalid namespace specified '{}'", ns())
+        };
+        return Err(CommandError::new(ErrorCode::InvalidNamespace, msg));
+    }
     if db.len() + 1 + name.len() > MAX_NAMESPACE_LEN {
         let ns = ns();
         return Err(CommandError::new(
@@ -424,6 +462,28 @@ pub fn validate_namespace(db: &str, name: &str) -> Result<(), CommandError> {
         ));
     }
     Ok(())
+}
+
+/// mongod's rule that two databases never have names that differ only in case: creating a
+/// collection in `db` fails with `DatabaseDifferCase` while an open database's name equals
+/// `db` ignoring ASCII case, but not exactly.
+fn check_db_case(open: &BTreeSet<String>, db: &str) -> Result<(), CommandError> {
+    if open.contains(db) {
+        return Ok(());
+    }
+    match open
+        .iter()
+        .find(|existing| existing.eq_ignore_ascii_case(db))
+    {
+        None => Ok(()),
+        Some(existing) => Err(CommandError::new(
+            ErrorCode::DatabaseDifferCase,
+            format!(
+                "db already exists with different case already have: [{existing}] trying to \
+                 create [{db}]"
+            ),
+        )),
+    }
 }
 
 impl Catalog {
@@ -479,10 +539,12 @@ impl Catalog {
             );
         }
         info!(collections = names.len(), "catalog loaded");
+        let open_databases = names.keys().map(|(db, _)| db.clone()).collect();
         let catalog = Catalog {
             store,
             names: RwLock::new(names),
             ddl: Mutex::new(()),
+            open_databases: Mutex::new(open_databases),
         };
         catalog.abandon_builds()?;
         catalog
@@ -564,6 +626,31 @@ impl Catalog {
         self.ddl
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn open_databases(&self) -> MutexGuard<'_, BTreeSet<String>> {
+        self.open_databases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Opens `db` for a collection about to be created in it, unless another open database's
+    /// name differs from it only in case. The caller holds `ddl`; a database opened for a
+    /// creation that then fails stays open, as in mongod.
+    fn open_database(&self, db: &str) -> Result<(), CommandError> {
+        let mut open = self.open_databases();
+        check_db_case(&open, db)?;
+        open.insert(db.to_owned());
+        Ok(())
+    }
+
+    /// Closes `db` once `dropDatabase` has dropped its collections (unless one was created
+    /// meanwhile), so that a name differing from it only in case may be used.
+    pub fn close_database(&self, db: &str) {
+        let _ddl = self.ddl();
+        if self.collections(db).is_empty() {
+            self.open_databases().remove(db);
+        }
     }
 
     /// The collection `db.name`, if it exists.
@@ -657,6 +744,7 @@ impl Catalog {
                 format!("Collection {db}.{name} already exists."),
             ));
         }
+        self.open_database(db)?;
         let mut batch = Batch::new();
         let collection = Collection::new(self.next_id(&mut batch)?, db, name, options, Vec::new());
         batch.put(
@@ -876,6 +964,9 @@ impl Catalog {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
         let old = self.get(db, name);
+        if old.is_none() {
+            self.open_database(db)?;
+        }
         let _writers = old.as_ref().map(|c| c.write_lock.lock());
         let mut batch = Batch::new();
         let (options, mut indexes) = old.as_ref().map_or_else(
@@ -951,6 +1042,7 @@ impl Catalog {
                 "target namespace exists",
             ));
         }
+        self.open_database(to.0)?;
         let _source_writers = source.write_lock.lock();
         let _target_writers = target.as_ref().map(|t| t.write_lock.lock());
         let renamed = Collection::new(
@@ -1142,6 +1234,92 @@ mod tests {
 
     fn purge_all(catalog: &Catalog) {
         while catalog.purge_dropped().unwrap() > 0 {}
+    }
+
+    /// mongod's messages for bad database names (checked against MongoDB's `create` replies).
+    #[test]
+    fn database_name_messages() {
+        let long = "a".repeat(64);
+        let cases = [
+            ("a.b", "'.' is an invalid character in a db name: a.b"),
+            (
+                long.as_str(),
+                "db name must be at most 63 characters, found: 64",
+            ),
+            (
+                "a\0b",
+                "database names cannot have embedded null characters",
+            ),
+            ("/", "Invalid namespace specified '/.c'"),
+            ("\\", "Invalid namespace specified '\\.c'"),
+            ("data base", "Invalid namespace specified 'data base.c'"),
+            ("name_with_a-$", "Invalid namespace: name_with_a-$.c"),
+            ("", "Invalid namespace specified '.c'"),
+        ];
+        for (db, msg) in cases {
+            let err = validate_writable(db, "c").unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidNamespace, "{db}");
+            assert_eq!(err.errmsg, msg, "{db}");
+        }
+        assert!(validate_writable(&"a".repeat(63), "c").is_ok());
+        assert!(validate_writable("データベース", "c").is_ok());
+        assert_eq!(
+            validate_db_name("a/b").unwrap_err().errmsg,
+            "Invalid database name: 'a/b'"
+        );
+        assert_eq!(
+            validate_db_name("a.b").unwrap_err().errmsg,
+            "'.' is an invalid character in a db name: a.b"
+        );
+    }
+
+    /// Database names that differ only in case never coexist, on every path that creates a
+    /// collection; the same name, or a name once its database is empty, is fine.
+    #[test]
+    fn database_names_differing_in_case_are_refused() {
+        let catalog = Catalog::open(store()).unwrap();
+        catalog.create("test", "c", RawDocumentBuf::new()).unwrap();
+        let err = catalog
+            .create("Test", "c", RawDocumentBuf::new())
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::DatabaseDifferCase);
+        assert_eq!(err.code.code(), 13297);
+        assert_eq!(
+            err.errmsg,
+            "db already exists with different case already have: [test] trying to create [Test]"
+        );
+        assert_eq!(
+            catalog.get_or_create("TEST", "d").unwrap_err().code,
+            ErrorCode::DatabaseDifferCase
+        );
+        let replaced = catalog.replace_collection("tEst", "out", |_| Ok(((), Batch::new())));
+        assert_eq!(replaced.unwrap_err().code, ErrorCode::DatabaseDifferCase);
+        let renamed = catalog.rename(("test", "c"), ("Test", "c"), false);
+        assert_eq!(renamed.unwrap_err().code, ErrorCode::DatabaseDifferCase);
+        assert_eq!(catalog.databases(), vec!["test".to_owned()]);
+        // The same database, and names that differ otherwise, are fine.
+        catalog.create("test", "d", RawDocumentBuf::new()).unwrap();
+        catalog.create("test2", "c", RawDocumentBuf::new()).unwrap();
+        catalog
+            .rename(("test", "d"), ("test2", "d"), false)
+            .unwrap();
+        // Dropping the last collection leaves the database open, as in mongod; closing it
+        // (`dropDatabase`) frees the name, and so does a restart.
+        catalog.drop_collection("test", "c").unwrap();
+        assert_eq!(
+            catalog
+                .create("Test", "c", RawDocumentBuf::new())
+                .unwrap_err()
+                .code,
+            ErrorCode::DatabaseDifferCase
+        );
+        catalog.close_database("test");
+        catalog.create("Test", "c", RawDocumentBuf::new()).unwrap();
+        catalog.drop_collection("Test", "c").unwrap();
+        let store = Arc::clone(catalog.store());
+        drop(catalog);
+        let catalog = Catalog::open(store).unwrap();
+        catalog.create("TEST", "c", RawDocumentBuf::new()).unwrap();
     }
 
     /// A build that never finished (the server was killed during it) leaves a building marker

@@ -45,6 +45,14 @@ pub struct Config {
     /// Seconds to let in-flight requests finish on SIGINT/SIGTERM before closing anyway.
     #[arg(long, default_value_t = 10)]
     pub shutdown_timeout_secs: u64,
+    /// Bytes of documents a blocking sort may hold in memory (mongod's
+    /// `internalQueryMaxBlockingSortMemoryUsageBytes`, reported by `getParameter`); past it a
+    /// sort spills to temporary files, or fails when the command set `allowDiskUse: false`.
+    #[arg(
+        long = "internal-query-max-blocking-sort-memory-usage-bytes",
+        default_value_t = crate::sorter::DEFAULT_MAX_SORT_BYTES
+    )]
+    pub max_blocking_sort_bytes: usize,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -63,7 +71,25 @@ impl Default for Config {
             max_connections: 10_000,
             log_format: LogFormat::Text,
             shutdown_timeout_secs: 10,
+            max_blocking_sort_bytes: crate::sorter::DEFAULT_MAX_SORT_BYTES,
             argv: vec!["ebb".into()],
+        }
+    }
+}
+
+impl Config {
+    /// What a blocking sort may use: [`Config::max_blocking_sort_bytes`] in memory, and
+    /// temporary files in the data directory's `_tmp` folder (as mongod's `dbpath/_tmp`), or
+    /// the system's temporary directory for an in-memory server, when `allow_disk_use`.
+    pub fn sort_limits(&self, allow_disk_use: bool) -> crate::sorter::SortLimits {
+        crate::sorter::SortLimits {
+            max_bytes: self.max_blocking_sort_bytes,
+            allow_disk_use,
+            temp_dir: if self.in_memory {
+                std::env::temp_dir()
+            } else {
+                self.data_dir.join("_tmp")
+            },
         }
     }
 }

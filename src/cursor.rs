@@ -406,6 +406,71 @@ pub enum Source {
     Scan(Box<Scan>),
     /// A live index scan over a snapshot.
     Index(Box<IndexScan>),
+    /// A blocking sort that spilled to disk, merged as it is read.
+    Sorted(Box<SortedRead>),
+}
+
+/// The results of a blocking sort that spilled, with the command's `skip` and projection
+/// applied as they are read (its limit is the sort's). Dropping it removes the sort's files.
+pub struct SortedRead {
+    sorted: crate::sorter::Sorted,
+    skip: usize,
+    /// The projection and the filter its positional `$` needs.
+    projection: Option<(Projection, Filter)>,
+    /// The next document, read ahead so that the end is known as soon as it is reached.
+    pending: Option<(RawDocumentBuf, i64)>,
+    done: bool,
+}
+
+impl SortedRead {
+    /// Reads `sorted`, leaving out its first `skip` documents and projecting the others.
+    pub fn new(
+        sorted: crate::sorter::Sorted,
+        skip: usize,
+        projection: Option<(Projection, Filter)>,
+    ) -> CommandResult<SortedRead> {
+        let mut read = SortedRead {
+            sorted,
+            skip,
+            projection,
+            pending: None,
+            done: false,
+        };
+        read.pending = read.read()?;
+        Ok(read)
+    }
+
+    fn read(&mut self) -> CommandResult<Option<(RawDocumentBuf, i64)>> {
+        while self.skip > 0 {
+            if self.sorted.next_entry()?.is_none() {
+                self.done = true;
+                return Ok(None);
+            }
+            self.skip -= 1;
+        }
+        let Some((doc, expires)) = self.sorted.next_entry()? else {
+            self.done = true;
+            return Ok(None);
+        };
+        let doc = match &self.projection {
+            Some((p, filter)) => p.apply_with_filter(&doc, filter)?,
+            None => doc,
+        };
+        Ok(Some((doc, expires)))
+    }
+
+    /// The next document, if any.
+    fn next(&mut self) -> CommandResult<Option<(RawDocumentBuf, i64)>> {
+        let next = self.pending.take();
+        if next.is_some() {
+            self.pending = self.read()?;
+        }
+        Ok(next)
+    }
+
+    fn peek_size(&self) -> Option<usize> {
+        self.pending.as_ref().map(|(d, _)| d.as_bytes().len())
+    }
 }
 
 impl Source {
@@ -429,6 +494,25 @@ impl Source {
                     .into_iter()
                     .map(|(d, _)| d)
                     .collect())
+            }
+            Source::Sorted(read) => {
+                let mut out = Vec::new();
+                let mut bytes = 0;
+                while out.len() < max_docs {
+                    let Some(size) = read.peek_size() else { break };
+                    if !out.is_empty() && bytes + size > max_bytes {
+                        break;
+                    }
+                    let Some((doc, expires)) = read.next()? else {
+                        break;
+                    };
+                    if expires <= now_ms {
+                        continue;
+                    }
+                    bytes += size;
+                    out.push(doc);
+                }
+                Ok(out)
             }
             Source::Buffered(docs) => {
                 let mut out = Vec::new();
@@ -526,7 +610,7 @@ impl Source {
                 s.skip = skip;
                 s.remaining = limit;
             }
-            Source::Buffered(_) => {}
+            Source::Buffered(_) | Source::Sorted(_) => {}
         }
     }
 
@@ -542,6 +626,15 @@ impl Source {
             Source::Buffered(docs) => {
                 let n = max_docs.min(docs.len());
                 Ok(docs.drain(..n).collect())
+            }
+            Source::Sorted(read) => {
+                let mut out = Vec::new();
+                while out.len() < max_docs
+                    && let Some(entry) = read.next()?
+                {
+                    out.push(entry);
+                }
+                Ok(out)
             }
         }
     }
@@ -566,7 +659,7 @@ impl Source {
                 docs_examined: s.examined,
             },
             Source::Index(s) => s.stats,
-            Source::Buffered(_) => ScanStats::default(),
+            Source::Buffered(_) | Source::Sorted(_) => ScanStats::default(),
         }
     }
 
@@ -591,6 +684,8 @@ impl Source {
                             .is_some_and(|r| r <= SMALL_INDEX_READ && scan.skip == 0))
             }
             Source::Buffered(_) => true,
+            // Reads its runs from disk.
+            Source::Sorted(_) => false,
         }
     }
 
@@ -600,6 +695,7 @@ impl Source {
             Source::Scan(scan) => scan.done,
             Source::Index(scan) => scan.done,
             Source::Buffered(docs) => docs.is_empty(),
+            Source::Sorted(read) => read.done && read.pending.is_none(),
         }
     }
 }

@@ -24,6 +24,7 @@ pub mod index;
 pub mod query;
 pub mod server;
 pub mod sessions;
+pub mod sorter;
 pub mod state;
 pub mod storage;
 pub mod ttl;

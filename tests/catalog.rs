@@ -768,3 +768,100 @@ async fn system_namespaces_can_be_read_and_system_js_written() -> TestResult {
     );
     Ok(())
 }
+
+/// mongod's `DatabaseDifferCase` (13297): while `dbcase` holds a collection, no command may
+/// create one in a database whose name differs from it only in case. Inserts and upserts
+/// report it per statement (each statement that needs the collection, the first only when
+/// ordered); the other commands fail with it.
+#[tokio::test]
+async fn database_names_differing_only_in_case_are_refused() -> TestResult {
+    let (_server, client) = start().await?;
+    insert_n(&client, "dbcase", "c", 1).await?;
+    let message = "db already exists with different case already have: [dbcase] trying to \
+                   create [DBcase]";
+    let check = |e: &Document, index: i32| {
+        assert_eq!(e.get_i32("index").ok(), Some(index), "{e}");
+        assert_eq!(e.get_i32("code").ok(), Some(13297), "{e}");
+        assert_eq!(e.get_str("errmsg").ok(), Some(message), "{e}");
+    };
+
+    let reply = run_command(
+        &client,
+        "DBcase",
+        doc! { "insert": "c", "documents": [{ "_id": 1 }, { "_id": 2 }] },
+    )
+    .await?;
+    assert_eq!(integer(reply.get("n")), Some(0), "{reply}");
+    let errors = common::write_errors(&reply);
+    assert_eq!(errors.len(), 1, "{reply}");
+    check(&errors[0], 0);
+    // Unordered: each document, and one with its own error keeps that error.
+    let reply = run_command(
+        &client,
+        "DBcase",
+        doc! {
+            "insert": "c",
+            "documents": [{ "_id": 1 }, { "_id": [2] }, { "_id": 3 }],
+            "ordered": false,
+        },
+    )
+    .await?;
+    let errors = common::write_errors(&reply);
+    assert_eq!(errors.len(), 3, "{reply}");
+    check(&errors[0], 0);
+    assert_ne!(errors[1].get_i32("code").ok(), Some(13297), "{reply}");
+    check(&errors[2], 2);
+    // An update creates the collection only for an upsert.
+    let reply = run_command(
+        &client,
+        "DBcase",
+        doc! { "update": "c", "updates": [
+            { "q": { "_id": 1 }, "u": { "$set": { "a": 1 } } },
+            { "q": { "_id": 1 }, "u": { "$set": { "a": 1 } }, "upsert": true },
+        ] },
+    )
+    .await?;
+    assert_eq!(integer(reply.get("n")), Some(0), "{reply}");
+    let errors = common::write_errors(&reply);
+    assert_eq!(errors.len(), 1, "{reply}");
+    check(&errors[0], 1);
+
+    for (db, command) in [
+        ("DBcase", doc! { "create": "c" }),
+        (
+            "DBCASE",
+            doc! { "createIndexes": "c", "indexes": [{ "key": { "a": 1 }, "name": "a_1" }] },
+        ),
+        (
+            "dbCase",
+            doc! { "findAndModify": "c", "query": {}, "update": { "a": 1 }, "upsert": true },
+        ),
+        (
+            "admin",
+            doc! { "renameCollection": "dbcase.c", "to": "DBcase.c" },
+        ),
+        (
+            "dbcase",
+            doc! { "aggregate": "c", "pipeline": [{ "$out": { "db": "DbCase", "coll": "o" } }], "cursor": {} },
+        ),
+    ] {
+        let err = run_command_err(&client, db, command.clone()).await?;
+        assert_command_error(&err, 13297, "DatabaseDifferCase");
+        assert!(
+            err.message
+                .starts_with("db already exists with different case already have: [dbcase]"),
+            "{command}: {err:?}"
+        );
+    }
+    assert_eq!(database_names(&client).await?, set(&["dbcase"]));
+
+    // Dropping its last collection leaves `dbcase` open, as in mongod; `dropDatabase` closes
+    // it, and the other spelling is free.
+    coll(&client, "dbcase", "c").drop().await?;
+    let err = run_command_err(&client, "DBcase", doc! { "create": "c" }).await?;
+    assert_command_error(&err, 13297, "DatabaseDifferCase");
+    client.database("dbcase").drop().await?;
+    insert_n(&client, "DBcase", "c", 1).await?;
+    assert_eq!(database_names(&client).await?, set(&["DBcase"]));
+    Ok(())
+}

@@ -84,6 +84,16 @@ static PARAMETERS: &[Parameter] = &[
         startup: false,
     },
     Parameter {
+        // Set at startup by `--internal-query-max-blocking-sort-memory-usage-bytes` (Ebb has
+        // no `setParameter`); an int in mongod.
+        name: "internalQueryMaxBlockingSortMemoryUsageBytes",
+        value: |s| {
+            RawBson::Int32(i32::try_from(s.config.max_blocking_sort_bytes).unwrap_or(i32::MAX))
+        },
+        runtime: false,
+        startup: true,
+    },
+    Parameter {
         name: "logLevel",
         value: |_| RawBson::Int32(0),
         runtime: false,

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::args::{WriteConcern, collection_name, field, opt_doc, variables, wrong_type};
+use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, variables, wrong_type};
 use super::explain::{Explain, Run, Verbosity};
 use super::read::{ExplainInput, first_batch};
 use crate::catalog::{validate_db_name, validate_namespace};
-use crate::cursor::Source;
+use crate::cursor::{SortedRead, Source};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::Collation;
@@ -28,6 +28,7 @@ use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::update::Update;
 use crate::query::{Expression, Variables};
+use crate::sorter::{SortLimits, Sorted, Sorter};
 
 enum Stage {
     Match(Filter),
@@ -532,12 +533,15 @@ fn collate(stages: Vec<Stage>, collation: Option<&Arc<Collation>>) -> Vec<Stage>
 
 /// Runs the stages over documents paired with the expiry instant of the stored document they
 /// show; documents a stage computes (`$group`, `$count`) never expire.
+/// A `$sort` holds at most `sort_limits.max_bytes` of documents (a `$sort` followed by `$limit`
+/// only the first documents), or fails with mongod's 292 without `allowDiskUse`.
 fn run_pipeline(
     stages: &[Stage],
     mut docs: Vec<(RawDocumentBuf, i64)>,
+    sort_limits: &SortLimits,
 ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
     let computed = |d: RawDocumentBuf| (d, crate::storage::record::NEVER);
-    for stage in stages {
+    for (i, stage) in stages.iter().enumerate() {
         docs = match stage {
             Stage::Match(f) => {
                 let mut kept = Vec::with_capacity(docs.len());
@@ -549,8 +553,16 @@ fn run_pipeline(
                 kept
             }
             Stage::Sort(s) => {
-                super::read::sort_entries(s, &mut docs);
-                docs
+                // mongod coalesces `$sort` and a following `$limit` into a top-k sort.
+                let keep = match stages.get(i + 1) {
+                    Some(Stage::Limit(n)) => Some(*n),
+                    _ => None,
+                };
+                let mut sorter = Sorter::new(s.clone(), keep, sort_limits.clone());
+                for (d, e) in docs {
+                    sorter.push(d, e).map_err(aggregation_error)?;
+                }
+                sorter.finish()?.into_vec()?
             }
             Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
             Stage::Limit(n) => docs.into_iter().take(*n).collect(),
@@ -587,6 +599,23 @@ fn run_pipeline(
         };
     }
     Ok(docs)
+}
+
+/// What the read of a collection's pipeline input gives.
+enum Read {
+    /// The documents, for the rest of the pipeline.
+    Docs(Vec<(RawDocumentBuf, i64)>),
+    /// The results of a pipeline that is only a `$sort`.
+    Sorted(Sorted),
+}
+
+/// An error raised while the pipeline runs, as mongod's aggregation reports it.
+fn aggregation_error(mut e: CommandError) -> CommandError {
+    e.errmsg = format!(
+        "PlanExecutor error during aggregation :: caused by :: {}",
+        e.errmsg
+    );
+    e
 }
 
 pub(super) async fn aggregate(
@@ -639,6 +668,8 @@ pub(super) async fn aggregate_explained(
         Some(other) => return Err(wrong_type("aggregate.explain", other, " 'bool'")),
     };
     let hint = super::read::hint_option(req, "aggregate.hint")?;
+    // mongod 7.0's `allowDiskUseByDefault` is true: only an explicit `false` forbids spilling.
+    let allow_disk_use = opt_bool(req, "allowDiskUse")?.unwrap_or(true);
     let empty = RawDocumentBuf::new();
     let cursor = match (cursor, explain) {
         (None, Some(_)) => Some(empty.as_ref()),
@@ -729,19 +760,83 @@ pub(super) async fn aggregate_explained(
                     )
                     .await;
                 }
-                let (plan, docs, _) = super::read::collect_planned(
+                let (plan, mut source) = super::read::open_planned(
                     state,
                     &collection,
                     leading,
                     sort.as_ref(),
                     hint.as_ref(),
-                )
-                .await?;
+                )?;
                 if plan.sorted && sort.is_some() {
                     // The index gave the order: the $sort has nothing left to do.
                     stages.remove(0);
                 }
-                docs
+                // A $sort still first takes the documents as the scan reads them, so that only
+                // what the sort holds is in memory; when it is all the pipeline does, the
+                // cursor reads its results as they are merged.
+                let first_sort = match stages.first() {
+                    Some(Stage::Sort(s)) => Some(s.clone()),
+                    _ => None,
+                };
+                let keep = match stages.get(1) {
+                    Some(Stage::Limit(n)) => Some(*n),
+                    _ => None,
+                };
+                let sort_only = stages.len() == 1 && matches!(output, Output::Cursor);
+                let sort_limits = state.config.sort_limits(allow_disk_use);
+                let read = tokio::task::spawn_blocking(move || -> CommandResult<Read> {
+                    let Some(spec) = first_sort else {
+                        return Ok(Read::Docs(source.drain()?));
+                    };
+                    let mut sorter = Sorter::new(spec, keep, sort_limits);
+                    loop {
+                        let batch = source.next_entries(1024, usize::MAX)?;
+                        if batch.is_empty() {
+                            break;
+                        }
+                        for (doc, expires) in batch {
+                            sorter.push(doc, expires).map_err(aggregation_error)?;
+                        }
+                    }
+                    let results = sorter.finish()?;
+                    Ok(if sort_only {
+                        Read::Sorted(results)
+                    } else {
+                        Read::Docs(results.into_vec()?)
+                    })
+                })
+                .await
+                .map_err(|e| CommandError::internal(e.to_string()))??;
+                match read {
+                    Read::Docs(docs) if matches!(stages.first(), Some(Stage::Sort(_))) => {
+                        stages.remove(0);
+                        docs
+                    }
+                    Read::Docs(docs) => docs,
+                    Read::Sorted(Sorted::Memory(docs)) => {
+                        return first_batch(
+                            state,
+                            ns,
+                            Source::Buffered(docs),
+                            batch_size,
+                            false,
+                            false,
+                        )
+                        .await;
+                    }
+                    Read::Sorted(merged @ Sorted::Merge(_)) => {
+                        let read = SortedRead::new(merged, 0, None)?;
+                        return first_batch(
+                            state,
+                            ns,
+                            Source::Sorted(Box::new(read)),
+                            batch_size,
+                            false,
+                            false,
+                        )
+                        .await;
+                    }
+                }
             }
             None => Vec::new(),
         },
@@ -766,7 +861,8 @@ pub(super) async fn aggregate_explained(
     let out = if stages.is_empty() {
         docs
     } else {
-        tokio::task::spawn_blocking(move || run_pipeline(&stages, docs))
+        let sort_limits = state.config.sort_limits(allow_disk_use);
+        tokio::task::spawn_blocking(move || run_pipeline(&stages, docs, &sort_limits))
             .await
             .map_err(|e| CommandError::internal(e.to_string()))??
     };

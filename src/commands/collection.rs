@@ -140,6 +140,7 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
             last = Some(t);
         }
     }
+    state.catalog.close_database(req.db);
     if last.is_some() {
         state.purge_wake.notify_one();
     }

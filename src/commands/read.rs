@@ -1,6 +1,5 @@
 //! The read commands: `find`, `getMore`, `killCursors`, `count`, `distinct`.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +11,9 @@ use super::args::{
 };
 use super::explain::{self, Explain, Run, Stage, Verbosity};
 use crate::catalog::{Collection, validate_namespace};
-use crate::cursor::{Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, ScanStats, Source, live_doc};
+use crate::cursor::{
+    Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, ScanStats, SortedRead, Source, live_doc,
+};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
@@ -20,6 +21,7 @@ use crate::query::plan::{self, Hint, Plan, Query};
 use crate::query::projection::Projection;
 use crate::query::sort::SortSpec;
 use crate::query::{Collation, keystring, path};
+use crate::sorter::{Sorted, Sorter};
 use crate::state::{Metrics, ServerState};
 use crate::storage::{Keyspace, record};
 
@@ -217,6 +219,7 @@ pub(super) async fn find_explained(
         u4,
         u5,
         hint,
+        allow_disk_use,
     ] = fields(
         req,
         [
@@ -237,6 +240,7 @@ pub(super) async fn find_explained(
             UNSUPPORTED[4],
             UNSUPPORTED[5],
             "hint",
+            "allowDiskUse",
         ],
     )?;
     // One instant for `$$NOW` and for judging expiry.
@@ -256,6 +260,8 @@ pub(super) async fn find_explained(
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let single_batch = bool_value(req, "singleBatch", single_batch)?.unwrap_or(false);
     let no_timeout = bool_value(req, "noCursorTimeout", no_timeout)?.unwrap_or(false);
+    // mongod 7.0's `allowDiskUseByDefault` is true: only an explicit `false` forbids spilling.
+    let allow_disk_use = bool_value(req, "allowDiskUse", allow_disk_use)?.unwrap_or(true);
     for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3, u4, u5]) {
         if value.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
             return Err(CommandError::new(
@@ -378,7 +384,8 @@ pub(super) async fn find_explained(
                 }
                 let mut fields = rawdoc! {
                     "sortPattern": sort_doc.to_owned(),
-                    "memLimit": 104_857_600,
+                    "memLimit": i32::try_from(state.config.max_blocking_sort_bytes)
+                        .unwrap_or(i32::MAX),
                 };
                 if let Some(l) = limit {
                     fields.append(bson::cstr!("limitAmount"), to_long(l + skip));
@@ -420,29 +427,52 @@ pub(super) async fn find_explained(
             source
         }
         Some(sort) => {
-            // A blocking sort: every match is read, sorted, then skipped and limited.
-            let (sorted, source) = tokio::task::spawn_blocking(
-                move || -> CommandResult<(VecDeque<(RawDocumentBuf, i64)>, Source)> {
-                    let mut all = source.drain()?;
-                    sort_entries(&sort, &mut all);
+            // A blocking sort: every match is read and sorted (within the memory limit, or
+            // spilling past it), then skipped and limited.
+            let limits = state.config.sort_limits(allow_disk_use);
+            let keep = limit.map(|l| usize::try_from(l.saturating_add(skip)).unwrap_or(usize::MAX));
+            let count = explained.is_some();
+            let (sorted, n, source) =
+                tokio::task::spawn_blocking(move || -> CommandResult<(Source, usize, Source)> {
+                    let mut sorter = Sorter::new(sort, keep, limits);
+                    loop {
+                        let batch = source.next_entries(SORT_READ_BATCH, usize::MAX)?;
+                        if batch.is_empty() {
+                            break;
+                        }
+                        for (doc, expires) in batch {
+                            sorter.push(doc, expires)?;
+                        }
+                    }
                     let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-                    let take =
-                        limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
-                    let out = all
-                        .into_iter()
-                        .skip(skip)
-                        .take(take)
-                        .map(|(d, expires)| match &projection {
-                            Some(p) => p.apply_with_filter(&d, &sort_filter).map(|d| (d, expires)),
-                            None => Ok((d, expires)),
-                        })
-                        .collect::<CommandResult<_>>()?;
-                    Ok((out, source))
-                },
-            )
-            .await
-            .map_err(|e| CommandError::internal(e.to_string()))?
-            .map_err(|e| executor_error(e, "find"))?;
+                    let mut out = match sorter.finish()? {
+                        Sorted::Memory(all) => Source::Buffered(
+                            all.into_iter()
+                                .skip(skip)
+                                .map(|(d, expires)| match &projection {
+                                    Some(p) => {
+                                        p.apply_with_filter(&d, &sort_filter).map(|d| (d, expires))
+                                    }
+                                    None => Ok((d, expires)),
+                                })
+                                .collect::<CommandResult<_>>()?,
+                        ),
+                        spilled @ Sorted::Merge(_) => Source::Sorted(Box::new(SortedRead::new(
+                            spilled,
+                            skip,
+                            projection.map(|p| (p, sort_filter)),
+                        )?)),
+                    };
+                    let n = match &mut out {
+                        Source::Buffered(docs) => docs.len(),
+                        other if count => other.drain()?.len(),
+                        _ => 0,
+                    };
+                    Ok((out, n, source))
+                })
+                .await
+                .map_err(|e| CommandError::internal(e.to_string()))?
+                .map_err(|e| executor_error(e, "find"))?;
             if let Some((verbosity, stages)) = explained {
                 let report = Explain {
                     ns,
@@ -450,17 +480,20 @@ pub(super) async fn find_explained(
                     plan: Some(plan),
                     idhack: false,
                     stages,
-                    run: Some(Run::new(sorted.len(), source.stats(), started)),
+                    run: Some(Run::new(n, source.stats(), started)),
                 };
                 return Ok(explain::reply(state, &report, verbosity, req.body));
             }
-            Source::Buffered(sorted)
+            sorted
         }
     };
     first_batch(state, ns, source, batch_size, single_batch, no_timeout)
         .await
         .map_err(|e| executor_error(e, "find"))
 }
+
+/// Documents read from the scan per step of a blocking sort.
+const SORT_READ_BATCH: usize = 1024;
 
 fn to_long(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -647,20 +680,6 @@ pub(crate) async fn collect_planned(
     .await
     .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok((plan, docs, read))
-}
-
-/// Sorts documents (with their expiry) by `sort`, computing each document's key once.
-pub(crate) fn sort_entries(sort: &SortSpec, entries: &mut Vec<(RawDocumentBuf, i64)>) {
-    let mut keyed: Vec<(Vec<RawBson>, (RawDocumentBuf, i64))> = std::mem::take(entries)
-        .into_iter()
-        .map(|e| (sort.key(&e.0).into_iter().map(RawBson::from).collect(), e))
-        .collect();
-    keyed.sort_by(|a, b| {
-        let ka: Vec<RawBsonRef<'_>> = a.0.iter().map(RawBson::as_raw_bson_ref).collect();
-        let kb: Vec<RawBsonRef<'_>> = b.0.iter().map(RawBson::as_raw_bson_ref).collect();
-        sort.compare_keys(&ka, &kb)
-    });
-    entries.extend(keyed.into_iter().map(|(_, e)| e));
 }
 
 pub(super) async fn count(req: &Request<'_>, state: &ServerState) -> CommandResult {

@@ -814,6 +814,35 @@ fn compile_errors<T>(parsed: Vec<CommandResult<T>>, ordered: bool) -> Vec<WriteE
         .collect()
 }
 
+/// The write errors when the collection could not be created because another database's name
+/// differs from this one's only in case (`creation`): mongod creates the collection for the
+/// statements that need it, each in turn, so each of those fails with that error, and the
+/// others with their own (`own[i]`: `Err` for a statement's own error, `Ok(true)` for one that
+/// needs the collection, `Ok(false)` for one that does not). Only the first error when ordered.
+fn creation_errors(
+    own: impl Iterator<Item = CommandResult<bool>>,
+    creation: &CommandError,
+    ordered: bool,
+) -> Vec<WriteError> {
+    let mut errors = Vec::new();
+    for (index, outcome) in own.enumerate() {
+        let error = match outcome {
+            Ok(false) => continue,
+            Ok(true) => creation.clone(),
+            Err(e) => e,
+        };
+        errors.push(WriteError {
+            index,
+            error,
+            dup: None,
+        });
+        if ordered {
+            break;
+        }
+    }
+    errors
+}
+
 fn ordered(req: &Request<'_>) -> CommandResult<bool> {
     Ok(opt_bool(req, "ordered")?.unwrap_or(true))
 }
@@ -887,7 +916,14 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
         }
         (n, errors)
     })
-    .await?;
+    .await;
+    let result = match result {
+        Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
+            let own = docs.iter().map(|d| prepare_insert(d).map(|_| true));
+            Some((0, creation_errors(own, &e, ordered)))
+        }
+        other => other?,
+    };
     let (n, errors) = result.unwrap_or_default();
     state
         .metrics
@@ -1116,7 +1152,17 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         }
         (n, modified, upserted, errors)
     })
-    .await?;
+    .await;
+    let result = match result {
+        Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
+            let own = parsed.iter().map(|s| match s {
+                Ok(s) => Ok(s.upsert),
+                Err(e) => Err(e.clone()),
+            });
+            Some((0, 0, RawArrayBuf::new(), creation_errors(own, &e, ordered)))
+        }
+        other => other?,
+    };
     // No such collection and no upsert: nothing matched; statements that did not compile are
     // still reported.
     let (n, modified, upserted, errors) =

@@ -27,8 +27,13 @@ use bson::RawBsonRef;
 
 use crate::error::{CommandError, ErrorCode};
 
-/// mongod's `kMaxPatternSize`.
-const MAX_PATTERN_SIZE: usize = 32_764;
+/// The longest pattern, in bytes, mongod 7.0 compiles: the `max_pattern_length` it gives PCRE2
+/// (`kMaxPatternLength` in `src/mongo/util/pcre.cpp`). The options letters do not count.
+pub const MAX_PATTERN_LENGTH: usize = 16_384;
+
+/// PCRE2's message for a pattern over the application's limit (its error 188), which mongod
+/// passes on.
+const PATTERN_TOO_LONG: &str = "pattern string is longer than the limit set by the application";
 
 /// A compiled MongoDB regular expression.
 #[derive(Debug, Clone)]
@@ -54,9 +59,6 @@ fn unsupported(what: &str) -> CommandError {
 impl Regex {
     /// Compiles `pattern` with MongoDB's `options` letters, with mongod's checks and errors.
     pub fn compile(pattern: &str, options: &str) -> Result<Regex, CommandError> {
-        if pattern.len() > MAX_PATTERN_SIZE {
-            return Err(CommandError::bad_value("Regular expression is too long"));
-        }
         if pattern.contains('\0') {
             return Err(CommandError::bad_value(
                 "Regular expression cannot contain an embedded null byte",
@@ -83,6 +85,11 @@ impl Regex {
                     ));
                 }
             }
+        }
+        // PCRE2 refuses the pattern before parsing it, and mongod reports that as any other
+        // compile error.
+        if pattern.len() > MAX_PATTERN_LENGTH {
+            return Err(invalid(PATTERN_TOO_LONG));
         }
         let translated = translate(pattern, x)?;
         let re = regex::RegexBuilder::new(&translated)
@@ -499,7 +506,10 @@ mod tests {
 
     #[test]
     fn error_table() {
-        let long = "a".repeat(MAX_PATTERN_SIZE + 1);
+        let long = "a".repeat(MAX_PATTERN_LENGTH + 1);
+        // Bytes, not characters: 8,193 two-byte characters are over the limit.
+        let wide = "é".repeat(MAX_PATTERN_LENGTH / 2 + 1);
+        let long_with_null = format!("{long}\0");
         let cases: Vec<(&str, &str, ErrorCode, &str)> = vec![
             (
                 "(",
@@ -569,11 +579,27 @@ mod tests {
             ),
             (
                 &long,
+                "i",
+                ErrorCode::Location(51091),
+                "Regular expression is invalid: pattern string is longer than the limit set by \
+                 the application",
+            ),
+            (
+                &wide,
+                "",
+                ErrorCode::Location(51091),
+                "Regular expression is invalid: pattern string is longer than the limit",
+            ),
+            // The null byte is checked first, as mongod does.
+            (
+                &long_with_null,
                 "",
                 ErrorCode::BadValue,
-                "Regular expression is too long",
+                "Regular expression cannot contain an embedded null byte",
             ),
         ];
+        // The limit itself is accepted.
+        assert!(Regex::compile(&"a".repeat(MAX_PATTERN_LENGTH), "").is_ok());
         for (pattern, options, code, prefix) in cases {
             let err = Regex::compile(pattern, options).unwrap_err();
             assert_eq!(err.code, code, "/{pattern}/{options}: {}", err.errmsg);
