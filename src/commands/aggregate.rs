@@ -16,7 +16,7 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::args::{WriteConcern, collection_name, field, opt_doc, variables, wrong_type};
 use super::explain::{Explain, Run, Verbosity};
-use super::read::{ExplainInput, first_batch};
+use super::read::first_batch;
 use crate::catalog::{validate_db_name, validate_namespace};
 use crate::cursor::Source;
 use crate::dispatch::Request;
@@ -25,6 +25,7 @@ use crate::query::Collation;
 use crate::query::compare::compare_collated;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
+use crate::query::shape::ShapeInput;
 use crate::query::sort::SortSpec;
 use crate::query::update::Update;
 use crate::query::{Expression, Variables};
@@ -682,69 +683,90 @@ pub(super) async fn aggregate_explained(
     // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
     let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
     let now_ms = state.now_ms();
-    let mut pushed = 0;
+    let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
-        (Input::Collection, Some(name)) => match state.catalog.get(req.db, name) {
-            Some(collection) => {
-                // A leading $match (and a $sort after it) go to the planner: the match narrows
-                // the scan, and an index may give the order.
-                let leading = match stages.first() {
-                    Some(Stage::Match(_)) => match stages.remove(0) {
-                        Stage::Match(f) => Some(f),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                pushed = usize::from(leading.is_some());
-                let sort = match stages.first() {
-                    Some(Stage::Sort(s)) => Some(s.clone()),
-                    _ => None,
-                };
-                let ns_name = format!("{}.{name}", req.db);
-                let match_doc = pipeline_match(req, leading.is_some());
-                if let Some(verbosity) = explain {
-                    let (plan, source) = super::read::open_planned(
+        (Input::Collection, Some(name)) => {
+            let ns_name = format!("{}.{name}", req.db);
+            // The leading stages a find could run go to the query layer: the planner chooses
+            // from the same plans (an index for the match or the order), and explain shows
+            // them as a find's.
+            let push = Pushdown::take(&mut stages, &raw_stages);
+            match state.catalog.get(req.db, name) {
+                None => {
+                    if let Some(verbosity) = explain {
+                        // mongod plans an `EOF` for a collection that does not exist.
+                        let report = Explain::no_collection(
+                            ns_name,
+                            push.match_doc.clone(),
+                            Vec::new(),
+                            started,
+                        );
+                        return Ok(explain_pipeline(
+                            state,
+                            req,
+                            report,
+                            verbosity,
+                            &raw_stages,
+                            &push,
+                        ));
+                    }
+                    Vec::new()
+                }
+                Some(collection) => {
+                    let (plan, mut source) = super::read::open_planned(
                         state,
                         &collection,
-                        leading,
-                        sort.as_ref(),
+                        push.filter.clone(),
+                        push.sort.as_ref(),
                         hint.as_ref(),
                     )?;
-                    if plan.sorted && sort.is_some() {
-                        pushed += 1;
+                    let blocking = push.sort.clone().filter(|s| !s.is_empty() && !plan.sorted);
+                    if blocking.is_none() {
+                        source.set_window(None, push.skip, push.limit);
                     }
-                    return explain_pipeline(
-                        state,
-                        req,
-                        ExplainInput {
-                            ns: ns_name,
-                            filter: match_doc,
-                            plan,
-                            stages: Vec::new(),
+                    if let Some(verbosity) = explain {
+                        let idhack = super::explain::idhack_filter(push.match_doc.as_deref())
+                            && push.skip == 0
+                            && hint.is_none()
+                            && collation.is_none();
+                        let window = super::explain::window_stages(
+                            push.projection_doc.as_deref(),
+                            blocking.as_ref().and(push.sort_doc.as_deref()),
+                            push.skip,
+                            push.limit,
+                            idhack,
+                        );
+                        let run = if verbosity.executes() {
+                            let (docs, read) = run_pushed(source, blocking, &push).await?;
+                            Some(Run::new(docs.len(), read, started))
+                        } else {
+                            None
+                        };
+                        let mut report =
+                            Explain::planned(ns_name, push.match_doc.clone(), plan, window, run);
+                        report.idhack = idhack;
+                        report.hashes = Some(super::explain::Hashes::of(
+                            &collection,
+                            &ShapeInput {
+                                filter: push.match_doc.as_deref(),
+                                sort: push.sort_doc.as_deref(),
+                                projection: push.projection_doc.as_deref(),
+                                collation: opt_doc(req, "collation")?,
+                            },
+                        ));
+                        return Ok(explain_pipeline(
+                            state,
+                            req,
+                            report,
                             verbosity,
-                            started,
-                        },
-                        source,
-                        pushed,
-                    )
-                    .await;
+                            &raw_stages,
+                            &push,
+                        ));
+                    }
+                    run_pushed(source, blocking, &push).await?.0
                 }
-                let (plan, docs, _) = super::read::collect_planned(
-                    state,
-                    &collection,
-                    leading,
-                    sort.as_ref(),
-                    hint.as_ref(),
-                )
-                .await?;
-                if plan.sorted && sort.is_some() {
-                    // The index gave the order: the $sort has nothing left to do.
-                    stages.remove(0);
-                }
-                docs
             }
-            None => Vec::new(),
-        },
+        }
         (Input::Collection, None) => Vec::new(),
         (Input::Documents(docs), _) => docs
             .into_iter()
@@ -758,8 +780,7 @@ pub(super) async fn aggregate_explained(
         }
     };
     if let Some(verbosity) = explain {
-        // Nothing to plan (no collection, or not a collection's pipeline).
-        let _ = pushed;
+        // Nothing to plan: not a collection's pipeline.
         let report = Explain::no_collection(ns.clone(), None, Vec::new(), started);
         return Ok(super::explain::reply(state, &report, verbosity, req.body));
     }
@@ -796,58 +817,153 @@ pub(super) async fn aggregate_explained(
     .await
 }
 
-/// The leading `$match` stage's filter document, when one was pushed to the planner.
-fn pipeline_match<'a>(req: &Request<'a>, pushed: bool) -> Option<&'a RawDocument> {
-    if !pushed {
-        return None;
-    }
-    match field(req, "pipeline").ok().flatten()? {
-        RawBsonRef::Array(a) => match a.into_iter().next()?.ok()? {
-            RawBsonRef::Document(d) => d.get_document("$match").ok(),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// The explain reply of a collection's pipeline: with every stage pushed to the planner,
-/// mongod's find-like shape; otherwise `stages`, the first of which is the `$cursor` the
-/// planner answers, then the rest of the pipeline as given.
-async fn explain_pipeline(
-    state: &crate::state::ServerState,
-    req: &Request<'_>,
-    input: ExplainInput<'_>,
-    source: Source,
-    pushed: usize,
-) -> CommandResult {
-    let verbosity = input.verbosity;
-    let run = if verbosity.executes() {
-        let (n, read) = super::explain::drain(source).await?;
-        Some(Run::new(n, read, input.started))
-    } else {
-        None
-    };
-    let report = Explain {
-        ns: input.ns,
-        filter: input.filter.map(ToOwned::to_owned),
-        plan: Some(input.plan),
-        idhack: false,
-        stages: Vec::new(),
-        run,
-    };
-    let rest: Vec<RawDocumentBuf> = match field(req, "pipeline")? {
+/// The pipeline's stage documents as given.
+fn raw_pipeline(req: &Request<'_>) -> CommandResult<Vec<RawDocumentBuf>> {
+    Ok(match field(req, "pipeline")? {
         Some(RawBsonRef::Array(a)) => a
             .into_iter()
-            .skip(pushed)
             .filter_map(|s| match s {
                 Ok(RawBsonRef::Document(d)) => Some(d.to_owned()),
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
-    };
+    })
+}
+
+/// The leading stages of a collection's pipeline that run in the query layer, as mongod
+/// 7.0 pushes them down: a `$match`; a `$sort` (which takes the `$limit`s after it); the
+/// `$skip`s and `$limit`s (composed into one skip then limit); a final inclusion or
+/// exclusion `$project`.
+struct Pushdown {
+    filter: Option<Filter>,
+    match_doc: Option<RawDocumentBuf>,
+    sort: Option<SortSpec>,
+    sort_doc: Option<RawDocumentBuf>,
+    skip: u64,
+    limit: Option<u64>,
+    /// A final `$project` shown in the plan (the pipeline's own stage still applies it).
+    projection_doc: Option<RawDocumentBuf>,
+    /// How many of the pipeline's stages the query layer answers.
+    pushed: usize,
+}
+
+impl Pushdown {
+    /// Takes the pushed stages off the front of `stages` (whose documents are `raw`).
+    fn take(stages: &mut Vec<Stage>, raw: &[RawDocumentBuf]) -> Pushdown {
+        let mut push = Pushdown {
+            filter: None,
+            match_doc: None,
+            sort: None,
+            sort_doc: None,
+            skip: 0,
+            limit: None,
+            projection_doc: None,
+            pushed: 0,
+        };
+        let body = |i: usize, name: &str| {
+            raw.get(i)
+                .and_then(|d| d.get_document(name).ok())
+                .map(ToOwned::to_owned)
+        };
+        let mut n = 0;
+        if let Some(Stage::Match(_)) = stages.first()
+            && let Stage::Match(f) = stages.remove(0)
+        {
+            push.filter = Some(f);
+            push.match_doc = body(n, "$match");
+            n += 1;
+        }
+        if let Some(Stage::Sort(_)) = stages.first()
+            && let Stage::Sort(s) = stages.remove(0)
+        {
+            push.sort = Some(s);
+            push.sort_doc = body(n, "$sort");
+            n += 1;
+        }
+        loop {
+            let as_u64 = |k: usize| u64::try_from(k).unwrap_or(u64::MAX);
+            match stages.first() {
+                Some(Stage::Skip(k)) => {
+                    let k = as_u64(*k);
+                    push.skip = push.skip.saturating_add(k);
+                    push.limit = push.limit.map(|l| l.saturating_sub(k));
+                }
+                Some(Stage::Limit(k)) => {
+                    let k = as_u64(*k);
+                    push.limit = Some(push.limit.map_or(k, |l| l.min(k)));
+                }
+                _ => break,
+            }
+            stages.remove(0);
+            n += 1;
+        }
+        if let (1, Some(Stage::Project(_))) = (stages.len(), stages.first())
+            && let Some(p) = body(n, "$project")
+            && simple_projection(&p)
+        {
+            push.projection_doc = Some(p);
+            n += 1;
+        }
+        push.pushed = n;
+        push
+    }
+}
+
+/// An inclusion or exclusion of fields (no computed values): what mongod runs in the query
+/// layer.
+fn simple_projection(p: &RawDocument) -> bool {
+    p.iter().map_while(Result::ok).all(|(k, v)| {
+        !k.as_str().starts_with('$')
+            && matches!(
+                v,
+                RawBsonRef::Boolean(_)
+                    | RawBsonRef::Int32(_)
+                    | RawBsonRef::Int64(_)
+                    | RawBsonRef::Double(_)
+                    | RawBsonRef::Decimal128(_)
+            )
+    })
+}
+
+/// Reads what the query layer answers: the window of a scan in order, or every match sorted
+/// and then windowed.
+async fn run_pushed(
+    mut source: Source,
+    blocking: Option<SortSpec>,
+    push: &Pushdown,
+) -> CommandResult<(Vec<(RawDocumentBuf, i64)>, crate::cursor::ScanStats)> {
+    let (skip, limit) = (push.skip, push.limit);
+    tokio::task::spawn_blocking(move || -> CommandResult<_> {
+        let mut docs = source.drain()?;
+        if let Some(sort) = blocking {
+            super::read::sort_entries(&sort, &mut docs);
+            let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+            let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+            docs = docs.into_iter().skip(skip).take(take).collect();
+        }
+        Ok((docs, source.stats()))
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
+/// The explain reply of a collection's pipeline: with every stage pushed to the query layer,
+/// mongod's find-like shape (with `optimizedPipeline: true`); otherwise `stages`, the first of
+/// which is the `$cursor` the query layer answers, then the rest of the pipeline (a `$match`
+/// as mongod serializes it parsed).
+fn explain_pipeline(
+    state: &crate::state::ServerState,
+    req: &Request<'_>,
+    mut report: Explain,
+    verbosity: Verbosity,
+    raw: &[RawDocumentBuf],
+    push: &Pushdown,
+) -> RawDocumentBuf {
+    let rest = raw.get(push.pushed..).unwrap_or_default();
     if rest.is_empty() {
-        return Ok(super::explain::reply(state, &report, verbosity, req.body));
+        report.extra = Some(bson::rawdoc! { "optimizedPipeline": true });
+        return super::explain::reply(state, &report, verbosity, req.body);
     }
     let (planner, exec) = report.sections(verbosity);
     let mut cursor_stage = bson::rawdoc! { "queryPlanner": planner };
@@ -857,10 +973,14 @@ async fn explain_pipeline(
     let mut stages = RawArrayBuf::new();
     stages.push(bson::rawdoc! { "$cursor": cursor_stage });
     for s in rest {
-        stages.push(s);
+        match s.get_document("$match") {
+            Ok(m) => stages
+                .push(bson::rawdoc! { "$match": crate::query::shape::normalize(Some(m), false) }),
+            Err(_) => stages.push(s.clone()),
+        }
     }
     let out = bson::rawdoc! { "explainVersion": "1", "stages": stages };
-    Ok(super::explain::finish(state, out, req.body))
+    super::explain::finish(state, out, req.body)
 }
 
 /// Whether a number is 1 (`{aggregate: 1}` accepts any numeric type).
