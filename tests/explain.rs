@@ -368,6 +368,30 @@ async fn pipelines_run_in_the_query_layer() -> TestResult {
         &doc! { "$match": { "$and": [{ "n": { "$eq": 2 } }, { "m": { "$not": { "$eq": 1 } } }] } }
     );
 
+    // `$sort` takes the `$limit`s after it; counts are longs.
+    let e = explain(
+        &db,
+        agg(vec![
+            doc! { "$group": { "_id": "$a", "n": { "$sum": 1 } } },
+            doc! { "$sort": { "n": -1.0, "_id": 1 } },
+            doc! { "$limit": 5 },
+            doc! { "$limit": 3 },
+            doc! { "$skip": 1 },
+        ]),
+        "queryPlanner",
+    )
+    .await?;
+    let stages = e.get_array("stages")?;
+    assert_eq!(
+        stages[2].as_document().ok_or("stage")?,
+        &doc! { "$sort": { "sortKey": { "n": -1, "_id": 1 }, "limit": 3_i64 } }
+    );
+    assert_eq!(
+        stages[3].as_document().ok_or("stage")?,
+        &doc! { "$skip": 1_i64 }
+    );
+    assert_eq!(stages.len(), 4);
+
     // Results: the pushed window, in the pushed order.
     let mut cursor = db
         .collection::<Document>("c")

@@ -972,15 +972,87 @@ fn explain_pipeline(
     }
     let mut stages = RawArrayBuf::new();
     stages.push(bson::rawdoc! { "$cursor": cursor_stage });
-    for s in rest {
-        match s.get_document("$match") {
-            Ok(m) => stages
-                .push(bson::rawdoc! { "$match": crate::query::shape::normalize(Some(m), false) }),
-            Err(_) => stages.push(s.clone()),
-        }
+    for s in explained_stages(rest) {
+        stages.push(s);
     }
     let out = bson::rawdoc! { "explainVersion": "1", "stages": stages };
     super::explain::finish(state, out, req.body)
+}
+
+/// A stage's count argument (`$limit`, `$skip`) as mongod holds it: a long.
+fn stage_count(v: RawBsonRef<'_>) -> Option<i64> {
+    match v {
+        RawBsonRef::Int32(n) => Some(i64::from(n)),
+        RawBsonRef::Int64(n) => Some(n),
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "checked to be integral and in range"
+        )]
+        RawBsonRef::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(d as i64),
+        _ => None,
+    }
+}
+
+/// The stages after `$cursor` as mongod's explain serializes them: a `$match` parsed (in the
+/// given order), `$sort` as `{sortKey, limit?}` taking the `$limit`s right after it, `$limit`
+/// and `$skip` as longs; the others as given.
+fn explained_stages(rest: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
+    fn flush(out: &mut Vec<RawDocumentBuf>, sort: Option<(RawDocumentBuf, Option<i64>)>) {
+        if let Some((key, limit)) = sort {
+            let mut inner = bson::rawdoc! { "sortKey": key };
+            if let Some(l) = limit {
+                inner.append(bson::cstr!("limit"), l);
+            }
+            out.push(bson::rawdoc! { "$sort": inner });
+        }
+    }
+    let mut out: Vec<RawDocumentBuf> = Vec::with_capacity(rest.len());
+    let mut sort_limit: Option<(RawDocumentBuf, Option<i64>)> = None;
+    for s in rest {
+        let Some(Ok((name, v))) = s.iter().next() else {
+            continue;
+        };
+        let name = name.as_str();
+        if name == "$limit"
+            && let (Some((_, limit)), Some(n)) = (sort_limit.as_mut(), stage_count(v))
+        {
+            *limit = Some(limit.map_or(n, |l| l.min(n)));
+            continue;
+        }
+        flush(&mut out, sort_limit.take());
+        match (name, v) {
+            ("$match", RawBsonRef::Document(m)) => {
+                let parsed = crate::query::shape::normalize(Some(m), false);
+                out.push(bson::rawdoc! { "$match": parsed });
+            }
+            ("$sort", RawBsonRef::Document(key)) => {
+                let mut pattern = RawDocumentBuf::new();
+                for (k, dir) in key.iter().map_while(Result::ok) {
+                    let value = match dir {
+                        RawBsonRef::Document(meta) => RawBson::Document(meta.to_owned()),
+                        other => {
+                            let descending = crate::query::compare::number_as_f64(other)
+                                .is_some_and(|d| d < 0.0);
+                            RawBson::Int32(if descending { -1 } else { 1 })
+                        }
+                    };
+                    crate::query::plan::put(&mut pattern, k.as_str(), value);
+                }
+                sort_limit = Some((pattern, None));
+            }
+            ("$limit" | "$skip", v) => match stage_count(v) {
+                Some(n) => {
+                    let mut d = RawDocumentBuf::new();
+                    crate::query::plan::put(&mut d, name, n);
+                    out.push(d);
+                }
+                None => out.push(s.clone()),
+            },
+            _ => out.push(s.clone()),
+        }
+    }
+    flush(&mut out, sort_limit);
+    out
 }
 
 /// Whether a number is 1 (`{aggregate: 1}` accepts any numeric type).
