@@ -66,6 +66,8 @@ enum Node {
         path: String,
         rhs: RawDocumentBuf,
     },
+    /// `{path: {$elemMatch: <sub-filter>}}` (an element that is a document matching it).
+    ElemMatch(String, Box<Node>),
     /// A top-level element shown as given (`$expr`, `$where`, `$alwaysTrue`, …).
     Raw { kind: u8, element: RawDocumentBuf },
 }
@@ -75,13 +77,14 @@ impl Node {
         match self {
             Node::List(k, _) | Node::Leaf { kind: k, .. } | Node::Raw { kind: k, .. } => *k,
             Node::Not(..) => kind::NOT,
+            Node::ElemMatch(..) => kind::ELEM_MATCH_OBJECT,
         }
     }
 
     /// mongod's `path()`: empty for logical nodes.
     fn path(&self) -> &str {
         match self {
-            Node::Leaf { path, .. } => path,
+            Node::Leaf { path, .. } | Node::ElemMatch(path, _) => path,
             _ => "",
         }
     }
@@ -89,7 +92,7 @@ impl Node {
     fn children(&self) -> &[Node] {
         match self {
             Node::List(_, c) => c,
-            Node::Not(_, c) => std::slice::from_ref(c),
+            Node::Not(_, c) | Node::ElemMatch(_, c) => std::slice::from_ref(c),
             _ => &[],
         }
     }
@@ -120,7 +123,7 @@ fn sort_tree(node: &mut Node) {
             }
             children.sort_by(cmp_nodes);
         }
-        Node::Not(_, child) => sort_tree(child),
+        Node::Not(_, child) | Node::ElemMatch(_, child) => sort_tree(child),
         Node::Leaf { .. } | Node::Raw { .. } => {}
     }
 }
@@ -282,9 +285,18 @@ fn operator(path: &str, op: &str, v: RawBsonRef<'_>, ops: &RawDocument) -> Optio
             other => leaf(kind::REGEX, path, op, own(other)),
         },
         "$options" => return None,
-        "$size" => leaf(kind::SIZE, path, op, own(v)),
-        "$mod" => leaf(kind::MOD, path, op, own(v)),
-        "$type" => leaf(kind::TYPE, path, op, own(v)),
+        "$size" => match number(v) {
+            // mongod holds the size as an int.
+            Some(n) if i32::try_from(n).is_ok() => leaf(
+                kind::SIZE,
+                path,
+                op,
+                RawBson::Int32(i32::try_from(n).unwrap_or(0)),
+            ),
+            _ => leaf(kind::SIZE, path, op, own(v)),
+        },
+        "$mod" => leaf(kind::MOD, path, op, mod_args(v)),
+        "$type" => leaf(kind::TYPE, path, op, type_set(v)),
         "$bitsAllSet" => leaf(kind::BITS_ALL_SET, path, op, own(v)),
         "$bitsAllClear" => leaf(kind::BITS_ALL_CLEAR, path, op, own(v)),
         "$bitsAnySet" => leaf(kind::BITS_ANY_SET, path, op, own(v)),
@@ -299,12 +311,30 @@ fn operator(path: &str, op: &str, v: RawBsonRef<'_>, ops: &RawDocument) -> Optio
                 }
                 _ => false,
             };
-            let k = if value_form {
-                kind::ELEM_MATCH_VALUE
-            } else {
-                kind::ELEM_MATCH_OBJECT
-            };
-            leaf(k, path, op, own(v))
+            match v {
+                RawBsonRef::Document(d) if value_form => {
+                    // The element's predicates, each operator's right-hand side in one
+                    // document.
+                    let mut preds = Vec::new();
+                    operators(&mut preds, path, d);
+                    let mut rhs = RawDocumentBuf::new();
+                    for p in &preds {
+                        let mut one = RawDocumentBuf::new();
+                        serialize_into(&mut one, p);
+                        if let Ok(Some(RawBsonRef::Document(inner))) = one.get(path) {
+                            for (k, x) in inner.iter().map_while(Result::ok) {
+                                put(&mut rhs, k.as_str(), RawBson::from(x));
+                            }
+                        }
+                    }
+                    leaf(kind::ELEM_MATCH_VALUE, path, op, RawBson::Document(rhs))
+                }
+                RawBsonRef::Document(d) => {
+                    let inner = parse_doc(d);
+                    Node::ElemMatch(path.to_owned(), Box::new(and(inner)))
+                }
+                other => leaf(kind::ELEM_MATCH_OBJECT, path, op, own(other)),
+            }
         }
         "$all" => match v {
             RawBsonRef::Array(a) => {
@@ -340,6 +370,102 @@ fn operator(path: &str, op: &str, v: RawBsonRef<'_>, ops: &RawDocument) -> Optio
         }
         _ => leaf(kind::OTHER, path, op, own(v)),
     })
+}
+
+/// A whole number (of any numeric type).
+fn number(v: RawBsonRef<'_>) -> Option<i64> {
+    match v {
+        RawBsonRef::Int32(n) => Some(i64::from(n)),
+        RawBsonRef::Int64(n) => Some(n),
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "checked to be integral and in range"
+        )]
+        RawBsonRef::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(d as i64),
+        _ => None,
+    }
+}
+
+/// `$mod`'s `[divisor, remainder]` as mongod holds them: longs (fractions truncated).
+fn mod_args(v: RawBsonRef<'_>) -> RawBson {
+    let truncated = |x: RawBsonRef<'_>| match x {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "mongod truncates toward zero"
+        )]
+        RawBsonRef::Double(d) if d.is_finite() && d.abs() < 9.2e18 => Some(d.trunc() as i64),
+        other => number(other),
+    };
+    if let RawBsonRef::Array(a) = v {
+        let items: Vec<Option<i64>> = a.into_iter().map_while(Result::ok).map(truncated).collect();
+        if let [Some(d), Some(r)] = items.as_slice() {
+            let mut arr = RawArrayBuf::new();
+            arr.push(*d);
+            arr.push(*r);
+            return RawBson::Array(arr);
+        }
+    }
+    RawBson::from(v)
+}
+
+/// `$type`'s set as mongod serializes it: `"number"` first when given, then the type codes
+/// in ascending order, without repeats.
+fn type_set(v: RawBsonRef<'_>) -> RawBson {
+    fn code(alias: &str) -> Option<i32> {
+        Some(match alias {
+            "double" => 1,
+            "string" => 2,
+            "object" => 3,
+            "array" => 4,
+            "binData" => 5,
+            "undefined" => 6,
+            "objectId" => 7,
+            "bool" => 8,
+            "date" => 9,
+            "null" => 10,
+            "regex" => 11,
+            "dbPointer" => 12,
+            "javascript" => 13,
+            "symbol" => 14,
+            "javascriptWithScope" => 15,
+            "int" => 16,
+            "timestamp" => 17,
+            "long" => 18,
+            "decimal" => 19,
+            "minKey" => -1,
+            "maxKey" => 127,
+            _ => return None,
+        })
+    }
+    let items: Vec<RawBsonRef<'_>> = match v {
+        RawBsonRef::Array(a) => a.into_iter().map_while(Result::ok).collect(),
+        other => vec![other],
+    };
+    let mut all_numbers = false;
+    let mut codes = Vec::new();
+    for item in items {
+        match item {
+            RawBsonRef::String("number") => all_numbers = true,
+            RawBsonRef::String(s) => match code(s) {
+                Some(c) => codes.push(c),
+                None => return RawBson::from(v),
+            },
+            other => match number(other).and_then(|n| i32::try_from(n).ok()) {
+                Some(c) => codes.push(c),
+                None => return RawBson::from(v),
+            },
+        }
+    }
+    codes.sort_unstable();
+    codes.dedup();
+    let mut arr = RawArrayBuf::new();
+    if all_numbers {
+        arr.push("number");
+    }
+    for c in codes {
+        arr.push(c);
+    }
+    RawBson::Array(arr)
 }
 
 /// `$in`: values in BSON order without repeats, regexes after them; one value alone is `$eq`
@@ -404,6 +530,11 @@ fn serialize_into(out: &mut RawDocumentBuf, node: &Node) {
             }
         }
         Node::Leaf { path, rhs, .. } => put(out, path, rhs.clone()),
+        Node::ElemMatch(path, child) => {
+            let mut rhs = RawDocumentBuf::new();
+            put(&mut rhs, "$elemMatch", serialize(child));
+            put(out, path, rhs);
+        }
         Node::Raw { element, .. } => {
             for (k, v) in element.iter().map_while(Result::ok) {
                 put(out, k.as_str(), RawBson::from(v));
@@ -449,6 +580,11 @@ fn encode_shape(node: &Node, out: &mut Vec<u8>) {
             out.push(b']');
         }
         Node::Not(path, child) => {
+            out.extend_from_slice(path.as_bytes());
+            out.push(0);
+            encode_shape(child, out);
+        }
+        Node::ElemMatch(path, child) => {
             out.extend_from_slice(path.as_bytes());
             out.push(0);
             encode_shape(child, out);
@@ -560,6 +696,27 @@ mod tests {
             (
                 rawdoc! {"a": {"$all": [1, 2]}},
                 rawdoc! {"$and": [{"a": {"$eq": 1}}, {"a": {"$eq": 2}}]},
+            ),
+            (
+                rawdoc! {"a": {"$type": ["string", 1, "number", 2]}},
+                rawdoc! {"a": {"$type": ["number", 1, 2]}},
+            ),
+            (
+                rawdoc! {"a": {"$type": "bool"}},
+                rawdoc! {"a": {"$type": [8]}},
+            ),
+            (rawdoc! {"a": {"$size": 2.0}}, rawdoc! {"a": {"$size": 2}}),
+            (
+                rawdoc! {"a": {"$mod": [4, 1.5]}},
+                rawdoc! {"a": {"$mod": [4_i64, 1_i64]}},
+            ),
+            (
+                rawdoc! {"a": {"$elemMatch": {"c": 1, "b": {"$gt": 2}}}},
+                rawdoc! {"a": {"$elemMatch": {"$and": [{"c": {"$eq": 1}}, {"b": {"$gt": 2}}]}}},
+            ),
+            (
+                rawdoc! {"a": {"$elemMatch": {"$gt": 1, "$ne": 5}}},
+                rawdoc! {"a": {"$elemMatch": {"$gt": 1, "$not": {"$eq": 5}}}},
             ),
         ];
         for (input, want) in cases {
