@@ -729,6 +729,46 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any filter-like document (operators and values of any type, at any depth) is
+        /// normalized and hashed without panicking.
+        #[test]
+        fn any_filter_normalizes(
+            ops in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![
+                        "a", "b.c", "$and", "$or", "$nor", "$eq", "$ne", "$in", "$nin",
+                        "$type", "$size", "$mod", "$elemMatch", "$all", "$not", "$exists",
+                        "$regex", "$options", "$expr", "$comment",
+                    ]),
+                    crate::query::props::arbitrary_bson(),
+                ),
+                0..6,
+            ),
+            wrap in proptest::sample::select(vec!["a", "$and", "$or", "$not", "$elemMatch"]),
+        ) {
+            let mut inner = RawDocumentBuf::new();
+            for (k, v) in &ops {
+                put(&mut inner, k, v.clone());
+            }
+            let mut outer = RawDocumentBuf::new();
+            let mut wrapped = RawDocumentBuf::new();
+            put(&mut wrapped, wrap, inner.clone());
+            put(&mut outer, "x", wrapped);
+            for doc in [&inner, &outer] {
+                let _ = normalize(Some(doc), true);
+                let _ = normalize(Some(doc), false);
+                let key = shape_key(&ShapeInput {
+                    filter: Some(doc),
+                    sort: None,
+                    projection: None,
+                    collation: None,
+                });
+                proptest::prop_assert_eq!(hex_hash(&key).len(), 8);
+            }
+        }
+    }
+
     #[test]
     fn shapes_ignore_constants() {
         let key = |f: &RawDocument, s: Option<&RawDocument>| {
