@@ -303,6 +303,22 @@ async fn pipelines_run_in_the_query_layer() -> TestResult {
     assert_eq!(wp.get_i64("limitAmount")?, 4);
     assert_eq!(e.get_document("executionStats")?.get_i32("nReturned")?, 4);
 
+    // A $match after a leading $sort goes before it: both pushed.
+    let e = explain(
+        &db,
+        agg(vec![
+            doc! { "$sort": { "s": 1 } },
+            doc! { "$match": { "b": 2 } },
+        ]),
+        "executionStats",
+    )
+    .await?;
+    assert!(e.get("stages").is_none());
+    let qp = e.get_document("queryPlanner")?;
+    assert_eq!(qp.get_document("parsedQuery")?, &doc! { "b": { "$eq": 2 } });
+    assert_eq!(stage_names(winning(&e)?), ["SORT", "COLLSCAN"]);
+    assert_eq!(e.get_document("executionStats")?.get_i32("nReturned")?, 16);
+
     // $skip then $limit: one window of the scan (skip 2, then 3).
     let e = explain(
         &db,
@@ -391,6 +407,21 @@ async fn pipelines_run_in_the_query_layer() -> TestResult {
         &doc! { "$skip": 1_i64 }
     );
     assert_eq!(stages.len(), 4);
+
+    // A $match after a $sort filters the sorted documents, in order.
+    let mut cursor = db
+        .collection::<Document>("c")
+        .aggregate(vec![
+            doc! { "$sort": { "s": -1 } },
+            doc! { "$match": { "b": 2 } },
+            doc! { "$limit": 2 },
+        ])
+        .await?;
+    let mut ids = Vec::new();
+    while cursor.advance().await? {
+        ids.push(cursor.deserialize_current()?.get_i32("_id")?);
+    }
+    assert_eq!(ids, [47, 44]);
 
     // Results: the pushed window, in the pushed order.
     let mut cursor = db

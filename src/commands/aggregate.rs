@@ -867,18 +867,25 @@ impl Pushdown {
                 .map(ToOwned::to_owned)
         };
         let mut n = 0;
-        if let Some(Stage::Match(_)) = stages.first()
-            && let Stage::Match(f) = stages.remove(0)
+        // A `$match` right after a leading `$sort` moves before it (mongod swaps them: the
+        // order does not change what matches).
+        let match_at = match (stages.first(), stages.get(1)) {
+            (Some(Stage::Match(_)), _) => Some(0),
+            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => Some(1),
+            _ => None,
+        };
+        if let Some(at) = match_at
+            && let Stage::Match(f) = stages.remove(at)
         {
             push.filter = Some(f);
-            push.match_doc = body(n, "$match");
+            push.match_doc = body(at, "$match");
             n += 1;
         }
         if let Some(Stage::Sort(_)) = stages.first()
             && let Stage::Sort(s) = stages.remove(0)
         {
             push.sort = Some(s);
-            push.sort_doc = body(n, "$sort");
+            push.sort_doc = body(if match_at == Some(1) { 0 } else { n }, "$sort");
             n += 1;
         }
         loop {
