@@ -401,7 +401,27 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
                 "open": { "total": i64::try_from(state.cursors.len()).unwrap_or(i64::MAX) },
             },
         },
+        "storageEngine": storage_engine(state.config.in_memory),
         "ok": 1.0,
+    }
+}
+
+/// `serverStatus.storageEngine`, with mongod's fields in mongod's order (its `StorageSSS`
+/// section). Ebb keeps no oplog, so the oldest timestamp crash recovery needs is mongod's
+/// "none", `Timestamp(0, 0)`; drops take effect at once (no drop-pending idents); there are
+/// no transactions, so no snapshot read concern. The durable store is fjall; `--in-memory`
+/// is mongod's non-persistent `inMemory` engine's counterpart.
+fn storage_engine(in_memory: bool) -> RawDocumentBuf {
+    rawdoc! {
+        "name": if in_memory { "inMemory" } else { "fjall" },
+        "supportsCommittedReads": true,
+        "oldestRequiredTimestampForCrashRecovery": bson::Timestamp { time: 0, increment: 0 },
+        "supportsPendingDrops": false,
+        "dropPendingIdents": 0_i64,
+        "supportsSnapshotReadConcern": false,
+        "readOnly": false,
+        "persistent": !in_memory,
+        "backupCursorOpen": false,
     }
 }
 

@@ -16,19 +16,20 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, variables, wrong_type};
 use super::explain::{Explain, Run, Verbosity};
-use super::read::{ExplainInput, first_batch};
+use super::read::first_batch;
 use crate::catalog::{validate_db_name, validate_namespace};
-use crate::cursor::{SortedRead, Source};
+use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::Collation;
 use crate::query::compare::compare_collated;
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::projection::Projection;
+use crate::query::shape::ShapeInput;
 use crate::query::sort::SortSpec;
 use crate::query::update::Update;
 use crate::query::{Expression, Variables};
-use crate::sorter::{SortLimits, Sorted, Sorter};
+use crate::sorter::{SortLimits, Sorter};
 
 enum Stage {
     Match(Filter),
@@ -601,14 +602,6 @@ fn run_pipeline(
     Ok(docs)
 }
 
-/// What the read of a collection's pipeline input gives.
-enum Read {
-    /// The documents, for the rest of the pipeline.
-    Docs(Vec<(RawDocumentBuf, i64)>),
-    /// The results of a pipeline that is only a `$sort`.
-    Sorted(Sorted),
-}
-
 /// An error raised while the pipeline runs, as mongod's aggregation reports it.
 fn aggregation_error(mut e: CommandError) -> CommandError {
     e.errmsg = format!(
@@ -713,133 +706,93 @@ pub(super) async fn aggregate_explained(
     // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
     let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
     let now_ms = state.now_ms();
-    let mut pushed = 0;
+    let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
-        (Input::Collection, Some(name)) => match state.catalog.get(req.db, name) {
-            Some(collection) => {
-                // A leading $match (and a $sort after it) go to the planner: the match narrows
-                // the scan, and an index may give the order.
-                let leading = match stages.first() {
-                    Some(Stage::Match(_)) => match stages.remove(0) {
-                        Stage::Match(f) => Some(f),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                pushed = usize::from(leading.is_some());
-                let sort = match stages.first() {
-                    Some(Stage::Sort(s)) => Some(s.clone()),
-                    _ => None,
-                };
-                let ns_name = format!("{}.{name}", req.db);
-                let match_doc = pipeline_match(req, leading.is_some());
-                if let Some(verbosity) = explain {
-                    let (plan, source) = super::read::open_planned(
+        (Input::Collection, Some(name)) => {
+            let ns_name = format!("{}.{name}", req.db);
+            // The leading stages a find could run go to the query layer: the planner chooses
+            // from the same plans (an index for the match or the order), and explain shows
+            // them as a find's.
+            let push = Pushdown::take(&mut stages, &raw_stages);
+            let sort_limits = state.config.sort_limits(allow_disk_use);
+            match state.catalog.get(req.db, name) {
+                None => {
+                    if let Some(verbosity) = explain {
+                        // mongod plans an `EOF` for a collection that does not exist.
+                        let report = Explain::no_collection(
+                            ns_name,
+                            push.match_doc.clone(),
+                            Vec::new(),
+                            started,
+                        );
+                        return Ok(explain_pipeline(
+                            state,
+                            req,
+                            report,
+                            verbosity,
+                            &raw_stages,
+                            &push,
+                        ));
+                    }
+                    Vec::new()
+                }
+                Some(collection) => {
+                    let (plan, mut source) = super::read::open_planned(
                         state,
                         &collection,
-                        leading,
-                        sort.as_ref(),
+                        push.filter.clone(),
+                        push.sort.as_ref(),
                         hint.as_ref(),
                     )?;
-                    if plan.sorted && sort.is_some() {
-                        pushed += 1;
+                    let blocking = push.sort.clone().filter(|s| !s.is_empty() && !plan.sorted);
+                    if blocking.is_none() {
+                        source.set_window(None, push.skip, push.limit);
                     }
-                    return explain_pipeline(
-                        state,
-                        req,
-                        ExplainInput {
-                            ns: ns_name,
-                            filter: match_doc,
-                            plan,
-                            stages: Vec::new(),
+                    if let Some(verbosity) = explain {
+                        let idhack = super::explain::idhack_filter(push.match_doc.as_deref())
+                            && push.skip == 0
+                            && hint.is_none()
+                            && collation.is_none();
+                        let window = super::explain::window_stages(
+                            push.projection_doc.as_deref(),
+                            blocking.as_ref().and(push.sort_doc.as_deref()),
+                            state.config.max_blocking_sort_bytes,
+                            push.skip,
+                            push.limit,
+                            idhack,
+                        );
+                        let run = if verbosity.executes() {
+                            let (docs, read) =
+                                run_pushed(source, blocking, &push, sort_limits).await?;
+                            Some(Run::new(docs.len(), read, started))
+                        } else {
+                            None
+                        };
+                        let mut report =
+                            Explain::planned(ns_name, push.match_doc.clone(), plan, window, run);
+                        report.idhack = idhack;
+                        report.hashes = Some(super::explain::Hashes::of(
+                            &collection,
+                            &ShapeInput {
+                                filter: push.match_doc.as_deref(),
+                                sort: push.sort_doc.as_deref(),
+                                projection: push.projection_doc.as_deref(),
+                                collation: opt_doc(req, "collation")?,
+                            },
+                        ));
+                        return Ok(explain_pipeline(
+                            state,
+                            req,
+                            report,
                             verbosity,
-                            started,
-                        },
-                        source,
-                        pushed,
-                    )
-                    .await;
-                }
-                let (plan, mut source) = super::read::open_planned(
-                    state,
-                    &collection,
-                    leading,
-                    sort.as_ref(),
-                    hint.as_ref(),
-                )?;
-                if plan.sorted && sort.is_some() {
-                    // The index gave the order: the $sort has nothing left to do.
-                    stages.remove(0);
-                }
-                // A $sort still first takes the documents as the scan reads them, so that only
-                // what the sort holds is in memory; when it is all the pipeline does, the
-                // cursor reads its results as they are merged.
-                let first_sort = match stages.first() {
-                    Some(Stage::Sort(s)) => Some(s.clone()),
-                    _ => None,
-                };
-                let keep = match stages.get(1) {
-                    Some(Stage::Limit(n)) => Some(*n),
-                    _ => None,
-                };
-                let sort_only = stages.len() == 1 && matches!(output, Output::Cursor);
-                let sort_limits = state.config.sort_limits(allow_disk_use);
-                let read = tokio::task::spawn_blocking(move || -> CommandResult<Read> {
-                    let Some(spec) = first_sort else {
-                        return Ok(Read::Docs(source.drain()?));
-                    };
-                    let mut sorter = Sorter::new(spec, keep, sort_limits);
-                    loop {
-                        let batch = source.next_entries(1024, usize::MAX)?;
-                        if batch.is_empty() {
-                            break;
-                        }
-                        for (doc, expires) in batch {
-                            sorter.push(doc, expires).map_err(aggregation_error)?;
-                        }
+                            &raw_stages,
+                            &push,
+                        ));
                     }
-                    let results = sorter.finish()?;
-                    Ok(if sort_only {
-                        Read::Sorted(results)
-                    } else {
-                        Read::Docs(results.into_vec()?)
-                    })
-                })
-                .await
-                .map_err(|e| CommandError::internal(e.to_string()))??;
-                match read {
-                    Read::Docs(docs) if matches!(stages.first(), Some(Stage::Sort(_))) => {
-                        stages.remove(0);
-                        docs
-                    }
-                    Read::Docs(docs) => docs,
-                    Read::Sorted(Sorted::Memory(docs)) => {
-                        return first_batch(
-                            state,
-                            ns,
-                            Source::Buffered(docs),
-                            batch_size,
-                            false,
-                            false,
-                        )
-                        .await;
-                    }
-                    Read::Sorted(merged @ Sorted::Merge(_)) => {
-                        let read = SortedRead::new(merged, 0, None)?;
-                        return first_batch(
-                            state,
-                            ns,
-                            Source::Sorted(Box::new(read)),
-                            batch_size,
-                            false,
-                            false,
-                        )
-                        .await;
-                    }
+                    run_pushed(source, blocking, &push, sort_limits).await?.0
                 }
             }
-            None => Vec::new(),
-        },
+        }
         (Input::Collection, None) => Vec::new(),
         (Input::Documents(docs), _) => docs
             .into_iter()
@@ -853,8 +806,7 @@ pub(super) async fn aggregate_explained(
         }
     };
     if let Some(verbosity) = explain {
-        // Nothing to plan (no collection, or not a collection's pipeline).
-        let _ = pushed;
+        // Nothing to plan: not a collection's pipeline.
         let report = Explain::no_collection(ns.clone(), None, Vec::new(), started);
         return Ok(super::explain::reply(state, &report, verbosity, req.body));
     }
@@ -892,58 +844,174 @@ pub(super) async fn aggregate_explained(
     .await
 }
 
-/// The leading `$match` stage's filter document, when one was pushed to the planner.
-fn pipeline_match<'a>(req: &Request<'a>, pushed: bool) -> Option<&'a RawDocument> {
-    if !pushed {
-        return None;
-    }
-    match field(req, "pipeline").ok().flatten()? {
-        RawBsonRef::Array(a) => match a.into_iter().next()?.ok()? {
-            RawBsonRef::Document(d) => d.get_document("$match").ok(),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// The explain reply of a collection's pipeline: with every stage pushed to the planner,
-/// mongod's find-like shape; otherwise `stages`, the first of which is the `$cursor` the
-/// planner answers, then the rest of the pipeline as given.
-async fn explain_pipeline(
-    state: &crate::state::ServerState,
-    req: &Request<'_>,
-    input: ExplainInput<'_>,
-    source: Source,
-    pushed: usize,
-) -> CommandResult {
-    let verbosity = input.verbosity;
-    let run = if verbosity.executes() {
-        let (n, read) = super::explain::drain(source).await?;
-        Some(Run::new(n, read, input.started))
-    } else {
-        None
-    };
-    let report = Explain {
-        ns: input.ns,
-        filter: input.filter.map(ToOwned::to_owned),
-        plan: Some(input.plan),
-        idhack: false,
-        stages: Vec::new(),
-        run,
-    };
-    let rest: Vec<RawDocumentBuf> = match field(req, "pipeline")? {
+/// The pipeline's stage documents as given.
+fn raw_pipeline(req: &Request<'_>) -> CommandResult<Vec<RawDocumentBuf>> {
+    Ok(match field(req, "pipeline")? {
         Some(RawBsonRef::Array(a)) => a
             .into_iter()
-            .skip(pushed)
             .filter_map(|s| match s {
                 Ok(RawBsonRef::Document(d)) => Some(d.to_owned()),
                 _ => None,
             })
             .collect(),
         _ => Vec::new(),
-    };
+    })
+}
+
+/// The leading stages of a collection's pipeline that run in the query layer, as mongod
+/// 7.0 pushes them down: a `$match`; a `$sort` (which takes the `$limit`s after it); the
+/// `$skip`s and `$limit`s (composed into one skip then limit); a final inclusion or
+/// exclusion `$project`.
+struct Pushdown {
+    filter: Option<Filter>,
+    match_doc: Option<RawDocumentBuf>,
+    sort: Option<SortSpec>,
+    sort_doc: Option<RawDocumentBuf>,
+    skip: u64,
+    limit: Option<u64>,
+    /// A final `$project` shown in the plan (the pipeline's own stage still applies it).
+    projection_doc: Option<RawDocumentBuf>,
+    /// How many of the pipeline's stages the query layer answers.
+    pushed: usize,
+}
+
+impl Pushdown {
+    /// Takes the pushed stages off the front of `stages` (whose documents are `raw`).
+    fn take(stages: &mut Vec<Stage>, raw: &[RawDocumentBuf]) -> Pushdown {
+        let mut push = Pushdown {
+            filter: None,
+            match_doc: None,
+            sort: None,
+            sort_doc: None,
+            skip: 0,
+            limit: None,
+            projection_doc: None,
+            pushed: 0,
+        };
+        let body = |i: usize, name: &str| {
+            raw.get(i)
+                .and_then(|d| d.get_document(name).ok())
+                .map(ToOwned::to_owned)
+        };
+        let mut n = 0;
+        // A `$match` right after a leading `$sort` moves before it (mongod swaps them: the
+        // order does not change what matches).
+        let match_at = match (stages.first(), stages.get(1)) {
+            (Some(Stage::Match(_)), _) => Some(0),
+            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => Some(1),
+            _ => None,
+        };
+        if let Some(at) = match_at
+            && let Stage::Match(f) = stages.remove(at)
+        {
+            push.filter = Some(f);
+            push.match_doc = body(at, "$match");
+            n += 1;
+        }
+        if let Some(Stage::Sort(_)) = stages.first()
+            && let Stage::Sort(s) = stages.remove(0)
+        {
+            push.sort = Some(s);
+            push.sort_doc = body(if match_at == Some(1) { 0 } else { n }, "$sort");
+            n += 1;
+        }
+        loop {
+            let as_u64 = |k: usize| u64::try_from(k).unwrap_or(u64::MAX);
+            match stages.first() {
+                Some(Stage::Skip(k)) => {
+                    let k = as_u64(*k);
+                    push.skip = push.skip.saturating_add(k);
+                    push.limit = push.limit.map(|l| l.saturating_sub(k));
+                }
+                Some(Stage::Limit(k)) => {
+                    let k = as_u64(*k);
+                    push.limit = Some(push.limit.map_or(k, |l| l.min(k)));
+                }
+                _ => break,
+            }
+            stages.remove(0);
+            n += 1;
+        }
+        if let (1, Some(Stage::Project(_))) = (stages.len(), stages.first())
+            && let Some(p) = body(n, "$project")
+            && simple_projection(&p)
+        {
+            push.projection_doc = Some(p);
+            n += 1;
+        }
+        push.pushed = n;
+        push
+    }
+}
+
+/// An inclusion or exclusion of fields (no computed values): what mongod runs in the query
+/// layer.
+fn simple_projection(p: &RawDocument) -> bool {
+    p.iter().map_while(Result::ok).all(|(k, v)| {
+        !k.as_str().starts_with('$')
+            && matches!(
+                v,
+                RawBsonRef::Boolean(_)
+                    | RawBsonRef::Int32(_)
+                    | RawBsonRef::Int64(_)
+                    | RawBsonRef::Double(_)
+                    | RawBsonRef::Decimal128(_)
+            )
+    })
+}
+
+/// Reads what the query layer answers: the window of a scan in order, or every match sorted
+/// (held within the blocking-sort limit, spilled past it when `allowDiskUse` allows) and then
+/// windowed.
+async fn run_pushed(
+    mut source: Source,
+    blocking: Option<SortSpec>,
+    push: &Pushdown,
+    limits: crate::sorter::SortLimits,
+) -> CommandResult<(Vec<(RawDocumentBuf, i64)>, crate::cursor::ScanStats)> {
+    let (skip, limit) = (push.skip, push.limit);
+    tokio::task::spawn_blocking(move || -> CommandResult<_> {
+        let Some(sort) = blocking else {
+            let docs = source.drain()?;
+            return Ok((docs, source.stats()));
+        };
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        let keep = limit.map(|l| skip.saturating_add(usize::try_from(l).unwrap_or(usize::MAX)));
+        let mut sorter = Sorter::new(sort, keep, limits);
+        loop {
+            let batch = source.next_entries(1024, usize::MAX)?;
+            if batch.is_empty() {
+                break;
+            }
+            for (doc, expires) in batch {
+                sorter.push(doc, expires).map_err(aggregation_error)?;
+            }
+        }
+        let results = sorter.finish()?.into_vec()?;
+        let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let docs = results.into_iter().skip(skip).take(take).collect();
+        Ok((docs, source.stats()))
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
+/// The explain reply of a collection's pipeline: with every stage pushed to the query layer,
+/// mongod's find-like shape (with `optimizedPipeline: true`); otherwise `stages`, the first of
+/// which is the `$cursor` the query layer answers, then the rest of the pipeline (a `$match`
+/// as mongod serializes it parsed).
+fn explain_pipeline(
+    state: &crate::state::ServerState,
+    req: &Request<'_>,
+    mut report: Explain,
+    verbosity: Verbosity,
+    raw: &[RawDocumentBuf],
+    push: &Pushdown,
+) -> RawDocumentBuf {
+    let rest = raw.get(push.pushed..).unwrap_or_default();
     if rest.is_empty() {
-        return Ok(super::explain::reply(state, &report, verbosity, req.body));
+        report.extra = Some(bson::rawdoc! { "optimizedPipeline": true });
+        return super::explain::reply(state, &report, verbosity, req.body);
     }
     let (planner, exec) = report.sections(verbosity);
     let mut cursor_stage = bson::rawdoc! { "queryPlanner": planner };
@@ -952,11 +1020,87 @@ async fn explain_pipeline(
     }
     let mut stages = RawArrayBuf::new();
     stages.push(bson::rawdoc! { "$cursor": cursor_stage });
-    for s in rest {
+    for s in explained_stages(rest) {
         stages.push(s);
     }
     let out = bson::rawdoc! { "explainVersion": "1", "stages": stages };
-    Ok(super::explain::finish(state, out, req.body))
+    super::explain::finish(state, out, req.body)
+}
+
+/// A stage's count argument (`$limit`, `$skip`) as mongod holds it: a long.
+fn stage_count(v: RawBsonRef<'_>) -> Option<i64> {
+    match v {
+        RawBsonRef::Int32(n) => Some(i64::from(n)),
+        RawBsonRef::Int64(n) => Some(n),
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "checked to be integral and in range"
+        )]
+        RawBsonRef::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(d as i64),
+        _ => None,
+    }
+}
+
+/// The stages after `$cursor` as mongod's explain serializes them: a `$match` parsed (in the
+/// given order), `$sort` as `{sortKey, limit?}` taking the `$limit`s right after it, `$limit`
+/// and `$skip` as longs; the others as given.
+fn explained_stages(rest: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
+    fn flush(out: &mut Vec<RawDocumentBuf>, sort: Option<(RawDocumentBuf, Option<i64>)>) {
+        if let Some((key, limit)) = sort {
+            let mut inner = bson::rawdoc! { "sortKey": key };
+            if let Some(l) = limit {
+                inner.append(bson::cstr!("limit"), l);
+            }
+            out.push(bson::rawdoc! { "$sort": inner });
+        }
+    }
+    let mut out: Vec<RawDocumentBuf> = Vec::with_capacity(rest.len());
+    let mut sort_limit: Option<(RawDocumentBuf, Option<i64>)> = None;
+    for s in rest {
+        let Some(Ok((name, v))) = s.iter().next() else {
+            continue;
+        };
+        let name = name.as_str();
+        if name == "$limit"
+            && let (Some((_, limit)), Some(n)) = (sort_limit.as_mut(), stage_count(v))
+        {
+            *limit = Some(limit.map_or(n, |l| l.min(n)));
+            continue;
+        }
+        flush(&mut out, sort_limit.take());
+        match (name, v) {
+            ("$match", RawBsonRef::Document(m)) => {
+                let parsed = crate::query::shape::normalize(Some(m), false);
+                out.push(bson::rawdoc! { "$match": parsed });
+            }
+            ("$sort", RawBsonRef::Document(key)) => {
+                let mut pattern = RawDocumentBuf::new();
+                for (k, dir) in key.iter().map_while(Result::ok) {
+                    let value = match dir {
+                        RawBsonRef::Document(meta) => RawBson::Document(meta.to_owned()),
+                        other => {
+                            let descending = crate::query::compare::number_as_f64(other)
+                                .is_some_and(|d| d < 0.0);
+                            RawBson::Int32(if descending { -1 } else { 1 })
+                        }
+                    };
+                    crate::query::plan::put(&mut pattern, k.as_str(), value);
+                }
+                sort_limit = Some((pattern, None));
+            }
+            ("$limit" | "$skip", v) => match stage_count(v) {
+                Some(n) => {
+                    let mut d = RawDocumentBuf::new();
+                    crate::query::plan::put(&mut d, name, n);
+                    out.push(d);
+                }
+                None => out.push(s.clone()),
+            },
+            _ => out.push(s.clone()),
+        }
+    }
+    flush(&mut out, sort_limit);
+    out
 }
 
 /// Whether a number is 1 (`{aggregate: 1}` accepts any numeric type).

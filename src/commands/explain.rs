@@ -11,10 +11,12 @@ use std::time::Instant;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::args::{field, wrong_type};
+use crate::catalog::Collection;
 use crate::cursor::ScanStats;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::plan::{Access, Hint, Plan, put};
+use crate::query::shape::{ShapeInput, hex_hash, shape_key};
 use crate::state::ServerState;
 
 /// How much `explain` reports.
@@ -61,6 +63,50 @@ impl Stage {
     }
 }
 
+/// The stages mongod puts over the access path of a find-like query, outermost first: the
+/// projection; then a blocking `SORT` (with `limitAmount` = skip + limit) under a `SKIP`, or
+/// a `LIMIT` over a `SKIP`. The `_id` fast path returns one document at most: it takes no
+/// sort, skip or limit stage. `mem_limit` is the blocking-sort limit the `SORT` reports.
+pub(crate) fn window_stages(
+    projection: Option<&RawDocument>,
+    blocking_sort: Option<&RawDocument>,
+    mem_limit: usize,
+    skip: u64,
+    limit: Option<u64>,
+    idhack: bool,
+) -> Vec<Stage> {
+    let as_long = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let mut stages = Vec::new();
+    if let Some(p) = projection {
+        stages.push(projection_stage(p));
+    }
+    if idhack {
+        return stages;
+    }
+    if let Some(sort) = blocking_sort {
+        if skip > 0 {
+            stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": as_long(skip) }));
+        }
+        let mut fields = rawdoc! {
+            "sortPattern": sort.to_owned(),
+            "memLimit": i32::try_from(mem_limit).map_or(RawBson::Int64(i64::try_from(mem_limit).unwrap_or(i64::MAX)), RawBson::Int32),
+        };
+        if let Some(l) = limit {
+            fields.append(bson::cstr!("limitAmount"), as_long(l.saturating_add(skip)));
+        }
+        fields.append(bson::cstr!("type"), "simple");
+        stages.push(Stage::new("SORT", fields));
+    } else {
+        if let Some(l) = limit {
+            stages.push(Stage::new("LIMIT", rawdoc! { "limitAmount": as_long(l) }));
+        }
+        if skip > 0 {
+            stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": as_long(skip) }));
+        }
+    }
+    stages
+}
+
 /// What a command tells `explain` about one query.
 pub(crate) struct Explain {
     /// `db.collection`.
@@ -75,6 +121,133 @@ pub(crate) struct Explain {
     pub stages: Vec<Stage>,
     /// What running it read, when it ran.
     pub run: Option<Run>,
+    /// `queryHash` and `planCacheKey` (mongod shows them for a query on a collection that
+    /// exists, except the `_id` fast path of writes).
+    pub hashes: Option<Hashes>,
+    /// Whether mongod parsed the filter into a canonical query, shown as `parsedQuery` (not
+    /// for writes by `_id` or on a missing collection, nor for a count on one).
+    pub canonical: bool,
+    /// Fields appended to `queryPlanner` after the hashes (`optimizedPipeline`).
+    pub extra: Option<RawDocumentBuf>,
+}
+
+/// `queryHash` and `planCacheKey`, as mongod renders them (eight uppercase hex digits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hashes {
+    /// The query's shape (same for queries differing only in constants).
+    pub query_hash: String,
+    /// The shape and the indexes the planner could use.
+    pub plan_cache_key: String,
+}
+
+impl Hashes {
+    /// The hashes of a query on `collection`.
+    pub(crate) fn of(collection: &Collection, shape: &ShapeInput<'_>) -> Hashes {
+        let key = shape_key(shape);
+        let query_hash = hex_hash(&key);
+        let mut cache_key = key;
+        for ix in &collection.indexes {
+            if ix
+                .spec
+                .get("hidden")
+                .ok()
+                .flatten()
+                .is_some_and(crate::query::true_value)
+            {
+                continue;
+            }
+            cache_key.push(b'|');
+            cache_key.extend_from_slice(ix.name.as_bytes());
+            cache_key.push(0);
+            cache_key.extend_from_slice(ix.key.as_bytes());
+            if let Some(p) = &ix.partial_filter {
+                cache_key.extend_from_slice(p.as_bytes());
+            }
+        }
+        Hashes {
+            query_hash,
+            plan_cache_key: hex_hash(&cache_key),
+        }
+    }
+}
+
+/// Whether mongod answers a query with this filter by the `_id` fast path (`IDHACK`): the
+/// filter is `{_id: v}` alone, `v` a value whose index bounds are exact (a number, string,
+/// boolean, date, timestamp, `ObjectId`, `binData`, code, `MinKey`, `MaxKey`, or a document not
+/// starting with an operator). The caller checks the rest (no `hint`, no `skip`, the
+/// collection's collation).
+pub(crate) fn idhack_filter(filter: Option<&RawDocument>) -> bool {
+    let Some(filter) = filter else {
+        return false;
+    };
+    let mut iter = filter.iter();
+    let Some(Ok((key, value))) = iter.next() else {
+        return false;
+    };
+    if key.as_str() != "_id" || iter.next().is_some() {
+        return false;
+    }
+    match value {
+        RawBsonRef::Document(d) => !d
+            .iter()
+            .next()
+            .and_then(Result::ok)
+            .is_some_and(|(k, _)| k.as_str().starts_with('$')),
+        RawBsonRef::Int32(_)
+        | RawBsonRef::Int64(_)
+        | RawBsonRef::Double(_)
+        | RawBsonRef::Decimal128(_)
+        | RawBsonRef::String(_)
+        | RawBsonRef::Boolean(_)
+        | RawBsonRef::DateTime(_)
+        | RawBsonRef::Timestamp(_)
+        | RawBsonRef::ObjectId(_)
+        | RawBsonRef::Binary(_)
+        | RawBsonRef::JavaScriptCode(_)
+        | RawBsonRef::JavaScriptCodeWithScope(_)
+        | RawBsonRef::MinKey
+        | RawBsonRef::MaxKey => true,
+        _ => false,
+    }
+}
+
+/// The projection stage mongod puts over a plan: `PROJECTION_SIMPLE` for an inclusion or
+/// exclusion of top-level fields only, `PROJECTION_DEFAULT` otherwise.
+pub(crate) fn projection_stage(projection: &RawDocument) -> Stage {
+    let mut inclusion = None;
+    let mut simple = true;
+    for (k, v) in projection.iter().map_while(Result::ok) {
+        let k = k.as_str();
+        if k.contains('.') || k.starts_with('$') {
+            simple = false;
+            break;
+        }
+        let include = match v {
+            RawBsonRef::Boolean(b) => b,
+            RawBsonRef::Int32(_)
+            | RawBsonRef::Int64(_)
+            | RawBsonRef::Double(_)
+            | RawBsonRef::Decimal128(_) => crate::query::true_value(v),
+            _ => {
+                simple = false;
+                break;
+            }
+        };
+        if k == "_id" {
+            continue;
+        }
+        if inclusion.is_some_and(|i| i != include) {
+            simple = false;
+            break;
+        }
+        inclusion = Some(include);
+    }
+    let name = if simple {
+        "PROJECTION_SIMPLE"
+    } else {
+        "PROJECTION_DEFAULT"
+    };
+    Stage::new(name, rawdoc! { "transformBy": projection.to_owned() })
 }
 
 /// What running a plan read and returned.
@@ -117,86 +290,10 @@ fn long(n: u64) -> bson::RawBson {
     )
 }
 
-/// mongod's `parsedQuery`: the filter's conjunction, each predicate as `{path: {$op: v}}`
-/// (implicit equality as `$eq`), one predicate alone or several under `$and`.
+/// mongod's `parsedQuery`: the filter as its parsed, normalized and sorted `MatchExpression`
+/// serializes.
 pub(crate) fn parsed_query(filter: Option<&RawDocument>) -> RawDocumentBuf {
-    fn push(out: &mut Vec<RawDocumentBuf>, doc: &RawDocument) {
-        for (k, v) in doc.iter().map_while(Result::ok) {
-            let k = k.as_str();
-            match (k, v) {
-                ("$and", RawBsonRef::Array(a)) => {
-                    for d in a.into_iter().map_while(Result::ok) {
-                        if let RawBsonRef::Document(d) = d {
-                            push(out, d);
-                        }
-                    }
-                }
-                ("$comment", _) => {}
-                (k, RawBsonRef::Document(ops))
-                    if !k.starts_with('$')
-                        && ops
-                            .iter()
-                            .next()
-                            .and_then(Result::ok)
-                            .is_some_and(|(o, _)| o.as_str().starts_with('$')) =>
-                {
-                    let has_options = ops.get("$options").ok().flatten();
-                    for (op, ov) in ops.iter().map_while(Result::ok) {
-                        if op.as_str() == "$options" {
-                            continue;
-                        }
-                        let mut inner = RawDocumentBuf::new();
-                        put(&mut inner, op.as_str(), RawBson::from(ov));
-                        if op.as_str() == "$regex"
-                            && let Some(o) = has_options
-                        {
-                            put(&mut inner, "$options", RawBson::from(o));
-                        }
-                        let mut d = RawDocumentBuf::new();
-                        put(&mut d, k, inner);
-                        out.push(d);
-                    }
-                }
-                (k, v) if k.starts_with('$') => {
-                    let mut d = RawDocumentBuf::new();
-                    put(&mut d, k, RawBson::from(v));
-                    out.push(d);
-                }
-                (k, RawBsonRef::RegularExpression(re)) => {
-                    let mut inner = RawDocumentBuf::new();
-                    put(&mut inner, "$regex", re.pattern.as_str());
-                    if !re.options.as_str().is_empty() {
-                        put(&mut inner, "$options", re.options.as_str());
-                    }
-                    let mut d = RawDocumentBuf::new();
-                    put(&mut d, k, inner);
-                    out.push(d);
-                }
-                (k, v) => {
-                    let mut inner = RawDocumentBuf::new();
-                    put(&mut inner, "$eq", RawBson::from(v));
-                    let mut d = RawDocumentBuf::new();
-                    put(&mut d, k, inner);
-                    out.push(d);
-                }
-            }
-        }
-    }
-    let mut parts = Vec::new();
-    if let Some(f) = filter {
-        push(&mut parts, f);
-    }
-    match parts.len() {
-        0 => RawDocumentBuf::new(),
-        1 => parts.pop().unwrap_or_default(),
-        _ => {
-            let mut arr = RawArrayBuf::new();
-            for p in parts {
-                arr.push(p);
-            }
-            rawdoc! { "$and": arr }
-        }
-    }
+    crate::query::shape::normalize(filter, true)
 }
 
 impl Explain {
@@ -214,6 +311,30 @@ impl Explain {
             idhack: false,
             stages,
             run: Some(Run::new(0, ScanStats::default(), started)),
+            hashes: None,
+            canonical: true,
+            extra: None,
+        }
+    }
+
+    /// A report on a plan that ran (`run`) or was only planned.
+    pub(crate) fn planned(
+        ns: String,
+        filter: Option<RawDocumentBuf>,
+        plan: Plan,
+        stages: Vec<Stage>,
+        run: Option<Run>,
+    ) -> Explain {
+        Explain {
+            ns,
+            filter,
+            plan: Some(plan),
+            idhack: false,
+            stages,
+            run,
+            hashes: None,
+            canonical: true,
+            extra: None,
         }
     }
 
@@ -231,10 +352,11 @@ impl Explain {
         let keys = run.map_or(0, |r| r.stats.keys_examined);
         let mut inner = match (&self.plan, self.idhack) {
             (_, true) => {
+                // One point lookup: a key and its document when the `_id` is there.
                 let mut d = rawdoc! { "stage": "IDHACK" };
-                with_stats(&mut d, returned);
+                with_stats(&mut d, docs);
                 if run.is_some() {
-                    d.append(bson::cstr!("keysExamined"), long(keys));
+                    d.append(bson::cstr!("keysExamined"), long(docs));
                     d.append(bson::cstr!("docsExamined"), long(docs));
                 }
                 d
@@ -341,18 +463,32 @@ impl Explain {
                 .map(|s| Stage::new(s.name, s.fields.clone()))
                 .collect(),
             run: None,
+            hashes: None,
+            canonical: self.canonical,
+            extra: None,
         }
         .tree(&parsed);
-        let planner = rawdoc! {
+        let mut planner = rawdoc! {
             "namespace": self.ns.as_str(),
             "indexFilterSet": false,
-            "parsedQuery": parsed,
-            "maxIndexedOrSolutionsReached": false,
-            "maxIndexedAndSolutionsReached": false,
-            "maxScansToExplodeReached": false,
-            "winningPlan": planner_tree,
-            "rejectedPlans": RawArrayBuf::new(),
         };
+        if self.canonical {
+            planner.append(bson::cstr!("parsedQuery"), parsed);
+        }
+        if let Some(h) = &self.hashes {
+            planner.append(bson::cstr!("queryHash"), h.query_hash.as_str());
+            planner.append(bson::cstr!("planCacheKey"), h.plan_cache_key.as_str());
+        }
+        if let Some(extra) = &self.extra {
+            for (k, v) in extra.iter().map_while(Result::ok) {
+                put(&mut planner, k.as_str(), RawBson::from(v));
+            }
+        }
+        planner.append(bson::cstr!("maxIndexedOrSolutionsReached"), false);
+        planner.append(bson::cstr!("maxIndexedAndSolutionsReached"), false);
+        planner.append(bson::cstr!("maxScansToExplodeReached"), false);
+        planner.append(bson::cstr!("winningPlan"), planner_tree);
+        planner.append(bson::cstr!("rejectedPlans"), RawArrayBuf::new());
         let exec = match (self.run, verbosity.executes()) {
             (Some(r), true) => {
                 let mut d = rawdoc! {
@@ -384,14 +520,16 @@ fn server_info(state: &ServerState) -> RawDocumentBuf {
     }
 }
 
-/// `serverParameters`: the limits mongod's plans are bound by (Ebb's blocking sort has none).
-fn server_parameters() -> RawDocumentBuf {
+/// `serverParameters`: the limits mongod's plans are bound by (of which Ebb enforces the
+/// blocking-sort limit).
+fn server_parameters(state: &ServerState) -> RawDocumentBuf {
+    let sort_limit = i32::try_from(state.config.max_blocking_sort_bytes).unwrap_or(i32::MAX);
     rawdoc! {
         "internalQueryFacetBufferSizeBytes": 104_857_600,
         "internalQueryFacetMaxOutputDocSizeBytes": 104_857_600,
         "internalLookupStageIntermediateDocumentMaxSizeBytes": 104_857_600,
         "internalDocumentSourceGroupMaxMemoryBytes": 104_857_600,
-        "internalQueryMaxBlockingSortMemoryUsageBytes": 104_857_600,
+        "internalQueryMaxBlockingSortMemoryUsageBytes": sort_limit,
         "internalQueryProhibitBlockingMergeOnMongoS": 0,
         "internalQueryMaxAddToSetBytes": 104_857_600,
         "internalDocumentSourceSetWindowFieldsMaxMemoryBytes": 104_857_600,
@@ -422,7 +560,7 @@ pub(crate) fn finish(
 ) -> RawDocumentBuf {
     out.append(bson::cstr!("command"), command.to_owned());
     out.append(bson::cstr!("serverInfo"), server_info(state));
-    out.append(bson::cstr!("serverParameters"), server_parameters());
+    out.append(bson::cstr!("serverParameters"), server_parameters(state));
     out.append(bson::cstr!("ok"), 1.0);
     out
 }
@@ -555,8 +693,20 @@ async fn explain_write(
             .transpose()
             .map(Option::flatten)
     };
-    // (filter, sort, hint, collation, single document, stage name)
-    let (query, sort, hint, collation, single, write_stage) = match req.name {
+    // Whether the update needs the match's details (a positional `$`), which keeps mongod
+    // off its `_id` fast path.
+    let positional = |u: Option<RawBsonRef<'_>>| match u {
+        Some(RawBsonRef::Document(d)) => d.iter().map_while(Result::ok).any(|(op, v)| {
+            op.as_str().starts_with('$')
+                && matches!(v, RawBsonRef::Document(f) if f
+                    .iter()
+                    .map_while(Result::ok)
+                    .any(|(path, _)| path.as_str().split('.').any(|p| p == "$")))
+        }),
+        _ => false,
+    };
+    // (filter, sort, hint, collation, single document, stage name, positional update)
+    let (query, sort, hint, collation, single, write_stage, needs_details) = match req.name {
         "update" => {
             let st = one_statement("updates")?;
             let multi = st
@@ -571,6 +721,7 @@ async fn explain_write(
                 get_doc(&st, "collation"),
                 !multi,
                 "UPDATE",
+                positional(st.get("u").ok().flatten()),
             )
         }
         "delete" => {
@@ -588,6 +739,7 @@ async fn explain_write(
                 get_doc(&st, "collation"),
                 limit_one,
                 "DELETE",
+                false,
             )
         }
         _ => {
@@ -599,6 +751,7 @@ async fn explain_write(
                 super::args::opt_doc(req, "collation")?.map(ToOwned::to_owned),
                 true,
                 if remove { "DELETE" } else { "UPDATE" },
+                positional(field(req, "update")?),
             )
         }
     };
@@ -628,9 +781,27 @@ async fn explain_write(
     let ns = format!("{}.{name}", req.db);
     let mut stages = vec![Stage::new(write_stage, RawDocumentBuf::new())];
     let Some(collection) = state.catalog.get(req.db, name) else {
-        let report = Explain::no_collection(ns, query, stages, started);
+        // mongod plans nothing for a write on a missing collection: an `EOF` stage alone,
+        // with no parsed query.
+        let mut report = Explain::no_collection(ns, query, Vec::new(), started);
+        report.canonical = false;
         return Ok(reply(state, &report, verbosity, req.body));
     };
+    // A write by `_id` alone skips mongod's query parsing: `IDHACK`, no `parsedQuery` and no
+    // hashes.
+    let idhack =
+        idhack_filter(query.as_deref()) && hint.is_none() && collation.is_none() && !needs_details;
+    let hashes = (!idhack).then(|| {
+        Hashes::of(
+            &collection,
+            &ShapeInput {
+                filter: query.as_deref(),
+                sort: sort.as_deref(),
+                projection: None,
+                collation: None,
+            },
+        )
+    });
     let (plan, mut source) = super::read::open_planned(
         state,
         &collection,
@@ -638,7 +809,7 @@ async fn explain_write(
         sort_spec.as_ref(),
         hint.as_ref(),
     )?;
-    let blocking_sort = sort.filter(|s| !s.is_empty() && !plan.sorted);
+    let blocking_sort = sort.filter(|s| !s.is_empty() && !plan.sorted && !idhack);
     // A single-document write stops at its first match unless a blocking sort must see all.
     let limit = (single && blocking_sort.is_none()).then_some(1);
     source.set_window(None, 0, limit);
@@ -654,13 +825,9 @@ async fn explain_write(
     } else {
         None
     };
-    let report = Explain {
-        ns,
-        filter: query,
-        plan: Some(plan),
-        idhack: false,
-        stages,
-        run,
-    };
+    let mut report = Explain::planned(ns, query, plan, stages, run);
+    report.idhack = idhack;
+    report.canonical = !idhack;
+    report.hashes = hashes;
     Ok(reply(state, &report, verbosity, req.body))
 }

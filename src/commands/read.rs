@@ -19,6 +19,7 @@ use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
 use crate::query::plan::{self, Hint, Plan, Query};
 use crate::query::projection::Projection;
+use crate::query::shape::ShapeInput;
 use crate::query::sort::SortSpec;
 use crate::query::{Collation, keystring, path};
 use crate::sorter::{Sorted, Sorter};
@@ -246,6 +247,10 @@ pub(super) async fn find_explained(
     // One instant for `$$NOW` and for judging expiry.
     let now = state.now_ms();
     let vars = variables_of(doc_value(req, "let", let_vars)?, now)?;
+    let collation_doc = match collation {
+        Some(RawBsonRef::Document(d)) => Some(d),
+        _ => None,
+    };
     let collation = collation
         .map(|c| Collation::from_option("find.collation", c))
         .transpose()?
@@ -279,7 +284,8 @@ pub(super) async fn find_explained(
     // The commonest query of all, `{_id: <value>}` alone: one point read and a reply, with no
     // compiled filter, scan or cursor.
     // (A string `_id` under a collation also matches other strings.)
-    if let Some(id) = filter_doc.and_then(plain_id_equality)
+    if explain.is_none()
+        && let Some(id) = filter_doc.and_then(plain_id_equality)
         && !(collation.is_some() && matches!(id, RawBsonRef::String(_)))
         && projection_doc.is_none()
         && sort_doc.is_none()
@@ -287,35 +293,6 @@ pub(super) async fn find_explained(
         && batch_size != Some(0)
         && hint.is_none()
     {
-        if let Some(verbosity) = explain {
-            let found = match state.catalog.get(req.db, name) {
-                None => 0,
-                Some(collection) => {
-                    let key = record::doc_key(collection.id, &keystring::to_key(id));
-                    let value = state.catalog.store().storage().get(Keyspace::Docs, &key)?;
-                    match &value {
-                        Some(v) => usize::from(live_doc(v, now)?.is_some()),
-                        None => 0,
-                    }
-                }
-            };
-            let report = Explain {
-                ns,
-                filter: filter_doc.map(ToOwned::to_owned),
-                plan: None,
-                idhack: true,
-                stages: Vec::new(),
-                run: Some(Run::new(
-                    found,
-                    ScanStats {
-                        keys_examined: u64::try_from(found).unwrap_or(0),
-                        docs_examined: u64::try_from(found).unwrap_or(0),
-                    },
-                    started,
-                )),
-            };
-            return Ok(explain::reply(state, &report, verbosity, req.body));
-        }
         let Some(collection) = state.catalog.get(req.db, name) else {
             return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
         };
@@ -369,40 +346,31 @@ pub(super) async fn find_explained(
     } else {
         sort.filter(|s| !s.is_empty())
     };
+    // mongod's `_id` fast path (`IDHACK`): at most one document, so no sort, limit or skip
+    // stage (a skip or hint keeps it off the path).
+    let idhack =
+        explain::idhack_filter(filter_doc) && skip == 0 && hint.is_none() && collation.is_none();
+    let hashes = explain.map(|_| {
+        explain::Hashes::of(
+            &collection,
+            &ShapeInput {
+                filter: filter_doc,
+                sort: sort_doc,
+                projection: projection_doc,
+                collation: collation_doc,
+            },
+        )
+    });
     let explained = explain.map(|v| {
-        let mut stages = Vec::new();
-        if let Some(p) = projection_doc {
-            stages.push(Stage::new(
-                "PROJECTION_DEFAULT",
-                rawdoc! { "transformBy": p.to_owned() },
-            ));
-        }
-        if let (Some(_), Some(sort_doc)) = (&blocking, sort_doc) {
-            {
-                if skip > 0 {
-                    stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": to_long(skip) }));
-                }
-                let mut fields = rawdoc! {
-                    "sortPattern": sort_doc.to_owned(),
-                    "memLimit": i32::try_from(state.config.max_blocking_sort_bytes)
-                        .unwrap_or(i32::MAX),
-                };
-                if let Some(l) = limit {
-                    fields.append(bson::cstr!("limitAmount"), to_long(l + skip));
-                }
-                fields.append(bson::cstr!("type"), "simple");
-                stages.push(Stage::new("SORT", fields));
-            }
-        } else {
-            {
-                if let Some(l) = limit {
-                    stages.push(Stage::new("LIMIT", rawdoc! { "limitAmount": to_long(l) }));
-                }
-                if skip > 0 {
-                    stages.push(Stage::new("SKIP", rawdoc! { "skipAmount": to_long(skip) }));
-                }
-            }
-        }
+        let blocking_doc = blocking.as_ref().and(sort_doc);
+        let stages = explain::window_stages(
+            projection_doc,
+            blocking_doc,
+            state.config.max_blocking_sort_bytes,
+            skip,
+            limit,
+            idhack,
+        );
         (v, stages)
     });
     let source = match blocking {
@@ -419,6 +387,8 @@ pub(super) async fn find_explained(
                         stages,
                         verbosity,
                         started,
+                        idhack,
+                        hashes,
                     },
                     source,
                 )
@@ -474,14 +444,15 @@ pub(super) async fn find_explained(
                 .map_err(|e| CommandError::internal(e.to_string()))?
                 .map_err(|e| executor_error(e, "find"))?;
             if let Some((verbosity, stages)) = explained {
-                let report = Explain {
+                let mut report = Explain::planned(
                     ns,
-                    filter: filter_doc.map(ToOwned::to_owned),
-                    plan: Some(plan),
-                    idhack: false,
+                    filter_doc.map(ToOwned::to_owned),
+                    plan,
                     stages,
-                    run: Some(Run::new(n, source.stats(), started)),
-                };
+                    Some(Run::new(n, source.stats(), started)),
+                );
+                report.idhack = idhack;
+                report.hashes = hashes;
                 return Ok(explain::reply(state, &report, verbosity, req.body));
             }
             sorted
@@ -507,6 +478,10 @@ pub(crate) struct ExplainInput<'a> {
     pub stages: Vec<Stage>,
     pub verbosity: Verbosity,
     pub started: Instant,
+    /// Shown as mongod's `_id` fast path.
+    pub idhack: bool,
+    /// `queryHash` and `planCacheKey`.
+    pub hashes: Option<explain::Hashes>,
 }
 
 /// Runs `source` to its end off the runtime (unless only the plan is asked for) and answers
@@ -523,14 +498,15 @@ pub(crate) async fn explain_run(
     } else {
         None
     };
-    let report = Explain {
-        ns: input.ns,
-        filter: input.filter.map(ToOwned::to_owned),
-        plan: Some(input.plan),
-        idhack: false,
-        stages: input.stages,
+    let mut report = Explain::planned(
+        input.ns,
+        input.filter.map(ToOwned::to_owned),
+        input.plan,
+        input.stages,
         run,
-    };
+    );
+    report.idhack = input.idhack;
+    report.hashes = input.hashes;
     Ok(explain::reply(state, &report, input.verbosity, req.body))
 }
 
@@ -699,6 +675,7 @@ pub(super) async fn count_explained(
         Metrics::bump(&state.metrics.op_command);
     }
     let collation = collation_option(req)?;
+    let simple = collation.is_none();
     let query = opt_doc(req, "query")?;
     let filter = query
         .map(|q| Filter::compile(q).map(|f| f.with_collation(collation)))
@@ -722,15 +699,27 @@ pub(super) async fn count_explained(
     };
     let Some(collection) = state.catalog.get(req.db, name) else {
         if let Some(verbosity) = explain {
-            let report =
+            // mongod: COUNT over EOF, planned without parsing the query.
+            let mut report =
                 Explain::no_collection(ns, query.map(ToOwned::to_owned), count_stage(), started);
+            report.canonical = false;
             return Ok(explain::reply(state, &report, verbosity, req.body));
         }
         return Ok(rawdoc! { "n": 0, "ok": 1.0 });
     };
+    let idhack = explain::idhack_filter(query) && skip == 0 && hint.is_none() && simple;
     let (plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
     source.set_window(None, skip, limit);
     if let Some(verbosity) = explain {
+        let hashes = explain::Hashes::of(
+            &collection,
+            &ShapeInput {
+                filter: query,
+                sort: None,
+                projection: None,
+                collation: opt_doc(req, "collation")?,
+            },
+        );
         let input = ExplainInput {
             ns,
             filter: query,
@@ -738,6 +727,8 @@ pub(super) async fn count_explained(
             stages: count_stage(),
             verbosity,
             started,
+            idhack,
+            hashes: Some(hashes),
         };
         return explain_run(state, req, input, source).await;
     }
@@ -793,6 +784,15 @@ pub(super) async fn distinct_explained(
     };
     if let Some(verbosity) = explain {
         let (plan, source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
+        let hashes = explain::Hashes::of(
+            &collection,
+            &ShapeInput {
+                filter: query,
+                sort: None,
+                projection: None,
+                collation: opt_doc(req, "collation")?,
+            },
+        );
         let input = ExplainInput {
             ns,
             filter: query,
@@ -800,6 +800,8 @@ pub(super) async fn distinct_explained(
             stages: Vec::new(),
             verbosity,
             started,
+            idhack: false,
+            hashes: Some(hashes),
         };
         return explain_run(state, req, input, source).await;
     }

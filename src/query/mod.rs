@@ -17,6 +17,7 @@
 //! sort        SortSpec::compile(&spec)?.compare(&a, &b)
 //! update      Update::compile(&update)?.apply(&doc) → Some(new doc) or None (unchanged)
 //! display     values printed as mongod prints them in error messages
+//! shape       filters as mongod serializes them parsed; query shapes and their hashes
 //! ```
 
 pub mod collation;
@@ -31,6 +32,7 @@ pub mod projection;
 #[cfg(test)]
 mod props;
 pub mod regex;
+pub mod shape;
 pub mod sort;
 pub mod update;
 
