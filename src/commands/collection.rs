@@ -19,23 +19,6 @@ const CREATE_OPTIONS: &[&str] = &[
     "indexOptionDefaults",
     "storageEngine",
 ];
-/// Options of `create` for features Ebb does not have yet: refused clearly.
-const UNSUPPORTED_CREATE_OPTIONS: &[&str] = &[
-    "capped",
-    "size",
-    "max",
-    "validator",
-    "validationLevel",
-    "validationAction",
-    "viewOn",
-    "pipeline",
-    "collation",
-    "timeseries",
-    "expireAfterSeconds",
-    "clusteredIndex",
-    "changeStreamPreAndPostImages",
-    "encryptedFields",
-];
 /// Fields drivers attach to every command.
 pub const GENERIC_FIELDS: &[&str] = &[
     "$db",
@@ -86,14 +69,10 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
         if key == req.name || GENERIC_FIELDS.contains(&key) {
             continue;
         }
-        if UNSUPPORTED_CREATE_OPTIONS.contains(&key) {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                format!("create option '{key}' is not supported by Ebb yet"),
-            ));
-        }
+        // The command table refused unknown fields and the options Ebb lacks; these are
+        // the ones it keeps.
         if !CREATE_OPTIONS.contains(&key) {
-            return Err(CommandError::unknown_field(&format!("create.{key}")));
+            continue;
         }
         let value = elem
             .value()

@@ -190,14 +190,6 @@ pub(super) async fn find_explained(
     explain: Option<Verbosity>,
 ) -> CommandResult {
     // Options that change what find returns; refused rather than ignored.
-    const UNSUPPORTED: [&str; 6] = [
-        "min",
-        "max",
-        "tailable",
-        "awaitData",
-        "returnKey",
-        "showRecordId",
-    ];
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
     Metrics::bump(&state.metrics.op_query);
@@ -213,12 +205,6 @@ pub(super) async fn find_explained(
         no_timeout,
         let_vars,
         collation,
-        u0,
-        u1,
-        u2,
-        u3,
-        u4,
-        u5,
         hint,
         allow_disk_use,
     ] = fields(
@@ -234,12 +220,6 @@ pub(super) async fn find_explained(
             "noCursorTimeout",
             "let",
             "collation",
-            UNSUPPORTED[0],
-            UNSUPPORTED[1],
-            UNSUPPORTED[2],
-            UNSUPPORTED[3],
-            UNSUPPORTED[4],
-            UNSUPPORTED[5],
             "hint",
             "allowDiskUse",
         ],
@@ -267,14 +247,6 @@ pub(super) async fn find_explained(
     let no_timeout = bool_value(req, "noCursorTimeout", no_timeout)?.unwrap_or(false);
     // mongod 7.0's `allowDiskUseByDefault` is true: only an explicit `false` forbids spilling.
     let allow_disk_use = bool_value(req, "allowDiskUse", allow_disk_use)?.unwrap_or(true);
-    for (unsupported, value) in UNSUPPORTED.iter().zip([u0, u1, u2, u3, u4, u5]) {
-        if value.is_some_and(|v| !matches!(v, RawBsonRef::Boolean(false))) {
-            return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                format!("find option '{unsupported}' is not supported by Ebb yet"),
-            ));
-        }
-    }
     let hint = hint
         .map(|h| Hint::parse(h, "FindCommandRequest.hint"))
         .transpose()?

@@ -194,6 +194,18 @@ pub fn wrong_type(path: &str, value: RawBsonRef<'_>, ty: Ty) -> CommandError {
     super::args::wrong_type(path, value, ty.expected())
 }
 
+/// Whether a value of a field Ebb does not implement asks for nothing: `false`, or 0 where a
+/// number stands for a boolean.
+fn asks_nothing(value: RawBsonRef<'_>) -> bool {
+    match value {
+        RawBsonRef::Boolean(b) => !b,
+        RawBsonRef::Int32(n) => n == 0,
+        RawBsonRef::Int64(n) => n == 0,
+        RawBsonRef::Double(d) => d == 0.0,
+        _ => false,
+    }
+}
+
 /// Whether mongod's parsers read `value` as if the field were absent: null and undefined in
 /// a typed field.
 fn reads_as_absent(ty: Ty, value: RawBsonRef<'_>) -> bool {
@@ -274,7 +286,7 @@ pub fn check(
         if !field.ty.accepts(value) {
             return Err(wrong_type(&format!("{path}.{key}"), value, field.ty));
         }
-        if !field.implemented && !matches!(value, RawBsonRef::Boolean(false)) {
+        if !field.implemented && !asks_nothing(value) {
             return Err(CommandError::new(
                 ErrorCode::NotImplemented,
                 format!("{command} option '{key}' is not supported by Ebb yet"),
