@@ -1,8 +1,10 @@
 //! The on-disk engine on fjall: one database (one journal) holding a keyspace per
 //! [`Keyspace`], so a batch across keyspaces is atomic.
 
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use fjall::{Database, KeyspaceCreateOptions, PersistMode, Readable};
@@ -13,6 +15,50 @@ use super::{Batch, Keyspace, Op, Scan, Snapshot, Storage, StorageError, StorageR
 pub struct DiskStorage {
     db: Database,
     keyspaces: [fjall::Keyspace; 4],
+    /// Per keyspace, how many versions its active memtable holds of each key (approximately).
+    chains: [VersionChains; 4],
+}
+
+/// Writes a key may take in the active memtable before the memtable is rotated, so that its
+/// flush drops the superseded versions (see `docs/storage.md`, "Version chains"). A scan steps
+/// through every version of a key still in a memtable; this bounds that walk.
+pub const MAX_VERSION_CHAIN: u32 = 256;
+
+/// Counters of writes per key, hashed into a fixed number of buckets: a bucket's count is at
+/// least the number of versions of any key that falls into it, so a key whose chain reaches
+/// [`MAX_VERSION_CHAIN`] is never missed; collisions only make a rotation come earlier. With
+/// 65,536 buckets, distinct keys need about 16M writes to fill one, more than a memtable holds.
+struct VersionChains {
+    buckets: Box<[AtomicU32]>,
+}
+
+const CHAIN_BUCKETS: usize = 1 << 16;
+
+impl VersionChains {
+    fn new() -> Self {
+        VersionChains {
+            buckets: (0..CHAIN_BUCKETS).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Counts one write of `key`; true once its bucket reaches [`MAX_VERSION_CHAIN`].
+    fn record(&self, key: &[u8]) -> bool {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "masked to the bucket count"
+        )]
+        let slot = (hash as usize) & (CHAIN_BUCKETS - 1);
+        self.buckets
+            .get(slot)
+            .is_some_and(|b| b.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_VERSION_CHAIN)
+    }
+
+    fn reset(&self) {
+        for b in &self.buckets {
+            b.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for DiskStorage {
@@ -47,7 +93,33 @@ impl DiskStorage {
             open(Keyspace::Expiry)?,
             open(Keyspace::Index)?,
         ];
-        Ok(DiskStorage { db, keyspaces })
+        Ok(DiskStorage {
+            db,
+            keyspaces,
+            chains: [
+                VersionChains::new(),
+                VersionChains::new(),
+                VersionChains::new(),
+                VersionChains::new(),
+            ],
+        })
+    }
+
+    /// Rotates the active memtable of `ks` so that its flush (in fjall's background) keeps only
+    /// the versions an open snapshot can still read. Skipped while an earlier rotation's flush
+    /// is pending: rotating faster than flushes finish would stall writers (fjall halts writes
+    /// at four sealed memtables) and gain nothing, as scans read the sealed ones too.
+    /// A failure is logged, not returned: the commit before it succeeded, and a rotation is
+    /// only an optimisation (an IO failure behind it poisons the store for the next write).
+    fn rotate_long_chains(&self, ks: Keyspace) {
+        let keyspace = self.ks(ks);
+        if keyspace.sealed_memtable_count() > 0 {
+            return;
+        }
+        self.chains[ks.slot()].reset();
+        if let Err(e) = keyspace.rotate_memtable() {
+            tracing::warn!(keyspace = ks.name(), error = %e, "memtable rotation failed");
+        }
     }
 
     fn ks(&self, ks: Keyspace) -> &fjall::Keyspace {
@@ -108,13 +180,26 @@ impl Storage for DiskStorage {
 
     fn commit(&self, batch: Batch) -> StorageResult<()> {
         let mut wb = self.db.batch();
+        let mut long = [false; 4];
         for op in batch.ops {
+            let (ks, key) = match &op {
+                Op::Put(ks, k, _) | Op::Delete(ks, k) => (*ks, k),
+            };
+            if self.chains[ks.slot()].record(key) {
+                long[ks.slot()] = true;
+            }
             match op {
                 Op::Put(ks, k, v) => wb.insert(self.ks(ks), k, v),
                 Op::Delete(ks, k) => wb.remove(self.ks(ks), k),
             }
         }
-        wb.commit().map_err(engine)
+        wb.commit().map_err(engine)?;
+        for ks in Keyspace::ALL {
+            if long[ks.slot()] {
+                self.rotate_long_chains(ks);
+            }
+        }
+        Ok(())
     }
 
     fn sync(&self) -> StorageResult<()> {
