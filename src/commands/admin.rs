@@ -469,3 +469,52 @@ pub(super) fn end_sessions(req: &Request<'_>, state: &ServerState) -> CommandRes
         )),
     }
 }
+
+/// `shutdown` (`src/mongo/db/commands/shutdown.idl`: `force` a bool, `timeoutSecs` a safeInt64,
+/// strict). Both concern replica sets (stepping down, quiesce mode) and change nothing on a
+/// standalone server: it stops accepting, interrupts running commands at their next safe point
+/// (they answer `InterruptedAtShutdown`), makes every commit durable and exits. Without
+/// authentication mongod takes the command only from localhost. No reply is sent: the
+/// connection closes.
+pub(super) fn shutdown(
+    req: &Request<'_>,
+    ctx: &mut crate::dispatch::ConnCtx,
+    state: &ServerState,
+) -> CommandResult {
+    for elem in req.body {
+        let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            (k, _) if k == req.name => {}
+            ("force", RawBsonRef::Boolean(_)) => {}
+            ("force", other) => return Err(wrong_type("shutdown.force", other, " 'bool'")),
+            (
+                "timeoutSecs",
+                RawBsonRef::Int32(_)
+                | RawBsonRef::Int64(_)
+                | RawBsonRef::Double(_)
+                | RawBsonRef::Decimal128(_),
+            ) => {}
+            ("timeoutSecs", other) => {
+                return Err(wrong_type(
+                    "shutdown.timeoutSecs",
+                    other,
+                    "s '[long, int, decimal, double]'",
+                ));
+            }
+            (k, _) if super::collection::GENERIC_FIELDS.contains(&k) => {}
+            (other, _) => {
+                return Err(CommandError::unknown_field(&format!("shutdown.{other}")));
+            }
+        }
+    }
+    if !ctx.peer.ip().is_loopback() {
+        return Err(CommandError::new(
+            ErrorCode::Unauthorized,
+            "shutdown must run from localhost when running db without auth",
+        ));
+    }
+    tracing::info!(remote = %ctx.peer, "shutdown command received");
+    ctx.closing = true;
+    state.shutdown.cancel();
+    Ok(rawdoc! { "ok": 1.0 })
+}

@@ -35,6 +35,7 @@ enum Cmd {
     GetLog,
     ListCommands,
     ServerStatus,
+    Shutdown,
     EndSessions,
     KillCursors,
     ListDatabases,
@@ -282,6 +283,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         false,
         "returns lots of administrative server statistics",
     ),
+    spec(
+        "shutdown",
+        Cmd::Shutdown,
+        true,
+        "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated.",
+    ),
     spec("update", Cmd::Update, false, "update documents"),
     spec(
         "validate",
@@ -325,6 +332,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
+        Cmd::Shutdown => admin::shutdown(req, ctx, state),
         Cmd::EndSessions => admin::end_sessions(req, state),
         Cmd::KillCursors => read::kill_cursors(req, state),
         Cmd::ListDatabases => collection::list_databases(req, state).await,

@@ -777,6 +777,22 @@ pub(crate) async fn with_writer<T>(
     create: bool,
     f: impl FnOnce(&mut Writer<'_>) -> T,
 ) -> CommandResult<Option<T>> {
+    let Some((result, ticket)) = locked(state, db, name, create, f)? else {
+        return Ok(None);
+    };
+    concern.wait(state, ticket).await?;
+    Ok(Some(result))
+}
+
+/// [`with_writer`] without the wait: runs `f` under the lock, commits, and returns its result
+/// with the ticket to wait for (of the last commit, or of the collection's creation).
+fn locked<T>(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    create: bool,
+    f: impl FnOnce(&mut Writer<'_>) -> T,
+) -> CommandResult<Option<(T, Option<u64>)>> {
     let (result, ticket, created) = loop {
         let (collection, created) = if create {
             state.catalog.get_or_create(db, name)?
@@ -794,8 +810,92 @@ pub(crate) async fn with_writer<T>(
         writer.flush()?;
         break (result, writer.ticket, created);
     };
-    concern.wait(state, ticket.or(created)).await?;
-    Ok(Some(result))
+    Ok(Some((result, ticket.or(created))))
+}
+
+/// How long one turn of a write batch may hold its collection's lock and its runtime worker
+/// before it lets other clients run (mongod also yields between the statements of a batch).
+const BATCH_TURN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Where a write batch goes and how it runs.
+#[derive(Clone, Copy)]
+struct BatchTarget<'a> {
+    db: &'a str,
+    name: &'a str,
+    concern: WriteConcern,
+    ordered: bool,
+}
+
+/// Runs the statements of a write batch in turns of about [`BATCH_TURN`], each under the
+/// collection's lock with a writer of its own, yielding to the runtime between turns; stops
+/// at the first error when `ordered`, and with `InterruptedAtShutdown` once shutdown begins.
+/// `run(w, i)` runs statement `i`. `None` if the collection does not exist (and none is
+/// created) when the batch starts. Waits once, at the end, as `concern` asks.
+async fn run_batch<S, R>(
+    state: &ServerState,
+    target: BatchTarget<'_>,
+    statements: &[S],
+    creates: impl Fn(&S) -> bool,
+    mut run: impl FnMut(&mut Writer<'_>, &S) -> Result<R, Fail>,
+) -> CommandResult<Option<(Vec<(usize, R)>, Vec<WriteError>)>> {
+    let BatchTarget {
+        db,
+        name,
+        concern,
+        ordered,
+    } = target;
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    let mut next = 0;
+    let mut last_ticket = None;
+    while next < statements.len() {
+        // Shutdown stops the batch between statements; what ran is committed (and durable
+        // before the process exits), and the command fails as a whole, as in mongod.
+        state.check_interrupt()?;
+        let rest = statements.get(next..).unwrap_or_default();
+        let create = rest.iter().any(&creates);
+        let turn = locked(state, db, name, create, |w| {
+            let started = std::time::Instant::now();
+            let mut ran = 0;
+            let mut stop = false;
+            for (i, stmt) in rest.iter().enumerate() {
+                if i > 0 && (started.elapsed() >= BATCH_TURN || state.shutdown.is_cancelled()) {
+                    break;
+                }
+                ran = i + 1;
+                // Each statement sees the ones before it.
+                match run(w, stmt).and_then(|r| w.flush().map(|()| r).map_err(|e| (e, None))) {
+                    Ok(r) => done.push((next + i, r)),
+                    Err((error, dup)) => {
+                        errors.push(WriteError {
+                            index: next + i,
+                            error,
+                            dup,
+                        });
+                        if ordered {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            (ran, stop)
+        })?;
+        let Some(((ran, stop), ticket)) = turn else {
+            if next == 0 {
+                return Ok(None);
+            }
+            // Dropped in the middle of the batch: the rest matches nothing.
+            break;
+        };
+        last_ticket = ticket.or(last_ticket);
+        next += ran.max(1);
+        if stop {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    concern.wait(state, last_ticket).await?;
+    Ok(Some((done, errors)))
 }
 
 /// The write errors of statements that did not compile, for when nothing else ran.
@@ -872,6 +972,8 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
                 .sum(),
         );
         for (index, outcome) in prepared.into_iter().enumerate() {
+            // Shutdown stops the batch between documents; those before it are committed.
+            state.check_interrupt()?;
             let outcome = outcome
                 .map_err(|e| (e, None))
                 .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
@@ -885,9 +987,10 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
                 }
             }
         }
-        (n, errors)
+        Ok::<_, CommandError>((n, errors))
     })
-    .await?;
+    .await?
+    .transpose()?;
     let (n, errors) = result.unwrap_or_default();
     state
         .metrics
@@ -1082,45 +1185,44 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         .iter()
         .map(|s| parse_update_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
-    let create = parsed.iter().any(|s| s.as_ref().is_ok_and(|s| s.upsert));
-    let result = with_writer(state, req.db, name, concern, create, |w| {
-        let (mut n, mut modified) = (0, 0);
-        let mut upserted = RawArrayBuf::new();
-        let mut errors = Vec::new();
-        for (index, stmt) in parsed.iter().enumerate() {
-            // Each statement sees the ones before it.
-            let outcome = stmt
-                .as_ref()
+    let target = BatchTarget {
+        db: req.db,
+        name,
+        concern,
+        ordered,
+    };
+    let result = run_batch(
+        state,
+        target,
+        &parsed,
+        |s| s.as_ref().is_ok_and(|s| s.upsert),
+        |w, stmt| {
+            stmt.as_ref()
                 .map_err(|e| (e.clone(), None))
                 .and_then(|s| apply_update(w, s, None))
-                .and_then(|u| w.flush().map(|()| u).map_err(|e| (e, None)));
-            match outcome {
-                Ok(u) => {
-                    n += u.matched;
-                    modified += u.modified;
-                    if let Some(id) = u.upserted {
-                        n += 1;
-                        let mut entry =
-                            rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
-                        entry.append(cstr!("_id"), id);
-                        upserted.push(entry);
-                    }
-                }
-                Err((error, dup)) => {
-                    errors.push(WriteError { index, error, dup });
-                    if ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        (n, modified, upserted, errors)
-    })
+        },
+    )
     .await?;
     // No such collection and no upsert: nothing matched; statements that did not compile are
     // still reported.
-    let (n, modified, upserted, errors) =
-        result.unwrap_or_else(|| (0, 0, RawArrayBuf::new(), compile_errors(parsed, ordered)));
+    let (n, modified, upserted, errors) = match result {
+        Some((done, errors)) => {
+            let (mut n, mut modified) = (0, 0);
+            let mut upserted = RawArrayBuf::new();
+            for (index, u) in done {
+                n += u.matched;
+                modified += u.modified;
+                if let Some(id) = u.upserted {
+                    n += 1;
+                    let mut entry = rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
+                    entry.append(cstr!("_id"), id);
+                    upserted.push(entry);
+                }
+            }
+            (n, modified, upserted, errors)
+        }
+        None => (0, 0, RawArrayBuf::new(), compile_errors(parsed, ordered)),
+    };
     state
         .metrics
         .op_update
@@ -1203,41 +1305,42 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         .iter()
         .map(|s| parse_delete_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
-    let result = with_writer(state, req.db, name, concern, false, |w| {
-        let mut n = 0;
-        let mut errors = Vec::new();
-        for (index, stmt) in parsed.iter().enumerate() {
-            let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|stmt| {
-                let found = w.matching(
+    let target = BatchTarget {
+        db: req.db,
+        name,
+        concern,
+        ordered,
+    };
+    let result = run_batch(
+        state,
+        target,
+        &parsed,
+        |_| false,
+        |w, stmt| {
+            let stmt = stmt.as_ref().map_err(|e| (e.clone(), None))?;
+            let found = w
+                .matching(
                     &stmt.filter,
                     stmt.limit_one.then_some(1),
                     stmt.hint.as_ref(),
-                )?;
-                for f in &found {
-                    w.delete(f);
-                }
-                // Each statement sees the ones before it.
-                w.flush()?;
-                Ok(found.len())
-            });
-            match outcome {
-                Ok(k) => n += i64::try_from(k).unwrap_or(0),
-                Err(error) => {
-                    errors.push(WriteError {
-                        index,
-                        error,
-                        dup: None,
-                    });
-                    if ordered {
-                        break;
-                    }
-                }
+                )
+                .map_err(|e| (e, None))?;
+            for f in &found {
+                w.delete(f);
             }
-        }
-        (n, errors)
-    })
+            Ok(found.len())
+        },
+    )
     .await?;
-    let (n, errors) = result.unwrap_or_else(|| (0, compile_errors(parsed, ordered)));
+    let (n, errors) = match result {
+        Some((done, errors)) => (
+            done.iter()
+                .map(|(_, k)| i64::try_from(*k).unwrap_or(0))
+                .sum(),
+            errors,
+        ),
+        None => (0, compile_errors(parsed, ordered)),
+    };
     state
         .metrics
         .op_delete
