@@ -505,7 +505,18 @@ impl<'a> Writer<'a> {
             }
             None => record::encode(self.now_ms, expires, doc).into(),
         };
-        self.batch.put(Keyspace::Docs, self.key(&id_key), value);
+        let key = self.key(&id_key);
+        {
+            let mut front = self
+                .collection
+                .live_front
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if front.as_ref().is_some_and(|f| key < *f) {
+                *front = Some(key.clone());
+            }
+        }
+        self.batch.put(Keyspace::Docs, key, value);
         self.pending.insert(id_key, expires);
         Ok(())
     }
@@ -753,8 +764,41 @@ impl<'a> Writer<'a> {
             Some(filter.clone()),
             self.now_ms,
         );
+        // A forward scan of every document from the start skips the front no live document
+        // is below; what it finds first moves that front (a match-all filter returns the
+        // first live document).
+        let mut front = self
+            .collection
+            .live_front
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from_start = match &mut source {
+            crate::cursor::Source::Scan(scan)
+                if !scan.reverse
+                    && scan.lower
+                        == Bound::Included(
+                            record::collection_prefix(self.collection.id).to_vec(),
+                        ) =>
+            {
+                if let Some(f) = front.as_ref() {
+                    scan.lower = Bound::Included(f.clone());
+                }
+                filter.is_match_all()
+            }
+            _ => false,
+        };
         source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
-        for (doc, expires_ms) in source.drain()? {
+        let docs = source.drain()?;
+        // (Writes this writer has not committed are not in the snapshot: they could lie below.)
+        if from_start && self.pending.is_empty() {
+            *front = match docs.first() {
+                Some((doc, _)) => keystring::encode_id(doc).map(|id_key| self.key(&id_key)),
+                // No live document at all from the front on: any later write lowers it.
+                None => prefix_end(&record::collection_prefix(self.collection.id)),
+            };
+        }
+        drop(front);
+        for (doc, expires_ms) in docs {
             let id_key = keystring::encode_id(&doc)
                 .ok_or_else(|| CommandError::internal("stored document without _id"))?;
             out.push(Found {
