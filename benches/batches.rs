@@ -104,9 +104,13 @@ async fn bench() -> BenchResult {
         db.drop().await?;
     }
     println!();
+    let (small, large) = (
+        sizes.first().copied().unwrap_or(0),
+        sizes.last().copied().unwrap_or(0),
+    );
     for (label, ratio) in results {
         println!(
-            "{label}: 100k/1k = {ratio:.2}x {}",
+            "{label}: {large}/{small} = {ratio:.2}x {}",
             verdict(ratio <= GOAL_RATIO)
         );
     }
