@@ -118,6 +118,41 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
             return Err(CommandError::missing_field(&format!("{}.{name}", req.name)));
         }
     };
+    // `stmtIds` (array<int>) and `stmtId` (int) of WriteCommandRequestBase: their types are
+    // checked when the command is parsed, their agreement with the batch after its size
+    // (`checkOpCountForCommand` in mongod's write_ops.cpp).
+    let stmt_ids = match field(req, "stmtIds")? {
+        None => None,
+        Some(v @ RawBsonRef::Array(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+                    RawBsonRef::Int32(_) => {}
+                    other => {
+                        return Err(wrong_type(
+                            &format!("{}.stmtIds.{i}", req.name),
+                            other,
+                            " 'int'",
+                        ));
+                    }
+                }
+            }
+            Some((v, items.into_iter().count()))
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                &format!("{}.stmtIds", req.name),
+                other,
+                " 'array'",
+            ));
+        }
+    };
+    let stmt_id = match field(req, "stmtId")? {
+        None => None,
+        Some(v @ RawBsonRef::Int32(_)) => Some(v),
+        Some(other) => {
+            return Err(wrong_type(&format!("{}.stmtId", req.name), other, " 'int'"));
+        }
+    };
     if docs.is_empty() || docs.len() > MAX_WRITE_BATCH {
         return Err(CommandError::new(
             ErrorCode::InvalidLength,
@@ -126,6 +161,31 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
                 docs.len()
             ),
         ));
+    }
+    if let Some((ids, count)) = stmt_ids {
+        let shown_ids = crate::query::display::element("stmtIds", ids);
+        let command = crate::query::display::value(RawBsonRef::Document(req.body));
+        if count != docs.len() {
+            return Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Number of statement ids must match the number of batch entries. Got {count} \
+                     statement ids but {} operations. Statement ids: {{ {shown_ids} }}. Write \
+                     command: {command}",
+                    docs.len()
+                ),
+            ));
+        }
+        if let Some(id) = stmt_id {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "May not specify both stmtId and stmtIds in write command. Got {{ {}, \
+                     {shown_ids} }}. Write command: {command}",
+                    crate::query::display::element("stmtId", id)
+                ),
+            ));
+        }
     }
     Ok(docs)
 }
