@@ -332,6 +332,8 @@ pub(crate) struct Writer<'a> {
     /// Whether this batch set an index's multikey flag: the collection record, which keeps
     /// the flags, is written with the batch.
     multikey_set: bool,
+    /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
+    pub interrupt: Option<tokio_util::sync::CancellationToken>,
     /// Where record values are built, on the durable engine: each is split off as a `Bytes`
     /// sharing this buffer, so a batch of documents costs one allocation instead of one per
     /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
@@ -380,6 +382,7 @@ impl<'a> Writer<'a> {
             unique_added: HashMap::new(),
             unique_removed: HashSet::new(),
             multikey_set: false,
+            interrupt: None,
             arena: catalog
                 .store()
                 .storage()
@@ -847,6 +850,9 @@ impl<'a> Writer<'a> {
             }
             _ => false,
         };
+        if let Some(token) = &self.interrupt {
+            source.set_interrupt(token);
+        }
         source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
         let docs = source.drain()?;
         // (Writes this writer has not committed are not in the snapshot: they could lie below.)
@@ -910,6 +916,7 @@ fn locked<T>(
             continue;
         };
         let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
+        writer.interrupt = Some(state.shutdown.clone());
         let result = f(&mut writer);
         writer.flush()?;
         break (result, writer.ticket, created);
