@@ -168,6 +168,12 @@ pub struct Collection {
     write_lock: WriteLock,
     /// Set, under the write lock, when the collection is dropped or renamed away.
     retired: AtomicBool,
+    /// A document key (`docs` keyspace) below which this collection holds no live document,
+    /// known to its writers: a forward collection scan from the start that they run begins
+    /// here, skipping the deleted documents at the front (each a tombstone a scan would step
+    /// over). Set from what such a scan found; lowered by every write of a document below it.
+    /// Only read and changed under the write lock.
+    pub(crate) live_front: Mutex<Option<Vec<u8>>>,
 }
 
 /// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
@@ -225,6 +231,7 @@ impl Collection {
             indexes,
             write_lock: WriteLock::default(),
             retired: AtomicBool::new(false),
+            live_front: Mutex::new(None),
         }
     }
 

@@ -56,6 +56,25 @@ pub struct Scan {
     pub reverse: bool,
     /// Documents read so far (explain's `docsExamined`).
     pub examined: u64,
+    /// Cancelled at shutdown: the scan then fails with `InterruptedAtShutdown`.
+    pub interrupt: Option<tokio_util::sync::CancellationToken>,
+}
+
+/// Every this many entries read, a scan checks whether shutdown has begun.
+const INTERRUPT_CHECK_EVERY: u64 = 1024;
+
+/// `InterruptedAtShutdown` when `token` is cancelled, looked at every
+/// [`INTERRUPT_CHECK_EVERY`] entries (`read` is how many were read so far).
+fn interrupted(
+    token: Option<&tokio_util::sync::CancellationToken>,
+    read: u64,
+) -> CommandResult<()> {
+    match token {
+        Some(t) if read.is_multiple_of(INTERRUPT_CHECK_EVERY) && t.is_cancelled() => {
+            Err(CommandError::interrupted_at_shutdown())
+        }
+        _ => Ok(()),
+    }
 }
 
 impl Scan {
@@ -127,6 +146,7 @@ impl Scan {
             let (key, value) = entry?;
             last_key = Some(key);
             self.examined += 1;
+            interrupted(self.interrupt.as_ref(), self.examined)?;
             let Some((doc, expires_ms)) = Self::admit(
                 self.filter.as_ref(),
                 self.projection.as_ref(),
@@ -256,6 +276,8 @@ pub struct IndexScan {
     pub reverse: bool,
     /// What it has read so far.
     pub stats: ScanStats,
+    /// Cancelled at shutdown: the scan then fails with `InterruptedAtShutdown`.
+    pub interrupt: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl IndexScan {
@@ -334,6 +356,7 @@ impl IndexScan {
             for entry in entries {
                 let (key, value) = entry?;
                 self.stats.keys_examined += 1;
+                interrupted(self.interrupt.as_ref(), self.stats.keys_examined)?;
                 let Some((inside, id_key)) = self.admits_key(&key) else {
                     continue;
                 };
@@ -564,6 +587,7 @@ impl Source {
                     done: false,
                     reverse: *reverse,
                     examined: 0,
+                    interrupt: None,
                 }))
             }
             Access::Index(ix) => {
@@ -591,8 +615,20 @@ impl Source {
                     done: false,
                     reverse: ix.reverse,
                     stats: ScanStats::default(),
+                    interrupt: None,
                 }))
             }
+        }
+    }
+
+    /// Makes the scan fail with `InterruptedAtShutdown` once `token` is cancelled (checked
+    /// every [`INTERRUPT_CHECK_EVERY`] entries read).
+    pub fn set_interrupt(&mut self, token: &tokio_util::sync::CancellationToken) {
+        match self {
+            Source::Scan(s) => s.interrupt = Some(token.clone()),
+            Source::Index(s) => s.interrupt = Some(token.clone()),
+            // Already read (spilled runs are merged from files, not scanned).
+            Source::Buffered(_) | Source::Sorted(_) => {}
         }
     }
 

@@ -30,6 +30,9 @@ pub struct ConnCtx {
     pub client_metadata: Option<RawDocumentBuf>,
     /// Whether a `hello`/`isMaster` has been answered on this connection.
     pub handshake_done: bool,
+    /// Set by the `shutdown` command: its reply is not sent, and the connection closes, as
+    /// with mongod, whose clients see the connection end.
+    pub closing: bool,
 }
 
 impl ConnCtx {
@@ -41,6 +44,7 @@ impl ConnCtx {
             compressors: Vec::new(),
             client_metadata: None,
             handshake_done: false,
+            closing: false,
         }
     }
 }
@@ -104,6 +108,9 @@ pub async fn handle(
     let Some(body) = run(message.body, ctx, state).await? else {
         return Ok(());
     };
+    if ctx.closing {
+        return Ok(());
+    }
     let start = out.len();
     reply_to(request_id, body).encode(compressor, out)?;
     if let (Some(c), Some(sent)) = (compressor, out.get(start..)) {

@@ -94,6 +94,7 @@ error_codes! {
     UnsupportedOpQueryCommand = 352,
     BSONObjectTooLarge = 10334,
     DuplicateKey = 11000,
+    InterruptedAtShutdown = 11600,
     DatabaseDifferCase = 13297,
     KeyTooLong = 17280,
     MergeStageNoMatchingDocument = 13113,
@@ -142,6 +143,12 @@ impl CommandError {
     pub fn with_info(mut self, info: RawDocumentBuf) -> Self {
         self.info = Some(ErrorInfo(info));
         self
+    }
+
+    /// `InterruptedAtShutdown` (11600): the server began shutting down while the command ran.
+    /// mongod fails the whole command with it (a write batch reports no partial result).
+    pub fn interrupted_at_shutdown() -> Self {
+        CommandError::new(ErrorCode::InterruptedAtShutdown, "interrupted at shutdown")
     }
 
     /// `BadValue` (2).

@@ -24,8 +24,29 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    ebb::run(listener, config, shutdown_signal()).await?;
+    ebb::run(listener, config, signalled()?).await?;
     Ok(())
+}
+
+/// Completes on the first SIGINT or SIGTERM. The signals are awaited on a thread of their own
+/// with its own small runtime: the server's workers may all be busy in long synchronous work
+/// (a write batch runs on its worker), and a signal must still be seen at once, so that those
+/// commands are interrupted at their next safe point.
+fn signalled() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("ebb-signals".into())
+        .spawn(move || {
+            runtime.block_on(shutdown_signal());
+            let _ = tx.send(());
+        })?;
+    Ok(async move {
+        // A dropped sender (the thread died) also means: stop.
+        let _ = rx.await;
+    })
 }
 
 /// Completes on the first SIGINT (Ctrl-C) or SIGTERM.

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Instant;
 
 use bson::oid::ObjectId;
+use tokio_util::sync::CancellationToken;
 
 use crate::Config;
 use crate::catalog::Catalog;
@@ -46,6 +47,10 @@ pub struct Inner {
     pub purge_wake: Arc<tokio::sync::Notify>,
     /// The logical sessions commands have used (`$listLocalSessions`).
     pub sessions: Sessions,
+    /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
+    /// connections close between requests, and running commands stop at their next safe
+    /// point (see [`ServerState::check_interrupt`]).
+    pub shutdown: CancellationToken,
 }
 
 /// Counters reported by `serverStatus`.
@@ -137,12 +142,23 @@ impl ServerState {
             clock: Arc::new(Clock::default()),
             ttl_metrics: Arc::new(TtlMetrics::default()),
             sessions: Sessions::default(),
+            shutdown: CancellationToken::new(),
         }))
     }
 
     /// The server's clock, in milliseconds since the epoch. Every expiry decision reads it.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// `InterruptedAtShutdown` once shutdown has begun. Long commands call it at safe points:
+    /// between the statements of a write batch, between the batches of a scan.
+    pub fn check_interrupt(&self) -> Result<(), crate::CommandError> {
+        if self.shutdown.is_cancelled() {
+            Err(crate::CommandError::interrupted_at_shutdown())
+        } else {
+            Ok(())
+        }
     }
 
     /// Hands out the next connection id (`hello.connectionId`), starting at 1.

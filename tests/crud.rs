@@ -2716,3 +2716,68 @@ async fn max_time_ms_bounds_reads_and_is_checked() -> TestResult {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// Batches that scan from the front (the writers' live front, src/commands/write.rs)
+// ---------------------------------------------------------------------------------------------
+
+/// Deleting from the front moves where writers' scans start; a document written below it,
+/// by an insert or an upsert, between statements or inside one batch, must still be found.
+#[tokio::test]
+async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
+    let (_server, client) = start().await?;
+    let db = client.database(DB);
+    seed(&client, "front", 10..20).await?;
+    let deletes: Vec<Bson> = (0..3)
+        .map(|_| Bson::Document(doc! { "q": {}, "limit": 1 }))
+        .collect();
+    let reply = db
+        .run_command(doc! { "delete": "front", "deletes": deletes })
+        .await?;
+    assert_eq!(reply.get_i32("n")?, 3, "{reply}");
+    assert_eq!(
+        ids(&all(&client, "front", doc! {}).await?)[0],
+        Bson::Int32(13)
+    );
+
+    // Below the front: an insert, then a scan from the start must find it first.
+    coll(&client, "front")
+        .insert_one(doc! { "_id": 5, "n": 5 })
+        .await?;
+    let reply = db
+        .run_command(doc! {
+            "update": "front",
+            "updates": [
+                { "q": {}, "u": { "$set": { "first": true } } },
+                // An upsert below everything, then a delete from the start: it goes first.
+                { "q": { "_id": 1 }, "u": { "$set": { "n": 1 } }, "upsert": true },
+            ],
+        })
+        .await?;
+    assert_eq!(reply.get_i32("n")?, 2, "{reply}");
+    let first = all(&client, "front", doc! { "first": true }).await?;
+    assert_eq!(ids(&first), vec![Bson::Int32(5)]);
+    let deletes: Vec<Bson> = (0..2)
+        .map(|_| Bson::Document(doc! { "q": {}, "limit": 1 }))
+        .collect();
+    db.run_command(doc! { "delete": "front", "deletes": deletes })
+        .await?;
+    let left = ids(&all(&client, "front", doc! {}).await?);
+    assert_eq!(left, int32s(&[13, 14, 15, 16, 17, 18, 19]));
+
+    // Everything deleted, then one insert far above the old front.
+    db.run_command(doc! { "delete": "front", "deletes": [{ "q": {}, "limit": 0 }] })
+        .await?;
+    coll(&client, "front")
+        .insert_one(doc! { "_id": 100, "n": 100 })
+        .await?;
+    coll(&client, "front")
+        .insert_one(doc! { "_id": 0, "n": 0 })
+        .await?;
+    let reply = db
+        .run_command(doc! { "delete": "front", "deletes": [{ "q": {}, "limit": 1 }] })
+        .await?;
+    assert_eq!(reply.get_i32("n")?, 1, "{reply}");
+    assert_eq!(ids(&all(&client, "front", doc! {}).await?), int32s(&[100]));
+    Ok(())
+}

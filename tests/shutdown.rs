@@ -1,11 +1,14 @@
-//! Graceful shutdown and the connection limit.
+//! Graceful shutdown, the `shutdown` command, interrupting running commands, and the
+//! connection limit.
 //!
-//! These tests run on tokio's current-thread runtime (the `#[tokio::test]` default), where the
+//! The in-process tests run on tokio's current-thread runtime (the `#[tokio::test]` default), where the
 //! server's tasks and the test share one thread. That makes "the server closed my socket" a
 //! sufficient signal that the connection task has finished, permit released and counters
 //! updated: all of that happens in the same poll as the close, before the test can run again.
 
 mod common;
+
+use std::time::{Duration, Instant};
 
 use bson::{Document, doc};
 use common::{IO_TIMEOUT, RawConn, TestResult, TestServer, integer, number, op_msg};
@@ -149,5 +152,277 @@ async fn connections_past_the_limit_are_closed_at_once() -> TestResult {
     // And the limit still holds with the replacement counted.
     let mut over = server.raw().await?;
     over.expect_closed().await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interrupting running commands: the `shutdown` command and SIGTERM on the real binary
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_shutdown_command_closes_the_connection_and_stops_the_server() -> TestResult {
+    let mut server = start_with_long_drain().await?;
+    let mut raw = server.raw().await?;
+    raw.ping().await?;
+    // Not on another database (the table's admin-only check), nor with a wrong argument.
+    let reply = raw.command("test", doc! { "shutdown": 1 }).await?;
+    common::assert_error(&reply, 13, "Unauthorized");
+    let reply = raw
+        .command("admin", doc! { "shutdown": 1, "force": 1 })
+        .await?;
+    common::assert_error(&reply, 14, "TypeMismatch");
+    let reply = raw
+        .command("admin", doc! { "shutdown": 1, "timeoutSecs": "5" })
+        .await?;
+    common::assert_error(&reply, 14, "TypeMismatch");
+    let reply = raw
+        .command("admin", doc! { "shutdown": 1, "bogus": 1 })
+        .await?;
+    common::assert_error(&reply, 40415, "IDLUnknownField");
+    raw.ping().await?;
+
+    let mut other = server.raw().await?;
+    other.ping().await?;
+    // Accepted: no reply, the connection closes, and so does every other one.
+    let request = op_msg(
+        7,
+        0,
+        &doc! { "shutdown": 1, "force": true, "timeoutSecs": 3, "comment": "bye", "$db": "admin" },
+    );
+    raw.send_raw(&request).await?;
+    raw.expect_closed().await?;
+    other.expect_closed().await?;
+    // `ebb::run` returns by itself: the test never completed its shutdown future.
+    let outcome = tokio::time::timeout(IO_TIMEOUT, server.join())
+        .await
+        .map_err(|_| format!("ebb::run still running {IO_TIMEOUT:?} after `shutdown`"))?;
+    outcome.ok_or("joined twice")??;
+    assert_refused(&server).await;
+    Ok(())
+}
+
+mod binary {
+    //! The real `ebb` binary on a data directory, stopped by SIGTERM in the middle of a long
+    //! write batch.
+
+    use std::io::{BufRead, BufReader};
+    use std::net::SocketAddr;
+    use std::path::Path;
+    use std::process::{Child, Command, ExitStatus, Stdio};
+    use std::sync::{Arc, Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use bson::{Bson, Document, doc};
+    use mongodb::Client;
+    use mongodb::options::ClientOptions;
+
+    use super::common::TestResult;
+
+    /// Bound on startup (recovery included).
+    const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
+    /// What the brief promises: a SIGTERM stops a busy server within this.
+    const EXIT_DEADLINE: Duration = Duration::from_secs(5);
+
+    pub struct Ebb {
+        child: Option<Child>,
+        pub addr: SocketAddr,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Ebb {
+        /// Starts `ebb` on `data_dir` on a port the kernel picks (read from its log). The
+        /// drain timeout is left at its default (10 s), longer than [`EXIT_DEADLINE`]: the
+        /// batch must stop because it is interrupted, not because the drain gave up.
+        pub async fn start(data_dir: &Path) -> TestResult<Ebb> {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
+                .args(["--port", "0", "--data-dir"])
+                .arg(data_dir)
+                .env("EBB_LOG", "info")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            let stderr = child.stderr.take().ok_or("child without stderr")?;
+            let log = Arc::new(Mutex::new(Vec::new()));
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn({
+                let log = Arc::clone(&log);
+                move || {
+                    let mut tx = Some(tx);
+                    for line in BufReader::new(stderr).lines() {
+                        let Ok(line) = line else { break };
+                        if line.contains("waiting for connections")
+                            && let Some(addr) = line
+                                .split("address=")
+                                .nth(1)
+                                .and_then(|r| r.split_whitespace().next())
+                                .and_then(|a| a.parse::<SocketAddr>().ok())
+                            && let Some(tx) = tx.take()
+                        {
+                            let _ = tx.send(addr);
+                        }
+                        log.lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(line);
+                    }
+                }
+            });
+            let mut ebb = Ebb {
+                child: Some(child),
+                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                log,
+            };
+            ebb.addr = tokio::time::timeout(STARTUP_DEADLINE, rx)
+                .await
+                .map_err(|_| format!("ebb did not listen in time; log:\n{}", ebb.log_text()))?
+                .map_err(|_| format!("ebb exited before listening; log:\n{}", ebb.log_text()))?;
+            Ok(ebb)
+        }
+
+        pub fn log_text(&self) -> String {
+            self.log
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .join("\n")
+        }
+
+        pub async fn client(&self) -> TestResult<Client> {
+            let mut options =
+                ClientOptions::parse(format!("mongodb://{}/?directConnection=true", self.addr))
+                    .await?;
+            options.retry_writes = Some(false);
+            options.retry_reads = Some(false);
+            options.server_selection_timeout = Some(Duration::from_secs(10));
+            Ok(Client::with_options(options)?)
+        }
+
+        /// Sends SIGTERM and waits for the exit, at most [`EXIT_DEADLINE`] (then SIGKILL and
+        /// fail). Returns the status and how long the exit took.
+        pub async fn terminate(&mut self) -> TestResult<(ExitStatus, Duration)> {
+            let mut child = self.child.take().ok_or("already stopped")?;
+            let pid = child.id().to_string();
+            let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
+            assert!(sent.success(), "kill -TERM {pid}: {sent}");
+            let started = Instant::now();
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    return Ok((status, started.elapsed()));
+                }
+                if started.elapsed() > EXIT_DEADLINE {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "ebb still running {EXIT_DEADLINE:?} after SIGTERM; log:\n{}",
+                        self.log_text()
+                    )
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+
+    impl Drop for Ebb {
+        fn drop(&mut self) {
+            if let Some(mut child) = self.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    pub fn counter(doc: Option<&Document>) -> i64 {
+        match doc.and_then(|d| d.get("a")) {
+            Some(Bson::Int32(a)) => i64::from(*a),
+            Some(Bson::Int64(a)) => *a,
+            other => panic!("no counter in {doc:?} ({other:?})"),
+        }
+    }
+
+    /// One update command of `n` statements `{q: {}, u: {$inc: {a: 1}}}`.
+    pub fn hot_batch(n: usize) -> Document {
+        let stmt = doc! { "q": {}, "u": { "$inc": { "a": 1 } } };
+        let updates: Vec<Bson> = (0..n).map(|_| Bson::Document(stmt.clone())).collect();
+        doc! { "update": "hot", "updates": updates }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_interrupts_a_long_batch_and_keeps_acknowledged_writes() -> TestResult {
+    const STATEMENTS: usize = 100_000;
+    let dir = tempfile::tempdir()?;
+    let mut ebb = binary::Ebb::start(dir.path()).await?;
+    let client = ebb.client().await?;
+    let db = client.database("stop");
+    // Acknowledged (journaled) before the batch: these must survive.
+    let early = db.collection::<Document>("early");
+    early
+        .insert_many((0..1_000).map(|i| doc! { "_id": i, "v": "acknowledged" }))
+        .await?;
+    let hot = db.collection::<Document>("hot");
+    hot.insert_one(doc! { "_id": 0, "a": 0_i64 }).await?;
+
+    let batch = tokio::spawn({
+        let db = db.clone();
+        async move { db.run_command(binary::hot_batch(STATEMENTS)).await }
+    });
+    // Wait until the batch is visibly running: each statement commits before the next.
+    let started = Instant::now();
+    let seen = loop {
+        let a = binary::counter(hot.find_one(doc! { "_id": 0 }).await?.as_ref());
+        if a >= 100 {
+            break a;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the batch made no progress (a = {a})"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let (status, took) = ebb.terminate().await?;
+    assert!(
+        status.success(),
+        "ebb exited with {status}; log:\n{}",
+        ebb.log_text()
+    );
+    eprintln!("SIGTERM after a = {seen}: exited in {took:?}");
+
+    // The batch failed as a whole, as mongod fails a write batch that is interrupted.
+    let reply = tokio::time::timeout(Duration::from_secs(10), batch).await??;
+    match reply {
+        Err(e) => match e.kind.as_ref() {
+            mongodb::error::ErrorKind::Command(c) => {
+                assert_eq!(
+                    (c.code, c.code_name.as_str()),
+                    (11600, "InterruptedAtShutdown")
+                );
+                assert_eq!(c.message, "interrupted at shutdown");
+            }
+            other => panic!("expected InterruptedAtShutdown, got {other:?}"),
+        },
+        Ok(reply) => panic!("the batch finished before SIGTERM stopped it: {reply}"),
+    }
+    drop(client);
+
+    // Restarted on the same directory: every acknowledged write is there, and the batch left a
+    // prefix of its statements (each one atomic), at least what was seen before the signal.
+    let ebb = binary::Ebb::start(dir.path()).await?;
+    let client = ebb.client().await?;
+    let db = client.database("stop");
+    let early = db.collection::<Document>("early");
+    assert_eq!(
+        early.count_documents(doc! { "v": "acknowledged" }).await?,
+        1_000
+    );
+    let a = binary::counter(
+        db.collection::<Document>("hot")
+            .find_one(doc! { "_id": 0 })
+            .await?
+            .as_ref(),
+    );
+    assert!(
+        (seen..i64::try_from(STATEMENTS)?).contains(&a),
+        "after restart a = {a}, seen {seen} before SIGTERM, batch of {STATEMENTS}"
+    );
     Ok(())
 }

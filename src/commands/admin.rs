@@ -505,3 +505,28 @@ pub(super) fn end_sessions(req: &Request<'_>, state: &ServerState) -> CommandRes
         )),
     }
 }
+
+/// `shutdown` (`src/mongo/db/commands/shutdown.idl`: `force` a bool, `timeoutSecs` a safeInt64,
+/// strict). Both concern replica sets (stepping down, quiesce mode) and change nothing on a
+/// standalone server: it stops accepting, interrupts running commands at their next safe point
+/// (they answer `InterruptedAtShutdown`), makes every commit durable and exits. Without
+/// authentication mongod takes the command only from localhost. No reply is sent: the
+/// connection closes.
+pub(super) fn shutdown(
+    _req: &Request<'_>,
+    ctx: &mut crate::dispatch::ConnCtx,
+    state: &ServerState,
+) -> CommandResult {
+    // `force` and `timeoutSecs` (checked by the command table) change nothing on a standalone
+    // server, whose shutdown waits for no secondary.
+    if !ctx.peer.ip().is_loopback() {
+        return Err(CommandError::new(
+            ErrorCode::Unauthorized,
+            "shutdown must run from localhost when running db without auth",
+        ));
+    }
+    tracing::info!(remote = %ctx.peer, "shutdown command received");
+    ctx.closing = true;
+    state.shutdown.cancel();
+    Ok(rawdoc! { "ok": 1.0 })
+}

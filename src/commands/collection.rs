@@ -19,26 +19,6 @@ const CREATE_OPTIONS: &[&str] = &[
     "indexOptionDefaults",
     "storageEngine",
 ];
-/// Fields drivers attach to every command.
-pub const GENERIC_FIELDS: &[&str] = &[
-    "$db",
-    "lsid",
-    "$readPreference",
-    "$clusterTime",
-    "apiVersion",
-    "apiStrict",
-    "apiDeprecationErrors",
-    "comment",
-    "maxTimeMS",
-    "readConcern",
-    "writeConcern",
-    "txnNumber",
-    "autocommit",
-    "startTransaction",
-    "$audit",
-    "$client",
-    "mayBypassWriteBlocking",
-];
 
 /// Counts and sizes one collection's live documents.
 pub(crate) fn data_size(
@@ -66,7 +46,7 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
     for elem in req.body.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         let key = elem.key().as_str();
-        if key == req.name || GENERIC_FIELDS.contains(&key) {
+        if key == req.name || super::spec::is_generic(key) {
             continue;
         }
         // The command table refused unknown fields and the options Ebb lacks; these are

@@ -381,3 +381,10 @@ pub static CONNECTION_STATUS: Args = Args {
     strict: true,
     fields: &[opt("showPrivileges", SafeBool)],
 };
+
+/// `shutdown`.
+pub static SHUTDOWN: Args = Args {
+    path: "shutdown",
+    strict: true,
+    fields: &[opt("force", Bool), opt("timeoutSecs", Number)],
+};

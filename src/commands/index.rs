@@ -451,7 +451,7 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
     for entry in req.body {
         let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
-            (k, _) if k == req.name || super::collection::GENERIC_FIELDS.contains(&k) => {}
+            (k, _) if k == req.name || super::spec::is_generic(k) => {}
             ("index", RawBsonRef::Document(d)) => index = Some(d),
             ("index", other) => return Err(wrong_type("collMod.index", other, " 'object'")),
             (

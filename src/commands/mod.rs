@@ -39,6 +39,7 @@ enum Cmd {
     GetLog,
     ListCommands,
     ServerStatus,
+    Shutdown,
     EndSessions,
     KillCursors,
     ListDatabases,
@@ -400,6 +401,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         &spec::Args::LOOSE,
         "returns lots of administrative server statistics",
     ),
+    C::other(
+        "shutdown",
+        Cmd::Shutdown,
+        &fields::SHUTDOWN,
+        "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated.",
+    )
+    .admin(),
     C::write("update", Cmd::Update, &fields::UPDATE, "update documents").v1(),
     C::other(
         "validate",
@@ -530,6 +538,7 @@ async fn run_handler(
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
+        Cmd::Shutdown => admin::shutdown(req, ctx, state),
         Cmd::EndSessions => admin::end_sessions(req, state),
         Cmd::KillCursors => read::kill_cursors(req, state),
         Cmd::ListDatabases => collection::list_databases(req, state).await,

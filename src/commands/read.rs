@@ -313,6 +313,7 @@ pub(super) async fn find_explained(
         &collection.indexes,
     )?;
     let mut source = Source::open(collection.id, snapshot, &plan.access, filter, now);
+    source.set_interrupt(&state.shutdown);
     let blocking = if plan.sorted {
         None
     } else {
@@ -499,13 +500,14 @@ pub(crate) fn open_planned(
         },
         &collection.indexes,
     )?;
-    let source = Source::open(
+    let mut source = Source::open(
         collection.id,
         snapshot,
         &plan.access,
         filter,
         state.now_ms(),
     );
+    source.set_interrupt(&state.shutdown);
     Ok((plan, source))
 }
 

@@ -14,7 +14,6 @@ use bson::raw::cstr;
 use bson::{RawArrayBuf, RawDocumentBuf, rawdoc};
 
 use super::args::collection_name;
-use super::collection::GENERIC_FIELDS;
 use crate::catalog::{Collection, validate_namespace};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -31,7 +30,7 @@ pub(super) async fn validate(req: &Request<'_>, state: &ServerState) -> CommandR
     for entry in req.body {
         let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
-            (k, _) if k == req.name || GENERIC_FIELDS.contains(&k) => {}
+            (k, _) if k == req.name || super::spec::is_generic(k) => {}
             // Booleans in mongod's IDL; Ebb's check is always full and never in the background.
             (flag @ ("full" | "background" | "enforceFastCount" | "checkBSONConformance"), v) => {
                 super::args::truthy(&format!("validate.{flag}"), v)?;

@@ -118,6 +118,41 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
             return Err(CommandError::missing_field(&format!("{}.{name}", req.name)));
         }
     };
+    // `stmtIds` (array<int>) and `stmtId` (int) of WriteCommandRequestBase: their types are
+    // checked when the command is parsed, their agreement with the batch after its size
+    // (`checkOpCountForCommand` in mongod's write_ops.cpp).
+    let stmt_ids = match field(req, "stmtIds")? {
+        None => None,
+        Some(v @ RawBsonRef::Array(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {
+                    RawBsonRef::Int32(_) => {}
+                    other => {
+                        return Err(wrong_type(
+                            &format!("{}.stmtIds.{i}", req.name),
+                            other,
+                            " 'int'",
+                        ));
+                    }
+                }
+            }
+            Some((v, items.into_iter().count()))
+        }
+        Some(other) => {
+            return Err(wrong_type(
+                &format!("{}.stmtIds", req.name),
+                other,
+                " 'array'",
+            ));
+        }
+    };
+    let stmt_id = match field(req, "stmtId")? {
+        None => None,
+        Some(v @ RawBsonRef::Int32(_)) => Some(v),
+        Some(other) => {
+            return Err(wrong_type(&format!("{}.stmtId", req.name), other, " 'int'"));
+        }
+    };
     if docs.is_empty() || docs.len() > MAX_WRITE_BATCH {
         return Err(CommandError::new(
             ErrorCode::InvalidLength,
@@ -126,6 +161,31 @@ fn statements<'a>(req: &Request<'a>, name: &str) -> CommandResult<Vec<&'a RawDoc
                 docs.len()
             ),
         ));
+    }
+    if let Some((ids, count)) = stmt_ids {
+        let shown_ids = crate::query::display::element("stmtIds", ids);
+        let command = crate::query::display::value(RawBsonRef::Document(req.body));
+        if count != docs.len() {
+            return Err(CommandError::new(
+                ErrorCode::InvalidLength,
+                format!(
+                    "Number of statement ids must match the number of batch entries. Got {count} \
+                     statement ids but {} operations. Statement ids: {{ {shown_ids} }}. Write \
+                     command: {command}",
+                    docs.len()
+                ),
+            ));
+        }
+        if let Some(id) = stmt_id {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "May not specify both stmtId and stmtIds in write command. Got {{ {}, \
+                     {shown_ids} }}. Write command: {command}",
+                    crate::query::display::element("stmtId", id)
+                ),
+            ));
+        }
     }
     Ok(docs)
 }
@@ -272,6 +332,8 @@ pub(crate) struct Writer<'a> {
     /// Whether this batch set an index's multikey flag: the collection record, which keeps
     /// the flags, is written with the batch.
     multikey_set: bool,
+    /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
+    pub interrupt: Option<tokio_util::sync::CancellationToken>,
     /// Where record values are built, on the durable engine: each is split off as a `Bytes`
     /// sharing this buffer, so a batch of documents costs one allocation instead of one per
     /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
@@ -320,6 +382,7 @@ impl<'a> Writer<'a> {
             unique_added: HashMap::new(),
             unique_removed: HashSet::new(),
             multikey_set: false,
+            interrupt: None,
             arena: catalog
                 .store()
                 .storage()
@@ -505,7 +568,18 @@ impl<'a> Writer<'a> {
             }
             None => record::encode(self.now_ms, expires, doc).into(),
         };
-        self.batch.put(Keyspace::Docs, self.key(&id_key), value);
+        let key = self.key(&id_key);
+        {
+            let mut front = self
+                .collection
+                .live_front
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if front.as_ref().is_some_and(|f| key < *f) {
+                *front = Some(key.clone());
+            }
+        }
+        self.batch.put(Keyspace::Docs, key, value);
         self.pending.insert(id_key, expires);
         Ok(())
     }
@@ -753,8 +827,44 @@ impl<'a> Writer<'a> {
             Some(filter.clone()),
             self.now_ms,
         );
+        // A forward scan of every document from the start skips the front no live document
+        // is below; what it finds first moves that front (a match-all filter returns the
+        // first live document).
+        let mut front = self
+            .collection
+            .live_front
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from_start = match &mut source {
+            crate::cursor::Source::Scan(scan)
+                if !scan.reverse
+                    && scan.lower
+                        == Bound::Included(
+                            record::collection_prefix(self.collection.id).to_vec(),
+                        ) =>
+            {
+                if let Some(f) = front.as_ref() {
+                    scan.lower = Bound::Included(f.clone());
+                }
+                filter.is_match_all()
+            }
+            _ => false,
+        };
+        if let Some(token) = &self.interrupt {
+            source.set_interrupt(token);
+        }
         source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
-        for (doc, expires_ms) in source.drain()? {
+        let docs = source.drain()?;
+        // (Writes this writer has not committed are not in the snapshot: they could lie below.)
+        if from_start && self.pending.is_empty() {
+            *front = match docs.first() {
+                Some((doc, _)) => keystring::encode_id(doc).map(|id_key| self.key(&id_key)),
+                // No live document at all from the front on: any later write lowers it.
+                None => prefix_end(&record::collection_prefix(self.collection.id)),
+            };
+        }
+        drop(front);
+        for (doc, expires_ms) in docs {
             let id_key = keystring::encode_id(&doc)
                 .ok_or_else(|| CommandError::internal("stored document without _id"))?;
             out.push(Found {
@@ -777,6 +887,22 @@ pub(crate) async fn with_writer<T>(
     create: bool,
     f: impl FnOnce(&mut Writer<'_>) -> T,
 ) -> CommandResult<Option<T>> {
+    let Some((result, ticket)) = locked(state, db, name, create, f)? else {
+        return Ok(None);
+    };
+    concern.wait(state, ticket).await?;
+    Ok(Some(result))
+}
+
+/// [`with_writer`] without the wait: runs `f` under the lock, commits, and returns its result
+/// with the ticket to wait for (of the last commit, or of the collection's creation).
+fn locked<T>(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    create: bool,
+    f: impl FnOnce(&mut Writer<'_>) -> T,
+) -> CommandResult<Option<(T, Option<u64>)>> {
     let (result, ticket, created) = loop {
         let (collection, created) = if create {
             state.catalog.get_or_create(db, name)?
@@ -790,12 +916,97 @@ pub(crate) async fn with_writer<T>(
             continue;
         };
         let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
+        writer.interrupt = Some(state.shutdown.clone());
         let result = f(&mut writer);
         writer.flush()?;
         break (result, writer.ticket, created);
     };
-    concern.wait(state, ticket.or(created)).await?;
-    Ok(Some(result))
+    Ok(Some((result, ticket.or(created))))
+}
+
+/// How long one turn of a write batch may hold its collection's lock and its runtime worker
+/// before it lets other clients run (mongod also yields between the statements of a batch).
+const BATCH_TURN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Where a write batch goes and how it runs.
+#[derive(Clone, Copy)]
+struct BatchTarget<'a> {
+    db: &'a str,
+    name: &'a str,
+    concern: WriteConcern,
+    ordered: bool,
+}
+
+/// Runs the statements of a write batch in turns of about [`BATCH_TURN`], each under the
+/// collection's lock with a writer of its own, yielding to the runtime between turns; stops
+/// at the first error when `ordered`, and with `InterruptedAtShutdown` once shutdown begins.
+/// `run(w, i)` runs statement `i`. `None` if the collection does not exist (and none is
+/// created) when the batch starts. Waits once, at the end, as `concern` asks.
+async fn run_batch<S, R>(
+    state: &ServerState,
+    target: BatchTarget<'_>,
+    statements: &[S],
+    creates: impl Fn(&S) -> bool,
+    mut run: impl FnMut(&mut Writer<'_>, &S) -> Result<R, Fail>,
+) -> CommandResult<Option<(Vec<(usize, R)>, Vec<WriteError>)>> {
+    let BatchTarget {
+        db,
+        name,
+        concern,
+        ordered,
+    } = target;
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    let mut next = 0;
+    let mut last_ticket = None;
+    while next < statements.len() {
+        // Shutdown stops the batch between statements; what ran is committed (and durable
+        // before the process exits), and the command fails as a whole, as in mongod.
+        state.check_interrupt()?;
+        let rest = statements.get(next..).unwrap_or_default();
+        let create = rest.iter().any(&creates);
+        let turn = locked(state, db, name, create, |w| {
+            let started = std::time::Instant::now();
+            let mut ran = 0;
+            let mut stop = false;
+            for (i, stmt) in rest.iter().enumerate() {
+                if i > 0 && (started.elapsed() >= BATCH_TURN || state.shutdown.is_cancelled()) {
+                    break;
+                }
+                ran = i + 1;
+                // Each statement sees the ones before it.
+                match run(w, stmt).and_then(|r| w.flush().map(|()| r).map_err(|e| (e, None))) {
+                    Ok(r) => done.push((next + i, r)),
+                    Err((error, dup)) => {
+                        errors.push(WriteError {
+                            index: next + i,
+                            error,
+                            dup,
+                        });
+                        if ordered {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            (ran, stop)
+        })?;
+        let Some(((ran, stop), ticket)) = turn else {
+            if next == 0 {
+                return Ok(None);
+            }
+            // Dropped in the middle of the batch: the rest matches nothing.
+            break;
+        };
+        last_ticket = ticket.or(last_ticket);
+        next += ran.max(1);
+        if stop {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    concern.wait(state, last_ticket).await?;
+    Ok(Some((done, errors)))
 }
 
 /// The write errors of statements that did not compile, for when nothing else ran.
@@ -901,6 +1112,8 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
                 .sum(),
         );
         for (index, outcome) in prepared.into_iter().enumerate() {
+            // Shutdown stops the batch between documents; those before it are committed.
+            state.check_interrupt()?;
             let outcome = outcome
                 .map_err(|e| (e, None))
                 .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
@@ -914,7 +1127,7 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
                 }
             }
         }
-        (n, errors)
+        Ok::<_, CommandError>((n, errors))
     })
     .await;
     let result = match result {
@@ -922,7 +1135,7 @@ pub(super) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandRes
             let own = docs.iter().map(|d| prepare_insert(d).map(|_| true));
             Some((0, creation_errors(own, &e, ordered)))
         }
-        other => other?,
+        other => other?.transpose()?,
     };
     let (n, errors) = result.unwrap_or_default();
     state
@@ -1118,40 +1331,23 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
         .iter()
         .map(|s| parse_update_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
-    let create = parsed.iter().any(|s| s.as_ref().is_ok_and(|s| s.upsert));
-    let result = with_writer(state, req.db, name, concern, create, |w| {
-        let (mut n, mut modified) = (0, 0);
-        let mut upserted = RawArrayBuf::new();
-        let mut errors = Vec::new();
-        for (index, stmt) in parsed.iter().enumerate() {
-            // Each statement sees the ones before it.
-            let outcome = stmt
-                .as_ref()
+    let target = BatchTarget {
+        db: req.db,
+        name,
+        concern,
+        ordered,
+    };
+    let result = run_batch(
+        state,
+        target,
+        &parsed,
+        |s| s.as_ref().is_ok_and(|s| s.upsert),
+        |w, stmt| {
+            stmt.as_ref()
                 .map_err(|e| (e.clone(), None))
                 .and_then(|s| apply_update(w, s, None))
-                .and_then(|u| w.flush().map(|()| u).map_err(|e| (e, None)));
-            match outcome {
-                Ok(u) => {
-                    n += u.matched;
-                    modified += u.modified;
-                    if let Some(id) = u.upserted {
-                        n += 1;
-                        let mut entry =
-                            rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
-                        entry.append(cstr!("_id"), id);
-                        upserted.push(entry);
-                    }
-                }
-                Err((error, dup)) => {
-                    errors.push(WriteError { index, error, dup });
-                    if ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        (n, modified, upserted, errors)
-    })
+        },
+    )
     .await;
     let result = match result {
         Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
@@ -1159,14 +1355,30 @@ pub(super) async fn update(req: &Request<'_>, state: &ServerState) -> CommandRes
                 Ok(s) => Ok(s.upsert),
                 Err(e) => Err(e.clone()),
             });
-            Some((0, 0, RawArrayBuf::new(), creation_errors(own, &e, ordered)))
+            Some((Vec::new(), creation_errors(own, &e, ordered)))
         }
         other => other?,
     };
     // No such collection and no upsert: nothing matched; statements that did not compile are
     // still reported.
-    let (n, modified, upserted, errors) =
-        result.unwrap_or_else(|| (0, 0, RawArrayBuf::new(), compile_errors(parsed, ordered)));
+    let (n, modified, upserted, errors) = match result {
+        Some((done, errors)) => {
+            let (mut n, mut modified) = (0, 0);
+            let mut upserted = RawArrayBuf::new();
+            for (index, u) in done {
+                n += u.matched;
+                modified += u.modified;
+                if let Some(id) = u.upserted {
+                    n += 1;
+                    let mut entry = rawdoc! { "index": i32::try_from(index).unwrap_or(i32::MAX) };
+                    entry.append(cstr!("_id"), id);
+                    upserted.push(entry);
+                }
+            }
+            (n, modified, upserted, errors)
+        }
+        None => (0, 0, RawArrayBuf::new(), compile_errors(parsed, ordered)),
+    };
     state
         .metrics
         .op_update
@@ -1249,41 +1461,42 @@ pub(super) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandRes
         .iter()
         .map(|s| parse_delete_statement(s, &vars))
         .collect::<CommandResult<Vec<_>>>()?;
-    let result = with_writer(state, req.db, name, concern, false, |w| {
-        let mut n = 0;
-        let mut errors = Vec::new();
-        for (index, stmt) in parsed.iter().enumerate() {
-            let outcome = stmt.as_ref().map_err(Clone::clone).and_then(|stmt| {
-                let found = w.matching(
+    let target = BatchTarget {
+        db: req.db,
+        name,
+        concern,
+        ordered,
+    };
+    let result = run_batch(
+        state,
+        target,
+        &parsed,
+        |_| false,
+        |w, stmt| {
+            let stmt = stmt.as_ref().map_err(|e| (e.clone(), None))?;
+            let found = w
+                .matching(
                     &stmt.filter,
                     stmt.limit_one.then_some(1),
                     stmt.hint.as_ref(),
-                )?;
-                for f in &found {
-                    w.delete(f);
-                }
-                // Each statement sees the ones before it.
-                w.flush()?;
-                Ok(found.len())
-            });
-            match outcome {
-                Ok(k) => n += i64::try_from(k).unwrap_or(0),
-                Err(error) => {
-                    errors.push(WriteError {
-                        index,
-                        error,
-                        dup: None,
-                    });
-                    if ordered {
-                        break;
-                    }
-                }
+                )
+                .map_err(|e| (e, None))?;
+            for f in &found {
+                w.delete(f);
             }
-        }
-        (n, errors)
-    })
+            Ok(found.len())
+        },
+    )
     .await?;
-    let (n, errors) = result.unwrap_or_else(|| (0, compile_errors(parsed, ordered)));
+    let (n, errors) = match result {
+        Some((done, errors)) => (
+            done.iter()
+                .map(|(_, k)| i64::try_from(*k).unwrap_or(0))
+                .sum(),
+            errors,
+        ),
+        None => (0, compile_errors(parsed, ordered)),
+    };
     state
         .metrics
         .op_delete

@@ -208,3 +208,23 @@ fn selective_queries_examine_few_keys() {
     );
     assert_eq!(stats.docs_examined, 1000);
 }
+
+/// A scan stops with `InterruptedAtShutdown` once its token is cancelled (looked at every
+/// [`INTERRUPT_CHECK_EVERY`] entries), and runs to the end while it is not.
+#[test]
+fn a_cancelled_scan_fails_with_interrupted_at_shutdown() {
+    let docs: Vec<RawDocumentBuf> = (0..3_000).map(|i| rawdoc! { "_id": i, "a": i }).collect();
+    let (storage, _) = store(&docs, &rawdoc! { "a": 1 }, &[]);
+    let token = tokio_util::sync::CancellationToken::new();
+    let access = Access::Collscan { reverse: false };
+    let mut source = Source::open(COLL, storage.snapshot(), &access, None, 10);
+    source.set_interrupt(&token);
+    assert_eq!(source.drain().expect("not cancelled").len(), 3_000);
+
+    let mut source = Source::open(COLL, storage.snapshot(), &access, None, 10);
+    source.set_interrupt(&token);
+    token.cancel();
+    let error = source.drain().expect_err("cancelled");
+    assert_eq!(error.code, ErrorCode::InterruptedAtShutdown);
+    assert_eq!(error.errmsg, "interrupted at shutdown");
+}

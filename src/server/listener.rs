@@ -16,8 +16,10 @@ use crate::cursor::CURSOR_TIMEOUT;
 use crate::storage::{DiskStorage, GroupCommit, MemoryStorage, Storage};
 use crate::{Config, ServerState};
 
-/// Serves `listener` until `shutdown` completes, then stops accepting, lets every connection
-/// finish the request it is running (for at most `config.shutdown_timeout_secs`), and returns.
+/// Serves `listener` until `shutdown` completes (or a client runs the `shutdown` command), then
+/// stops accepting, interrupts running commands at their next safe point, lets every connection
+/// finish the request it is running (for at most `config.shutdown_timeout_secs`), makes every
+/// commit durable, and returns.
 pub async fn run(
     listener: TcpListener,
     config: Config,
@@ -31,7 +33,9 @@ pub async fn run(
         Catalog::open(Arc::clone(&store)).map_err(|e| std::io::Error::other(e.to_string()))?,
     );
     let state = ServerState::new(config, local_addr, Arc::clone(&catalog));
-    let cancel = CancellationToken::new();
+    // One token for all of it: the accept loop, idle connections, background tasks, and the
+    // commands running (which check it between statements and scan batches).
+    let cancel = state.shutdown.clone();
     let tracker = TaskTracker::new();
     let background = TaskTracker::new();
     background.spawn(catalog::purge_task(
@@ -61,6 +65,7 @@ pub async fn run(
     tokio::select! {
         () = accept_loop(&listener, &state, &limit, &cancel, &tracker) => {}
         () = shutdown => info!("shutdown requested: no new connections, draining requests"),
+        () = cancel.cancelled() => info!("shutdown command: no new connections, draining requests"),
     }
     drop(listener);
     cancel.cancel();

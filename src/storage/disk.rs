@@ -1,8 +1,10 @@
 //! The on-disk engine on fjall: one database (one journal) holding a keyspace per
 //! [`Keyspace`], so a batch across keyspaces is atomic.
 
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use fjall::{Database, KeyspaceCreateOptions, PersistMode, Readable};
@@ -13,6 +15,50 @@ use super::{Batch, Keyspace, Op, Scan, Snapshot, Storage, StorageError, StorageR
 pub struct DiskStorage {
     db: Database,
     keyspaces: [fjall::Keyspace; 4],
+    /// Per keyspace, how many versions its active memtable holds of each key (approximately).
+    chains: [VersionChains; 4],
+}
+
+/// Writes a key may take in the active memtable before the memtable is rotated, so that its
+/// flush drops the superseded versions (see `docs/storage.md`, "Version chains"). A scan steps
+/// through every version of a key still in a memtable; this bounds that walk.
+pub const MAX_VERSION_CHAIN: u32 = 256;
+
+/// Counters of writes per key, hashed into a fixed number of buckets: a bucket's count is at
+/// least the number of versions of any key that falls into it, so a key whose chain reaches
+/// [`MAX_VERSION_CHAIN`] is never missed; collisions only make a rotation come earlier. With
+/// 65,536 buckets, distinct keys need about 16M writes to fill one, more than a memtable holds.
+struct VersionChains {
+    buckets: Box<[AtomicU32]>,
+}
+
+const CHAIN_BUCKETS: usize = 1 << 16;
+
+impl VersionChains {
+    fn new() -> Self {
+        VersionChains {
+            buckets: (0..CHAIN_BUCKETS).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Counts one write of `key`; true once its bucket reaches [`MAX_VERSION_CHAIN`].
+    fn record(&self, key: &[u8]) -> bool {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "masked to the bucket count"
+        )]
+        let slot = (hash as usize) & (CHAIN_BUCKETS - 1);
+        self.buckets
+            .get(slot)
+            .is_some_and(|b| b.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_VERSION_CHAIN)
+    }
+
+    fn reset(&self) {
+        for b in &self.buckets {
+            b.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 impl std::fmt::Debug for DiskStorage {
@@ -47,7 +93,33 @@ impl DiskStorage {
             open(Keyspace::Expiry)?,
             open(Keyspace::Index)?,
         ];
-        Ok(DiskStorage { db, keyspaces })
+        Ok(DiskStorage {
+            db,
+            keyspaces,
+            chains: [
+                VersionChains::new(),
+                VersionChains::new(),
+                VersionChains::new(),
+                VersionChains::new(),
+            ],
+        })
+    }
+
+    /// Rotates the active memtable of `ks` so that its flush (in fjall's background) keeps only
+    /// the versions an open snapshot can still read. Skipped while an earlier rotation's flush
+    /// is pending: rotating faster than flushes finish would stall writers (fjall halts writes
+    /// at four sealed memtables) and gain nothing, as scans read the sealed ones too.
+    /// A failure is logged, not returned: the commit before it succeeded, and a rotation is
+    /// only an optimisation (an IO failure behind it poisons the store for the next write).
+    fn rotate_long_chains(&self, ks: Keyspace) {
+        let keyspace = self.ks(ks);
+        if keyspace.sealed_memtable_count() > 0 {
+            return;
+        }
+        self.chains[ks.slot()].reset();
+        if let Err(e) = keyspace.rotate_memtable() {
+            tracing::warn!(keyspace = ks.name(), error = %e, "memtable rotation failed");
+        }
     }
 
     fn ks(&self, ks: Keyspace) -> &fjall::Keyspace {
@@ -108,13 +180,26 @@ impl Storage for DiskStorage {
 
     fn commit(&self, batch: Batch) -> StorageResult<()> {
         let mut wb = self.db.batch();
+        let mut long = [false; 4];
         for op in batch.ops {
+            let (ks, key) = match &op {
+                Op::Put(ks, k, _) | Op::Delete(ks, k) => (*ks, k),
+            };
+            if self.chains[ks.slot()].record(key) {
+                long[ks.slot()] = true;
+            }
             match op {
                 Op::Put(ks, k, v) => wb.insert(self.ks(ks), k, v),
                 Op::Delete(ks, k) => wb.remove(self.ks(ks), k),
             }
         }
-        wb.commit().map_err(engine)
+        wb.commit().map_err(engine)?;
+        for ks in Keyspace::ALL {
+            if long[ks.slot()] {
+                self.rotate_long_chains(ks);
+            }
+        }
+        Ok(())
     }
 
     fn sync(&self) -> StorageResult<()> {
@@ -134,5 +219,51 @@ impl Storage for DiskStorage {
 
     fn approximate_size(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DiskStorage, Keyspace, MAX_VERSION_CHAIN, VersionChains};
+    use crate::storage::{Batch, Storage};
+
+    #[test]
+    fn a_bucket_reports_a_long_chain_at_the_limit() {
+        let chains = VersionChains::new();
+        for _ in 1..MAX_VERSION_CHAIN {
+            assert!(!chains.record(b"hot"));
+        }
+        assert!(chains.record(b"hot"));
+        chains.reset();
+        assert!(!chains.record(b"hot"));
+    }
+
+    /// Rewriting one key many times rotates the memtable, and the flush leaves a table: no
+    /// version chain outgrows the limit by much. Without the rotation, a few thousand small
+    /// writes stay in the memtable (fjall rotates at 64 MiB) and no table is ever written.
+    #[test]
+    fn rewriting_one_key_rotates_the_memtable() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let store = DiskStorage::open(dir.path())?;
+        for i in 0..4 * MAX_VERSION_CHAIN {
+            let mut batch = Batch::new();
+            batch.put(Keyspace::Docs, &b"hot"[..], i.to_be_bytes().to_vec());
+            store.commit(batch)?;
+        }
+        let docs = store.ks(Keyspace::Docs);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while docs.table_count() == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no flush after {} writes of one key",
+                4 * MAX_VERSION_CHAIN
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The other keyspaces were not touched.
+        assert_eq!(store.ks(Keyspace::Index).table_count(), 0);
+        let value = store.get(Keyspace::Docs, b"hot")?.ok_or("hot key lost")?;
+        assert_eq!(&value[..], &(4 * MAX_VERSION_CHAIN - 1).to_be_bytes()[..]);
+        Ok(())
     }
 }
