@@ -56,23 +56,18 @@ pub struct Scan {
     pub reverse: bool,
     /// Documents read so far (explain's `docsExamined`).
     pub examined: u64,
-    /// Cancelled at shutdown: the scan then fails with `InterruptedAtShutdown`.
-    pub interrupt: Option<tokio_util::sync::CancellationToken>,
+    /// What stops the scan (shutdown, the command's `maxTimeMS`), checked as it reads.
+    pub interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 /// Every this many entries read, a scan checks whether shutdown has begun.
 const INTERRUPT_CHECK_EVERY: u64 = 1024;
 
-/// `InterruptedAtShutdown` when `token` is cancelled, looked at every
+/// The command's interruption (shutdown, `maxTimeMS`), looked at every
 /// [`INTERRUPT_CHECK_EVERY`] entries (`read` is how many were read so far).
-fn interrupted(
-    token: Option<&tokio_util::sync::CancellationToken>,
-    read: u64,
-) -> CommandResult<()> {
-    match token {
-        Some(t) if read.is_multiple_of(INTERRUPT_CHECK_EVERY) && t.is_cancelled() => {
-            Err(CommandError::interrupted_at_shutdown())
-        }
+fn interrupted(interrupt: Option<&crate::interrupt::Interrupt>, read: u64) -> CommandResult<()> {
+    match interrupt {
+        Some(i) if read.is_multiple_of(INTERRUPT_CHECK_EVERY) => i.check(),
         _ => Ok(()),
     }
 }
@@ -276,8 +271,8 @@ pub struct IndexScan {
     pub reverse: bool,
     /// What it has read so far.
     pub stats: ScanStats,
-    /// Cancelled at shutdown: the scan then fails with `InterruptedAtShutdown`.
-    pub interrupt: Option<tokio_util::sync::CancellationToken>,
+    /// What stops the scan (shutdown, the command's `maxTimeMS`), checked as it reads.
+    pub interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 impl IndexScan {
@@ -621,12 +616,12 @@ impl Source {
         }
     }
 
-    /// Makes the scan fail with `InterruptedAtShutdown` once `token` is cancelled (checked
-    /// every [`INTERRUPT_CHECK_EVERY`] entries read).
-    pub fn set_interrupt(&mut self, token: &tokio_util::sync::CancellationToken) {
+    /// Makes the scan stop as `interrupt` says (checked every [`INTERRUPT_CHECK_EVERY`]
+    /// entries read).
+    pub fn set_interrupt(&mut self, interrupt: &crate::interrupt::Interrupt) {
         match self {
-            Source::Scan(s) => s.interrupt = Some(token.clone()),
-            Source::Index(s) => s.interrupt = Some(token.clone()),
+            Source::Scan(s) => s.interrupt = Some(interrupt.clone()),
+            Source::Index(s) => s.interrupt = Some(interrupt.clone()),
             // Already read (spilled runs are merged from files, not scanned).
             Source::Buffered(_) | Source::Sorted(_) => {}
         }

@@ -21,6 +21,7 @@ pub mod cursor;
 pub mod dispatch;
 pub mod error;
 pub mod index;
+pub mod interrupt;
 pub mod query;
 pub mod server;
 pub mod sessions;

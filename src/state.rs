@@ -151,14 +151,17 @@ impl ServerState {
         self.clock.now_ms()
     }
 
-    /// `InterruptedAtShutdown` once shutdown has begun. Long commands call it at safe points:
-    /// between the statements of a write batch, between the batches of a scan.
+    /// What stops the running command: shutdown, and its `maxTimeMS` deadline (see
+    /// [`crate::interrupt`]).
+    pub fn interrupt(&self) -> crate::interrupt::Interrupt {
+        crate::interrupt::Interrupt::current(&self.shutdown)
+    }
+
+    /// `InterruptedAtShutdown` once shutdown has begun, `MaxTimeMSExpired` once the running
+    /// command's time is up. Long commands call it at safe points: between the statements of
+    /// a write batch, between the batches of a scan.
     pub fn check_interrupt(&self) -> Result<(), crate::CommandError> {
-        if self.shutdown.is_cancelled() {
-            Err(crate::CommandError::interrupted_at_shutdown())
-        } else {
-            Ok(())
-        }
+        self.interrupt().check()
     }
 
     /// Hands out the next connection id (`hello.connectionId`), starting at 1.

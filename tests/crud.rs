@@ -2781,3 +2781,37 @@ async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
     assert_eq!(ids(&all(&client, "front", doc! {}).await?), int32s(&[100]));
     Ok(())
 }
+
+#[tokio::test]
+async fn max_time_ms_stops_a_write_batch_between_statements() -> TestResult {
+    let (_server, client) = start().await?;
+    seed(&client, "w", 0..1).await?;
+    // 20,000 statements take far longer than 5 ms: the batch stops at a safe point, the command
+    // fails as a whole, and what ran before stays applied, as in mongod.
+    let updates: Vec<Bson> = (0..20_000)
+        .map(|_| Bson::Document(doc! { "q": { "_id": 0 }, "u": { "$inc": { "n": 1 } } }))
+        .collect();
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "update": "w", "updates": updates.clone(), "maxTimeMS": 5 },
+    )
+    .await?;
+    assert_command_error(&err, 50, "MaxTimeMSExpired");
+    let done = all(&client, "w", doc! {}).await?[0].get_i32("n")?;
+    assert!(done < 20_000, "the batch ran to its end: {done}");
+    // Without a limit the same batch runs to its end.
+    let reply = run_command(&client, DB, doc! { "update": "w", "updates": updates }).await?;
+    assert_eq!(reply.get_i32("nModified")?, 20_000);
+    let inserts: Vec<Bson> = (1..50_001)
+        .map(|i| Bson::Document(doc! { "_id": i }))
+        .collect();
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "insert": "w", "documents": inserts, "maxTimeMS": 1 },
+    )
+    .await?;
+    assert_command_error(&err, 50, "MaxTimeMSExpired");
+    Ok(())
+}

@@ -450,9 +450,10 @@ pub fn check_request(
     Ok(Checked { body, limits })
 }
 
-/// Whether `maxTimeMS` bounds this command's run: reads whose work can be abandoned at any
-/// point (nothing is written, no cursor exists until the reply). Writes do not take it yet.
-fn times_out(spec: &CommandSpec, body: &bson::RawDocument) -> bool {
+/// Whether a command that runs out of `maxTimeMS` may be answered at once, its work abandoned
+/// wherever it is: reads, which write nothing and have no cursor until they reply. Other
+/// commands stop at their safe points ([`crate::interrupt`]).
+fn abandonable(spec: &CommandSpec, body: &bson::RawDocument) -> bool {
     match spec.cmd {
         Cmd::Find | Cmd::Count | Cmd::Distinct | Cmd::ListCollections | Cmd::ListIndexes => true,
         Cmd::Aggregate => !pipeline_writes(body),
@@ -489,19 +490,20 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
             &stripped_req
         }
     };
-    match checked.limits.max_time_ms {
-        Some(ms) if times_out(spec, req.body) => tokio::time::timeout(
-            std::time::Duration::from_millis(ms),
-            run_handler(spec, req, ctx, state),
-        )
-        .await
-        .unwrap_or_else(|_| {
-            Err(CommandError::new(
-                ErrorCode::MaxTimeMSExpired,
-                "operation exceeded time limit",
-            ))
-        }),
-        _ => run_handler(spec, req, ctx, state).await,
+    let Some(ms) = checked.limits.max_time_ms else {
+        return run_handler(spec, req, ctx, state).await;
+    };
+    let limit = std::time::Duration::from_millis(ms);
+    let deadline = std::time::Instant::now().checked_add(limit);
+    let run = crate::interrupt::with_deadline(deadline, run_handler(spec, req, ctx, state));
+    if abandonable(spec, req.body) {
+        // A read also answers at its deadline when it is between safe points.
+        tokio::time::timeout(limit, run)
+            .await
+            .unwrap_or_else(|_| Err(crate::interrupt::max_time_expired()))
+    } else {
+        // Writes stop at their next safe point (between statements), never half-way.
+        run.await
     }
 }
 

@@ -313,7 +313,7 @@ pub(super) async fn find_explained(
         &collection.indexes,
     )?;
     let mut source = Source::open(collection.id, snapshot, &plan.access, filter, now);
-    source.set_interrupt(&state.shutdown);
+    source.set_interrupt(&state.interrupt());
     let blocking = if plan.sorted {
         None
     } else {
@@ -507,7 +507,7 @@ pub(crate) fn open_planned(
         filter,
         state.now_ms(),
     );
-    source.set_interrupt(&state.shutdown);
+    source.set_interrupt(&state.interrupt());
     Ok((plan, source))
 }
 
@@ -559,6 +559,9 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
     Metrics::bump(&state.metrics.op_getmore);
     let ns = format!("{}.{collection}", req.db);
     let mut cursor = state.cursors.take(id, &ns, state.now_ms())?;
+    // Each getMore stops at its own interruption, not at the one of the command that opened
+    // the cursor.
+    cursor.source.set_interrupt(&state.interrupt());
     let max_docs = batch_size
         .filter(|&b| b > 0)
         .or(cursor.batch_size.filter(|&b| b > 0))

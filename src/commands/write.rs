@@ -333,7 +333,7 @@ pub(crate) struct Writer<'a> {
     /// the flags, is written with the batch.
     multikey_set: bool,
     /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
-    pub interrupt: Option<tokio_util::sync::CancellationToken>,
+    pub interrupt: Option<crate::interrupt::Interrupt>,
     /// Where record values are built, on the durable engine: each is split off as a `Bytes`
     /// sharing this buffer, so a batch of documents costs one allocation instead of one per
     /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
@@ -916,7 +916,7 @@ fn locked<T>(
             continue;
         };
         let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
-        writer.interrupt = Some(state.shutdown.clone());
+        writer.interrupt = Some(state.interrupt());
         let result = f(&mut writer);
         writer.flush()?;
         break (result, writer.ticket, created);
@@ -959,9 +959,11 @@ async fn run_batch<S, R>(
     let mut next = 0;
     let mut last_ticket = None;
     while next < statements.len() {
-        // Shutdown stops the batch between statements; what ran is committed (and durable
-        // before the process exits), and the command fails as a whole, as in mongod.
-        state.check_interrupt()?;
+        // Shutdown or `maxTimeMS` stops the batch between statements; what ran is committed
+        // (and durable before the process exits), and the command fails as a whole, as in
+        // mongod.
+        let interrupt = state.interrupt();
+        interrupt.check()?;
         let rest = statements.get(next..).unwrap_or_default();
         let create = rest.iter().any(&creates);
         let turn = locked(state, db, name, create, |w| {
@@ -969,7 +971,7 @@ async fn run_batch<S, R>(
             let mut ran = 0;
             let mut stop = false;
             for (i, stmt) in rest.iter().enumerate() {
-                if i > 0 && (started.elapsed() >= BATCH_TURN || state.shutdown.is_cancelled()) {
+                if i > 0 && (started.elapsed() >= BATCH_TURN || interrupt.is_due()) {
                     break;
                 }
                 ran = i + 1;

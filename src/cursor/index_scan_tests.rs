@@ -216,13 +216,23 @@ fn a_cancelled_scan_fails_with_interrupted_at_shutdown() {
     let docs: Vec<RawDocumentBuf> = (0..3_000).map(|i| rawdoc! { "_id": i, "a": i }).collect();
     let (storage, _) = store(&docs, &rawdoc! { "a": 1 }, &[]);
     let token = tokio_util::sync::CancellationToken::new();
+    let interrupt = crate::interrupt::Interrupt::new(token.clone(), None);
     let access = Access::Collscan { reverse: false };
     let mut source = Source::open(COLL, storage.snapshot(), &access, None, 10);
-    source.set_interrupt(&token);
+    source.set_interrupt(&interrupt);
     assert_eq!(source.drain().expect("not cancelled").len(), 3_000);
 
+    // A deadline that has passed stops it with `MaxTimeMSExpired`.
+    let past = std::time::Instant::now()
+        .checked_sub(std::time::Duration::from_millis(1))
+        .expect("a past instant");
     let mut source = Source::open(COLL, storage.snapshot(), &access, None, 10);
-    source.set_interrupt(&token);
+    source.set_interrupt(&crate::interrupt::Interrupt::new(token.clone(), Some(past)));
+    let error = source.drain().expect_err("expired");
+    assert_eq!(error.code, ErrorCode::MaxTimeMSExpired);
+
+    let mut source = Source::open(COLL, storage.snapshot(), &access, None, 10);
+    source.set_interrupt(&interrupt);
     token.cancel();
     let error = source.drain().expect_err("cancelled");
     assert_eq!(error.code, ErrorCode::InterruptedAtShutdown);
