@@ -1029,16 +1029,7 @@ fn explain_pipeline(
 
 /// A stage's count argument (`$limit`, `$skip`) as mongod holds it: a long.
 fn stage_count(v: RawBsonRef<'_>) -> Option<i64> {
-    match v {
-        RawBsonRef::Int32(n) => Some(i64::from(n)),
-        RawBsonRef::Int64(n) => Some(n),
-        #[expect(
-            clippy::cast_possible_truncation,
-            reason = "checked to be integral and in range"
-        )]
-        RawBsonRef::Double(d) if d.fract() == 0.0 && d.abs() < 9.2e18 => Some(d as i64),
-        _ => None,
-    }
+    crate::query::shape::number(v)
 }
 
 /// The stages after `$cursor` as mongod's explain serializes them: a `$match` parsed (in the

@@ -372,8 +372,8 @@ fn operator(path: &str, op: &str, v: RawBsonRef<'_>, ops: &RawDocument) -> Optio
     })
 }
 
-/// A whole number (of any numeric type).
-fn number(v: RawBsonRef<'_>) -> Option<i64> {
+/// A whole number (of any numeric type); `$limit` and `$skip` arguments are read the same way.
+pub(crate) fn number(v: RawBsonRef<'_>) -> Option<i64> {
     match v {
         RawBsonRef::Int32(n) => Some(i64::from(n)),
         RawBsonRef::Int64(n) => Some(n),
