@@ -958,6 +958,9 @@ async fn run_batch<S, R>(
     let (mut done, mut errors) = (Vec::new(), Vec::new());
     let mut next = 0;
     let mut last_ticket = None;
+    // Whether a turn may create the collection: some statement from it on upserts (found once,
+    // not per turn, which would cost O(N²) over a long batch).
+    let last_creating = statements.iter().rposition(&creates);
     while next < statements.len() {
         // Shutdown or `maxTimeMS` stops the batch between statements; what ran is committed
         // (and durable before the process exits), and the command fails as a whole, as in
@@ -965,7 +968,7 @@ async fn run_batch<S, R>(
         let interrupt = state.interrupt();
         interrupt.check()?;
         let rest = statements.get(next..).unwrap_or_default();
-        let create = rest.iter().any(&creates);
+        let create = last_creating.is_some_and(|last| last >= next);
         let turn = locked(state, db, name, create, |w| {
             let started = std::time::Instant::now();
             let mut ran = 0;
