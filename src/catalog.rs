@@ -1081,8 +1081,12 @@ impl Catalog {
     }
 
     /// Removes the data of dropped collections and indexes, in bounded batches. Returns how many keys it
-    /// removed; call again until it returns 0.
-    pub fn purge_dropped(&self) -> Result<usize, StorageError> {
+    /// removed; call again, with the same `cursor`, until it returns 0.
+    ///
+    /// Each batch goes on from the last key the one before it removed (`cursor`): a scan from
+    /// the id's first key would step over every tombstone the earlier batches left, which made
+    /// removing N keys cost O(N²). A fresh cursor (after a restart) starts at the first key.
+    pub fn purge_dropped(&self, cursor: &mut PurgeCursor) -> Result<usize, StorageError> {
         let snapshot = self.snapshot();
         let end = [DROPPED_PREFIX + 1];
         let Some(entry) = snapshot
@@ -1102,13 +1106,37 @@ impl Catalog {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_be_bytes)
             .ok_or_else(|| corrupt("dropped marker"))?;
+        if cursor.id != Some(id) {
+            *cursor = PurgeCursor {
+                id: Some(id),
+                after: Default::default(),
+            };
+        }
         let prefix = record::collection_prefix(id);
+        let prefix_end = crate::storage::prefix_end(&prefix);
+        let upper = prefix_end
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
         let mut batch = Batch::new();
+        let mut after = cursor.after.clone();
         // The id is a collection's (documents, expiry entries) or an index's (entries): ids
         // are never shared, so scanning all three keyspaces removes exactly its data.
-        for ks in [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index] {
-            for entry in snapshot.prefix(ks, &prefix).take(PURGE_BATCH) {
-                batch.delete(ks, entry?.0);
+        for (slot, ks) in [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index]
+            .into_iter()
+            .enumerate()
+        {
+            let lower = match cursor.after.get(slot).and_then(Option::as_deref) {
+                Some(last) => Bound::Excluded(last),
+                None => Bound::Included(&prefix[..]),
+            };
+            let mut last = None;
+            for entry in snapshot.range(ks, lower, upper, false).take(PURGE_BATCH) {
+                let key = entry?.0;
+                last = Some(key.clone());
+                batch.delete(ks, key);
+            }
+            if let (Some(last), Some(slot)) = (last, after.get_mut(slot)) {
+                *slot = Some(last.to_vec());
             }
         }
         let removed = batch.len();
@@ -1116,8 +1144,21 @@ impl Catalog {
             batch.delete(Keyspace::Catalog, marker);
         }
         self.store.commit(batch)?;
+        // Only once the batch is committed: a failed one is read again next time.
+        cursor.after = after;
+        if removed == 0 {
+            *cursor = PurgeCursor::default();
+        }
         Ok(removed.max(1))
     }
+}
+
+/// Where [`Catalog::purge_dropped`] has got to in the dropped id it is removing: per keyspace
+/// (documents, expiry entries, index entries), the last key it removed.
+#[derive(Debug, Default)]
+pub struct PurgeCursor {
+    id: Option<u64>,
+    after: [Option<Vec<u8>>; 3],
 }
 
 /// Runs [`Catalog::purge_dropped`] until nothing is left, now and then again whenever woken.
@@ -1126,12 +1167,23 @@ pub async fn purge_task(
     wake: Arc<tokio::sync::Notify>,
     cancel: tokio_util::sync::CancellationToken,
 ) {
+    let mut cursor = PurgeCursor::default();
     loop {
         loop {
             let catalog = Arc::clone(&catalog);
+            let mut step_cursor = std::mem::take(&mut cursor);
             // At normal priority: each step commits (holding the journal every writer waits
             // for), which must not happen on a background thread the scheduler may starve.
-            match tokio::task::spawn_blocking(move || catalog.purge_dropped()).await {
+            let step = tokio::task::spawn_blocking(move || {
+                let removed = catalog.purge_dropped(&mut step_cursor);
+                (removed, step_cursor)
+            })
+            .await
+            .map(|(removed, next)| {
+                cursor = next;
+                removed
+            });
+            match step {
                 Ok(Ok(0)) => break,
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => {
@@ -1240,7 +1292,8 @@ mod tests {
     }
 
     fn purge_all(catalog: &Catalog) {
-        while catalog.purge_dropped().unwrap() > 0 {}
+        let mut cursor = super::PurgeCursor::default();
+        while catalog.purge_dropped(&mut cursor).unwrap() > 0 {}
     }
 
     /// mongod's messages for bad database names (checked against MongoDB's `create` replies).
@@ -1414,5 +1467,52 @@ mod tests {
         purge_all(&catalog);
         assert_eq!(count(&store, Keyspace::Index), 0);
         assert_eq!(count(&store, Keyspace::Docs), 3);
+    }
+
+    /// A dropped collection's documents and expiry entries go in batches that each go on from
+    /// the last key removed (not from the first key, through the tombstones before it); a
+    /// fresh cursor (a restart) and a second dropped collection are handled too, and keys of
+    /// live collections stay.
+    #[test]
+    fn dropped_data_is_purged_in_batches_that_go_on() {
+        let store = store();
+        let catalog = Catalog::open(Arc::clone(&store)).unwrap();
+        let mut ids = Vec::new();
+        for name in ["a", "b", "keep"] {
+            let (c, _) = catalog.create("db", name, RawDocumentBuf::new()).unwrap();
+            let docs: Vec<RawDocumentBuf> = (0..2_500).map(|i| rawdoc! { "_id": i }).collect();
+            put_docs(&store, c.id, &docs);
+            let mut batch = Batch::new();
+            for d in &docs {
+                let key = keystring::to_key(d.get("_id").unwrap().unwrap());
+                batch.put(
+                    Keyspace::Expiry,
+                    crate::ttl::expiry_key(c.id, 5, &key),
+                    Vec::new(),
+                );
+            }
+            store.commit(batch).unwrap();
+            ids.push(c.id);
+        }
+        catalog.drop_collection("db", "a").unwrap();
+        catalog.drop_collection("db", "b").unwrap();
+        let mut cursor = super::PurgeCursor::default();
+        assert_eq!(catalog.purge_dropped(&mut cursor).unwrap(), 2 * PURGE_BATCH);
+        assert_eq!(count(&store, Keyspace::Docs), 3 * 2_500 - PURGE_BATCH);
+        assert_eq!(cursor.id, Some(ids[0]));
+        // A restart forgets where the removal was: it starts again at the first key left.
+        let mut cursor = super::PurgeCursor::default();
+        assert_eq!(catalog.purge_dropped(&mut cursor).unwrap(), 2 * PURGE_BATCH);
+        purge_all_with(&catalog, &mut cursor);
+        assert_eq!(count(&store, Keyspace::Docs), 2_500);
+        assert_eq!(count(&store, Keyspace::Expiry), 2_500);
+        let left = record::collection_prefix(ids[2]);
+        let snapshot = store.storage().snapshot();
+        assert_eq!(snapshot.prefix(Keyspace::Docs, &left).count(), 2_500);
+        assert!(catalog.get("db", "keep").is_some());
+    }
+
+    fn purge_all_with(catalog: &Catalog, cursor: &mut super::PurgeCursor) {
+        while catalog.purge_dropped(cursor).unwrap() > 0 {}
     }
 }
