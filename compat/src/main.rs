@@ -198,62 +198,59 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
             let path = entry?.path();
             let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
             if let Some((_, kind)) = kinds.iter().find(|(e, _)| *e == ext) {
-                let name = path
-                    .strip_prefix(&cases_root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
                 cases.push(Case {
-                    name,
+                    name: relative(&cases_root, &path),
                     path,
                     kind: *kind,
                 });
             }
         }
     }
-    if let Ok(entries) = std::fs::read_dir(root.join("ttl")) {
-        for entry in entries {
-            let path = entry?.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
-            }
-            let base = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            for (kind, via) in [
-                (Kind::TtlDriver, "mongodb-crate"),
-                (Kind::TtlMongosh, "mongosh"),
-            ] {
-                cases.push(Case {
-                    name: format!("{base} via {via}"),
-                    path: path.clone(),
-                    kind,
-                });
-            }
-        }
-    }
-    if let Ok(entries) = std::fs::read_dir(root.join("conformance")) {
-        for entry in entries {
-            let path = entry?.path();
-            if path.extension().and_then(|e| e.to_str()) != Some("json") {
-                continue;
-            }
-            let name = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+    for path in json_files(&root.join("ttl"))? {
+        let base = relative(root, &path);
+        for (kind, via) in [
+            (Kind::TtlDriver, "mongodb-crate"),
+            (Kind::TtlMongosh, "mongosh"),
+        ] {
             cases.push(Case {
-                name,
-                path,
-                kind: Kind::Conformance,
+                name: format!("{base} via {via}"),
+                path: path.clone(),
+                kind,
             });
         }
     }
+    for path in json_files(&root.join("conformance"))? {
+        cases.push(Case {
+            name: relative(root, &path),
+            path,
+            kind: Kind::Conformance,
+        });
+    }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(cases)
+}
+
+/// The `.json` files directly in `dir` (none if it does not exist).
+fn json_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("json") {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// `path` as the run names it: relative to the suite's root.
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 /// A server running in the runner's runtime; [`Server::stop`] shuts it down and waits.
