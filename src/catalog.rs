@@ -22,6 +22,8 @@ const NEXT_ID_KEY: [u8; 1] = [0x03];
 const BUILDING_PREFIX: u8 = 0x04;
 /// `0x05`: the store's key format (u32, big-endian). Stores without it are format 1.
 const FORMAT_KEY: [u8; 1] = [0x05];
+// `0x06` belongs to the disk engine: the count of compactions, written after each one
+// (`storage::disk`).
 /// Key format 2: decimal128 values have exact keystrings (format 1 keyed a decimal by its
 /// nearest double). Keys of every other value are the same in both.
 const KEY_FORMAT: u32 = 2;
@@ -1106,14 +1108,26 @@ impl Catalog {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_be_bytes)
             .ok_or_else(|| corrupt("dropped marker"))?;
+        let prefix = record::collection_prefix(id);
+        let prefix_end = crate::storage::prefix_end(&prefix);
         if cursor.id != Some(id) {
+            // First the tables that hold nothing but this id's keys go whole (no tombstones,
+            // their space back once no snapshot reads them); the keys left (in memtables and in
+            // tables shared with other ids) are removed one by one below.
+            let mut tables_dropped = false;
+            for ks in PURGED_KEYSPACES {
+                tables_dropped |= self
+                    .store
+                    .storage()
+                    .drop_range(ks, &prefix, prefix_end.as_deref())?;
+            }
             *cursor = PurgeCursor {
                 id: Some(id),
                 after: Default::default(),
+                removed: 0,
+                tables_dropped,
             };
         }
-        let prefix = record::collection_prefix(id);
-        let prefix_end = crate::storage::prefix_end(&prefix);
         let upper = prefix_end
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
@@ -1121,10 +1135,7 @@ impl Catalog {
         let mut after = cursor.after.clone();
         // The id is a collection's (documents, expiry entries) or an index's (entries): ids
         // are never shared, so scanning all three keyspaces removes exactly its data.
-        for (slot, ks) in [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index]
-            .into_iter()
-            .enumerate()
-        {
+        for (slot, ks) in PURGED_KEYSPACES.into_iter().enumerate() {
             let lower = match cursor.after.get(slot).and_then(Option::as_deref) {
                 Some(last) => Bound::Excluded(last),
                 None => Bound::Included(&prefix[..]),
@@ -1146,12 +1157,42 @@ impl Catalog {
         self.store.commit(batch)?;
         // Only once the batch is committed: a failed one is read again next time.
         cursor.after = after;
+        cursor.removed += removed;
         if removed == 0 {
+            let storage = self.store.storage();
+            storage.ledger().forget(id);
+            // Lets go of dropped tables (their files go once no snapshot reads them), and writes
+            // the tombstones of a large removal out for the compactor. Not after every small
+            // drop: a test suite drops thousands of collections, each a table flush.
+            if cursor.tables_dropped || cursor.removed >= FLUSH_AFTER_REMOVING {
+                storage.flush(&PURGED_KEYSPACES)?;
+            }
             *cursor = PurgeCursor::default();
         }
         Ok(removed.max(1))
     }
 }
+
+impl Catalog {
+    /// Dropped collections and indexes whose data is still being removed.
+    pub fn drops_pending(&self) -> Result<u64, StorageError> {
+        let end = [DROPPED_PREFIX + 1];
+        let mut n = 0;
+        for entry in self.snapshot().range(
+            Keyspace::Catalog,
+            Bound::Included(&[DROPPED_PREFIX][..]),
+            Bound::Excluded(&end[..]),
+            false,
+        ) {
+            entry?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// The keyspaces a collection's or an index's id keys data in.
+const PURGED_KEYSPACES: [Keyspace; 3] = [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index];
 
 /// Where [`Catalog::purge_dropped`] has got to in the dropped id it is removing: per keyspace
 /// (documents, expiry entries, index entries), the last key it removed.
@@ -1159,7 +1200,14 @@ impl Catalog {
 pub struct PurgeCursor {
     id: Option<u64>,
     after: [Option<Vec<u8>>; 3],
+    /// Keys removed one by one so far.
+    removed: usize,
+    /// Whether whole tables of the id were dropped.
+    tables_dropped: bool,
 }
+
+/// Keys removed one by one from a dropped id after which the memtables are written out.
+const FLUSH_AFTER_REMOVING: usize = 100_000;
 
 /// Runs [`Catalog::purge_dropped`] until nothing is left, now and then again whenever woken.
 pub async fn purge_task(

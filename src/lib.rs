@@ -16,6 +16,7 @@ pub mod background;
 pub mod catalog;
 pub mod clock;
 pub mod commands;
+pub mod compactor;
 pub mod config;
 pub mod cursor;
 pub mod dispatch;

@@ -256,7 +256,7 @@ pub fn recompute(
             batch.delete(Keyspace::Docs, key);
             continue;
         }
-        batch.put(
+        batch.replace(
             Keyspace::Docs,
             key.clone(),
             record::encode(rec.modified_ms, expires, rec.doc),
@@ -510,7 +510,8 @@ const PURGE_SLICE: Duration = Duration::from_secs(1);
 const STARVED_RATE: f64 = 10_000.0;
 
 /// The background purge: runs a pass whenever something is due (or the clock was moved),
-/// counts `metrics.ttl`, and compacts after large purges so tombstones do not slow scans.
+/// and counts `metrics.ttl`. The tombstones it writes are counted as garbage, and compacted away
+/// by `crate::compactor` once they are many.
 pub async fn purge_task(
     catalog: Arc<Catalog>,
     clock: Arc<crate::clock::Clock>,
@@ -520,7 +521,6 @@ pub async fn purge_task(
 ) {
     let worker = crate::background::Worker::start("ebb-ttl");
     let runtime = tokio::runtime::Handle::current();
-    let mut since_compaction = 0_usize;
     let mut marks = Some(PurgeMarks::default());
     let mut on_normal_priority = false;
     loop {
@@ -584,6 +584,12 @@ pub async fn purge_task(
                 if end.finished {
                     metrics.passes.fetch_add(1, Ordering::Relaxed);
                 }
+                // While more is due, the compactor waits for the end of the mass removal.
+                catalog
+                    .store()
+                    .storage()
+                    .ledger()
+                    .defer(!end.finished);
                 if removed > 0 {
                     debug!(removed, finished = end.finished, "TTL purge");
                 }
@@ -596,7 +602,6 @@ pub async fn purge_task(
                         "TTL purge starved of idle CPU: its next slice runs at normal priority"
                     );
                 }
-                since_compaction += usize::try_from(removed).unwrap_or(usize::MAX);
                 end.next
             }
             Some((Err(e), taken)) => {
@@ -609,24 +614,6 @@ pub async fn purge_task(
                 None
             }
         };
-        if since_compaction >= 100_000 {
-            since_compaction = 0;
-            let catalog = Arc::clone(&catalog);
-            // At normal priority: a compaction starved on the background thread took 20 s on
-            // a saturated machine, and writers waited on it meanwhile.
-            let compacted = tokio::task::spawn_blocking(move || {
-                // Only the small expiry keyspace: rewriting every document (a major compaction
-                // of `docs`) stalled foreground requests for tens of milliseconds, and fjall's
-                // own compaction drops the documents' tombstones as it merges their tables.
-                catalog.store().storage().compact(&[Keyspace::Expiry])
-            })
-            .await;
-            match compacted {
-                Ok(Ok(())) => info!("compacted after TTL purges"),
-                Ok(Err(e)) => warn!(error = %e, "compaction after TTL purges failed"),
-                Err(e) => warn!(error = %e, "compaction task failed"),
-            }
-        }
         let wait = next.map_or(PURGE_IDLE, |due| {
             let ms = due.saturating_sub(clock.now_ms()).clamp(0, 1000);
             Duration::from_millis(ms.cast_unsigned())

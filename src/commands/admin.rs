@@ -402,7 +402,33 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             },
         },
         "storageEngine": storage_engine(state.config.in_memory),
+        "ebb": { "storage": storage_garbage(state) },
         "ok": 1.0,
+    }
+}
+
+/// `serverStatus.ebb.storage`: what deletion left behind and what removes it (docs/storage.md,
+/// "Garbage and compaction"). Per keyspace, the garbage entries written since start and the
+/// debt (written since its last compaction).
+fn storage_garbage(state: &ServerState) -> RawDocumentBuf {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    let status = state.catalog.store().storage().ledger().status();
+    let mut garbage = RawDocumentBuf::new();
+    for (ks, written, debt) in &status.keyspaces {
+        garbage.append(
+            bson::raw::CString::try_from(ks.name()).unwrap_or_else(|_| cstr!("?").to_owned()),
+            rawdoc! {
+                "tombstones": count(written.tombstones),
+                "supersededVersions": count(written.superseded),
+                "sinceCompaction": count(debt.total()),
+            },
+        );
+    }
+    rawdoc! {
+        "dropsPending": count(state.catalog.drops_pending().unwrap_or(0)),
+        "compactions": count(status.compactions),
+        "bytesFreed": count(status.bytes_freed),
+        "garbage": garbage,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Collection and database commands: `create`, `drop`, `dropDatabase`, `listCollections`,
-//! `listDatabases`, `renameCollection`, `collStats`, `dbStats`.
+//! `listDatabases`, `renameCollection`, `collStats`, `dbStats`, `compact`.
 
 use bson::raw::cstr;
 use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, rawdoc};
@@ -277,8 +277,88 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
     reply.append(cstr!("totalIndexSize"), 0_i64);
     reply.append(cstr!("totalSize"), size);
     reply.append(cstr!("scaleFactor"), 1);
+    if let Some(collection) = state.catalog.get(req.db, name) {
+        // Ebb's own: what deletes and updates left in storage since its last compaction.
+        let debt = collection_debt(state.catalog.store().storage().as_ref(), &collection);
+        reply.append(
+            cstr!("ebb"),
+            rawdoc! {
+                "garbage": {
+                    "tombstones": i64::try_from(debt.tombstones).unwrap_or(i64::MAX),
+                    "supersededVersions": i64::try_from(debt.superseded).unwrap_or(i64::MAX),
+                },
+            },
+        );
+    }
     reply.append(cstr!("ok"), 1.0);
     Ok(reply)
+}
+
+/// `compact`: rewrites the keyspaces that hold the collection (they are shared with every other
+/// collection: a compaction of one compacts them all), dropping tombstones and superseded
+/// versions, and answers the disk bytes given back. `dryRun` compacts nothing and answers
+/// `estimatedBytesFreed`: the collection's garbage entries the ledger counts, times the store's
+/// average bytes per entry. `force` (for replica-set primaries) and `freeSpaceTargetMB` (a
+/// `WiredTiger` threshold) change nothing here.
+pub(super) async fn compact(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    crate::catalog::validate_namespace(req.db, name)?;
+    if name.starts_with("system.") {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            "can't compact a system namespace",
+        ));
+    }
+    let Some(collection) = state.catalog.get(req.db, name) else {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceNotFound,
+            "collection does not exist",
+        ));
+    };
+    let dry_run = opt_bool(req, "dryRun")?.unwrap_or(false);
+    let storage = std::sync::Arc::clone(state.catalog.store().storage());
+    if dry_run {
+        let debt = collection_debt(storage.as_ref(), &collection).total();
+        let entries: u64 = crate::compactor::KEYSPACES
+            .iter()
+            .map(|ks| storage.entry_count(*ks))
+            .sum();
+        let per_entry = storage.approximate_size() / entries.max(1);
+        return Ok(rawdoc! {
+            "estimatedBytesFreed": i64::try_from(debt.saturating_mul(per_entry)).unwrap_or(i64::MAX),
+            "ok": 1.0,
+        });
+    }
+    let freed = tokio::task::spawn_blocking(move || {
+        storage.compact(&crate::compactor::KEYSPACES)
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))??;
+    Ok(rawdoc! {
+        "bytesFreed": i64::try_from(freed).unwrap_or(i64::MAX),
+        "ok": 1.0,
+    })
+}
+
+/// The garbage the ledger counts for a collection: its documents' (and expiry entries') and its
+/// indexes' entries', since the keyspaces were last compacted.
+fn collection_debt(
+    storage: &dyn crate::storage::Storage,
+    collection: &Collection,
+) -> crate::storage::garbage::Debt {
+    let ledger = storage.ledger();
+    let mut debt = ledger.id_debt(Keyspace::Docs, collection.id);
+    for ks in [Keyspace::Expiry, Keyspace::Index] {
+        let d = ledger.id_debt(ks, collection.id);
+        debt.tombstones += d.tombstones;
+        debt.superseded += d.superseded;
+    }
+    for index in &collection.field_indexes {
+        let d = ledger.id_debt(Keyspace::Index, index.id);
+        debt.tombstones += d.tombstones;
+        debt.superseded += d.superseded;
+    }
+    debt
 }
 
 #[expect(

@@ -382,6 +382,17 @@ pub static CONNECTION_STATUS: Args = Args {
     fields: &[opt("showPrivileges", SafeBool)],
 };
 
+/// `compact` (mongod 8.0: `force`, `freeSpaceTargetMB`, `dryRun`).
+pub static COMPACT: Args = Args {
+    path: "compact",
+    strict: true,
+    fields: &[
+        opt("force", Bool),
+        opt("freeSpaceTargetMB", Number),
+        opt("dryRun", Bool),
+    ],
+};
+
 /// `shutdown`.
 pub static SHUTDOWN: Args = Args {
     path: "shutdown",

@@ -49,6 +49,7 @@ enum Cmd {
     ListCollections,
     RenameCollection,
     CollStats,
+    Compact,
     DbStats,
     Insert,
     Update,
@@ -223,6 +224,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         Cmd::CollStats,
         &spec::Args::LOOSE,
         "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024",
+    ),
+    C::other(
+        "compact",
+        Cmd::Compact,
+        &fields::COMPACT,
+        "compact collection: rewrites the storage holding it, dropping deleted and expired data",
     ),
     C::other(
         "connectionStatus",
@@ -550,6 +557,7 @@ async fn run_handler(
         Cmd::ListCollections => collection::list_collections(req, state),
         Cmd::RenameCollection => collection::rename_collection(req, state).await,
         Cmd::CollStats => collection::coll_stats(req, state).await,
+        Cmd::Compact => collection::compact(req, state).await,
         Cmd::DbStats => collection::db_stats(req, state).await,
         Cmd::Insert => write::insert(req, state).await,
         Cmd::Update => write::update(req, state).await,

@@ -579,7 +579,11 @@ impl<'a> Writer<'a> {
                 *front = Some(key.clone());
             }
         }
-        self.batch.put(Keyspace::Docs, key, value);
+        if old.is_some() {
+            self.batch.replace(Keyspace::Docs, key, value);
+        } else {
+            self.batch.put(Keyspace::Docs, key, value);
+        }
         self.pending.insert(id_key, expires);
         Ok(())
     }

@@ -44,6 +44,10 @@ pub async fn run(
         cancel.clone(),
     ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
+    background.spawn(crate::compactor::compact_task(
+        Arc::clone(state.catalog.store().storage()),
+        cancel.clone(),
+    ));
     let requests = {
         let state = state.clone();
         Arc::new(move || {

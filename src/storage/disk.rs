@@ -7,9 +7,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
-use fjall::{Database, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
 
-use super::{Batch, Keyspace, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
+use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
 
 /// fjall-backed durable storage.
 pub struct DiskStorage {
@@ -17,7 +17,15 @@ pub struct DiskStorage {
     keyspaces: [fjall::Keyspace; 4],
     /// Per keyspace, how many versions its active memtable holds of each key (approximately).
     chains: [VersionChains; 4],
+    ledger: Ledger,
 }
+
+/// The catalog key [`DiskStorage::release`] writes.
+const COMPACTIONS_KEY: [u8; 1] = [0x06];
+
+/// The key [`DiskStorage::release`] deletes in the other keyspaces: above every id's keys (ids
+/// are counted up from 1 and never reach `u64::MAX`), and never written, so no scan sees it.
+const RELEASE_KEY: [u8; 9] = [0xFF; 9];
 
 /// Writes a key may take in the active memtable before the memtable is rotated, so that its
 /// flush drops the superseded versions (see `docs/storage.md`, "Version chains"). A scan steps
@@ -102,6 +110,7 @@ impl DiskStorage {
                 VersionChains::new(),
                 VersionChains::new(),
             ],
+            ledger: Ledger::default(),
         })
     }
 
@@ -120,6 +129,30 @@ impl DiskStorage {
         if let Err(e) = keyspace.rotate_memtable() {
             tracing::warn!(keyspace = ks.name(), error = %e, "memtable rotation failed");
         }
+    }
+
+    /// Lets go of what no reader needs: tables replaced by a compaction or dropped by a range
+    /// drop stay on disk while a version of the tree names them, and journals stay while a
+    /// keyspace that has writes in them has not flushed a table newer than them. fjall lets go
+    /// of old versions when it rotates a memtable (only one that held something), and of a
+    /// journal only once every keyspace written in it has a table with a newer write: a
+    /// compaction that removed all of a keyspace's recent writes (or all its tables) leaves
+    /// none, and the journals would stay until new writes there are flushed. So this writes the
+    /// count of compactions under the catalog key `0x06`, a tombstone of [`RELEASE_KEY`] (a key
+    /// no id reaches) in each of `keyspaces`, and rotates their memtables.
+    fn release(&self, keyspaces: &[Keyspace]) -> StorageResult<()> {
+        let compactions = self.ledger.status().compactions;
+        let catalog = self.ks(Keyspace::Catalog);
+        catalog
+            .insert(COMPACTIONS_KEY, compactions.to_be_bytes())
+            .map_err(engine)?;
+        for ks in keyspaces.iter().filter(|ks| **ks != Keyspace::Catalog) {
+            self.ks(*ks).remove(RELEASE_KEY).map_err(engine)?;
+            self.ks(*ks).rotate_memtable().map_err(engine)?;
+        }
+        catalog.rotate_memtable().map_err(engine)?;
+        self.ledger.set_release_pending(true);
+        Ok(())
     }
 
     fn ks(&self, ks: Keyspace) -> &fjall::Keyspace {
@@ -179,17 +212,18 @@ impl Storage for DiskStorage {
     }
 
     fn commit(&self, batch: Batch) -> StorageResult<()> {
+        self.ledger.record(&batch);
         let mut wb = self.db.batch();
         let mut long = [false; 4];
         for op in batch.ops {
             let (ks, key) = match &op {
-                Op::Put(ks, k, _) | Op::Delete(ks, k) => (*ks, k),
+                Op::Put(ks, k, _) | Op::Replace(ks, k, _) | Op::Delete(ks, k) => (*ks, k),
             };
             if self.chains[ks.slot()].record(key) {
                 long[ks.slot()] = true;
             }
             match op {
-                Op::Put(ks, k, v) => wb.insert(self.ks(ks), k, v),
+                Op::Put(ks, k, v) | Op::Replace(ks, k, v) => wb.insert(self.ks(ks), k, v),
                 Op::Delete(ks, k) => wb.remove(self.ks(ks), k),
             }
         }
@@ -210,11 +244,61 @@ impl Storage for DiskStorage {
         true
     }
 
-    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<()> {
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64> {
+        let before = self.db.disk_space().unwrap_or(0);
         for ks in keyspaces {
-            self.ks(*ks).major_compact().map_err(engine)?;
+            let keyspace = self.ks(*ks);
+            self.ledger.compaction_started(*ks);
+            // Tombstones and versions still in memtables are out of a major compaction's reach:
+            // write them to a table first.
+            keyspace.rotate_memtable_and_wait().map_err(engine)?;
+            keyspace.major_compact().map_err(engine)?;
         }
-        Ok(())
+        self.release(keyspaces)?;
+        let freed = before.saturating_sub(self.db.disk_space().unwrap_or(0));
+        self.ledger.compaction_finished(freed);
+        Ok(freed)
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn entry_count(&self, ks: Keyspace) -> u64 {
+        self.ks(ks).approximate_len() as u64
+    }
+
+    fn drop_range(
+        &self,
+        ks: Keyspace,
+        lower: &[u8],
+        upper: Option<&[u8]>,
+    ) -> StorageResult<bool> {
+        let tree = &self.ks(ks).tree;
+        // A drop of no table still writes a new version of the tree's manifest: skip it.
+        let inside = |min: &[u8], max: &[u8]| min >= lower && upper.is_none_or(|u| max < u);
+        let tables = tree
+            .current_version()
+            .iter_tables()
+            .filter(|t| inside(t.metadata.key_range.min(), t.metadata.key_range.max()))
+            .count();
+        if tables == 0 {
+            return Ok(false);
+        }
+        let upper = upper.map_or(Bound::Unbounded, Bound::Excluded);
+        tree.drop_range::<&[u8], _>((Bound::Included(lower), upper))
+            .map_err(|e| engine(e.into()))?;
+        Ok(true)
+    }
+
+    fn flush(&self, keyspaces: &[Keyspace]) -> StorageResult<()> {
+        self.release(keyspaces)
+    }
+
+    fn holds_released(&self) -> bool {
+        self.keyspaces
+            .iter()
+            .any(|ks| ks.tree.version_free_list_len() > 0)
     }
 
     fn approximate_size(&self) -> u64 {
@@ -226,6 +310,72 @@ impl Storage for DiskStorage {
 mod tests {
     use super::{DiskStorage, Keyspace, MAX_VERSION_CHAIN, VersionChains};
     use crate::storage::{Batch, Storage};
+
+    fn keyed(id: u64, i: u32) -> Vec<u8> {
+        let mut k = id.to_be_bytes().to_vec();
+        k.extend_from_slice(&i.to_be_bytes());
+        k
+    }
+
+    /// A range drop removes the tables wholly inside the range, not a key outside it; a snapshot
+    /// taken before still reads the dropped keys; a compaction gives the space back and resets the
+    /// debt the ledger counted.
+    #[test]
+    fn range_drops_and_compactions() -> Result<(), Box<dyn std::error::Error>> {
+        use std::ops::Bound;
+        let dir = tempfile::tempdir()?;
+        let store = DiskStorage::open(dir.path())?;
+        let docs = store.ks(Keyspace::Docs);
+        for id in [1_u64, 2, 3] {
+            let mut batch = Batch::new();
+            for i in 0..1_000 {
+                batch.put(Keyspace::Docs, keyed(id, i), vec![0_u8; 100]);
+            }
+            store.commit(batch)?;
+            // One table per id.
+            docs.rotate_memtable_and_wait()?;
+        }
+        // Id 2 has keys in the memtable too.
+        let mut batch = Batch::new();
+        batch.put(Keyspace::Docs, keyed(2, 5_000), &b"late"[..]);
+        store.commit(batch)?;
+        let before = store.snapshot();
+        let lower = 2_u64.to_be_bytes();
+        let upper = 3_u64.to_be_bytes();
+        assert!(store.drop_range(Keyspace::Docs, &lower, Some(&upper))?);
+        // Nothing left to drop whole: no table is wholly inside any more.
+        assert!(!store.drop_range(Keyspace::Docs, &lower, Some(&upper))?);
+        let after = store.snapshot();
+        let count = |snap: &dyn crate::storage::Snapshot, id: u64| {
+            snap.prefix(Keyspace::Docs, &id.to_be_bytes()).count()
+        };
+        assert_eq!(count(before.as_ref(), 2), 1_001);
+        assert_eq!(count(after.as_ref(), 2), 1, "only the memtable's key is left");
+        assert_eq!(count(after.as_ref(), 1), 1_000);
+        assert_eq!(count(after.as_ref(), 3), 1_000);
+        assert!(after
+            .range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false)
+            .all(|e| e.is_ok()));
+        drop(before);
+
+        // Deleting id 1's keys leaves debt; a compaction clears it.
+        let mut batch = Batch::new();
+        for i in 0..1_000 {
+            batch.delete(Keyspace::Docs, keyed(1, i));
+        }
+        store.commit(batch)?;
+        assert_eq!(store.ledger().debt(Keyspace::Docs).tombstones, 1_000);
+        assert_eq!(store.ledger().id_debt(Keyspace::Docs, 1).tombstones, 1_000);
+        store.compact(&[Keyspace::Docs])?;
+        assert_eq!(store.ledger().debt(Keyspace::Docs).total(), 0);
+        assert_eq!(store.ledger().status().compactions, 1);
+        assert_eq!(count(store.snapshot().as_ref(), 1), 0);
+        assert_eq!(count(store.snapshot().as_ref(), 3), 1_000);
+        // Only id 2's late key and id 3 are left, and the one tombstone `release` writes: the
+        // thousand tombstones are gone.
+        assert_eq!(store.entry_count(Keyspace::Docs), 1_002);
+        Ok(())
+    }
 
     #[test]
     fn a_bucket_reports_a_long_chain_at_the_limit() {

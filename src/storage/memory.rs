@@ -7,7 +7,7 @@ use std::sync::RwLock;
 use bytes::Bytes;
 use imbl::OrdMap;
 
-use super::{Batch, Keyspace, Op, Scan, Snapshot, Storage, StorageResult};
+use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageResult};
 
 type Maps = [OrdMap<Bytes, Bytes>; 4];
 
@@ -15,6 +15,7 @@ type Maps = [OrdMap<Bytes, Bytes>; 4];
 #[derive(Debug, Default)]
 pub struct MemoryStorage {
     maps: RwLock<Maps>,
+    ledger: Ledger,
 }
 
 impl MemoryStorage {
@@ -84,13 +85,14 @@ impl Storage for MemoryStorage {
     }
 
     fn commit(&self, batch: Batch) -> StorageResult<()> {
+        self.ledger.record(&batch);
         let mut maps = match self.maps.write() {
             Ok(m) => m,
             Err(poisoned) => poisoned.into_inner(),
         };
         for op in batch.ops {
             match op {
-                Op::Put(ks, k, v) => {
+                Op::Put(ks, k, v) | Op::Replace(ks, k, v) => {
                     maps[ks.slot()].insert(k, v);
                 }
                 Op::Delete(ks, k) => {
@@ -109,9 +111,25 @@ impl Storage for MemoryStorage {
         false
     }
 
-    fn compact(&self, _keyspaces: &[Keyspace]) -> StorageResult<()> {
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64> {
         // Deleted entries leave nothing behind in memory.
-        Ok(())
+        for ks in keyspaces {
+            self.ledger.compaction_started(*ks);
+        }
+        self.ledger.compaction_finished(0);
+        Ok(0)
+    }
+
+    fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    fn entry_count(&self, ks: Keyspace) -> u64 {
+        let maps = match self.maps.read() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        maps[ks.slot()].len() as u64
     }
 
     fn approximate_size(&self) -> u64 {

@@ -6,6 +6,7 @@
 
 mod commit;
 mod disk;
+pub mod garbage;
 mod memory;
 pub mod record;
 
@@ -15,6 +16,7 @@ use bytes::Bytes;
 
 pub use commit::GroupCommit;
 pub use disk::DiskStorage;
+pub use garbage::Ledger;
 pub use memory::MemoryStorage;
 
 /// The keyspaces (column families) of the store; each is an ordered map of its own.
@@ -64,6 +66,9 @@ impl Keyspace {
 pub enum Op {
     /// Set `key` to `value`.
     Put(Keyspace, Bytes, Bytes),
+    /// Set `key`, replacing a value stored there: the same as a put, but the replaced version
+    /// is counted as garbage ([`garbage::Ledger`]).
+    Replace(Keyspace, Bytes, Bytes),
     /// Remove `key`.
     Delete(Keyspace, Bytes),
 }
@@ -84,6 +89,11 @@ impl Batch {
     /// Adds a put.
     pub fn put(&mut self, ks: Keyspace, key: impl Into<Bytes>, value: impl Into<Bytes>) {
         self.ops.push(Op::Put(ks, key.into(), value.into()));
+    }
+
+    /// Adds a put over a stored value (see [`Op::Replace`]).
+    pub fn replace(&mut self, ks: Keyspace, key: impl Into<Bytes>, value: impl Into<Bytes>) {
+        self.ops.push(Op::Replace(ks, key.into(), value.into()));
     }
 
     /// Adds a delete.
@@ -175,8 +185,44 @@ pub trait Storage: Send + Sync + 'static {
     /// Bytes used on disk (or in memory), for `dbStats`/`listDatabases`.
     fn approximate_size(&self) -> u64;
 
-    /// Rewrites `keyspaces` to drop deleted entries (tombstones slow scans until then).
-    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<()>;
+    /// Rewrites `keyspaces` to drop deleted entries and superseded versions (tombstones slow
+    /// scans until then), first writing out what memory holds. Returns the bytes of disk it gave
+    /// back. Recorded in the [`Ledger`].
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64>;
+
+    /// The garbage counts of this store.
+    fn ledger(&self) -> &Ledger;
+
+    /// About how many entries `ks` holds: live ones, superseded versions and tombstones.
+    fn entry_count(&self, ks: Keyspace) -> u64;
+
+    /// Removes whatever part of the keys in `[lower, upper)` (`upper` none: to the end) can go
+    /// without writing a tombstone per key: on the disk engine, the tables that lie wholly
+    /// inside the range. Keys outside such tables stay: callers delete them one by one after.
+    /// Only for ranges no reader will look at again (a dropped id's keys): snapshots taken
+    /// before keep seeing the keys, later ones may see some and not others. Returns whether it
+    /// removed anything.
+    fn drop_range(
+        &self,
+        _ks: Keyspace,
+        _lower: &[u8],
+        _upper: Option<&[u8]>,
+    ) -> StorageResult<bool> {
+        Ok(false)
+    }
+
+    /// Writes what memory holds of `keyspaces` out, and lets go of tables no reader needs any
+    /// more (their files are removed): after a range drop, that is when the space comes back.
+    fn flush(&self, _keyspaces: &[Keyspace]) -> StorageResult<()> {
+        Ok(())
+    }
+
+    /// Whether tables or journals no current reader needs may still be on disk, because a
+    /// snapshot was open when they were replaced: [`Storage::flush`] of no keyspace lets go of
+    /// them once it has closed.
+    fn holds_released(&self) -> bool {
+        false
+    }
 }
 
 /// The smallest key greater than every key starting with `prefix`, or `None` if there is none

@@ -1,0 +1,303 @@
+//! Garbage accounting: what deletes and overwrites leave behind in the store, and when it is
+//! worth a compaction to remove it (see `docs/storage.md`, "Garbage and compaction").
+//!
+//! Every commit counts its tombstones (deletes) and the versions it supersedes (a put flagged as
+//! replacing a stored value), per keyspace and per collection or index id (the first eight
+//! bytes of every document, expiry and index key). The counts since the last compaction of a
+//! keyspace are its *debt*: entries a scan may step over that hold nothing live. The compactor
+//! rewrites a keyspace when its debt is a large part of all it holds, so the rewriting costs a
+//! bounded number of entries per entry of garbage written (amortised O(1)).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Batch, Keyspace, Op};
+
+/// Debt below which no keyspace is compacted by itself: small deletes are left to the engine's
+/// own compactions.
+pub const MIN_DEBT: u64 = 20_000;
+
+/// A keyspace is compacted once its debt reaches this fraction (1/n) of its entries.
+pub const DEBT_SHARE: u64 = 4;
+
+/// Garbage counts of one keyspace or one id.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Debt {
+    /// Deletes (each leaves a tombstone until a compaction reaches the last level).
+    pub tombstones: u64,
+    /// Overwrites (each leaves the version it replaced until a flush or compaction drops it).
+    pub superseded: u64,
+}
+
+impl Debt {
+    /// Entries of garbage in all.
+    pub fn total(self) -> u64 {
+        self.tombstones.saturating_add(self.superseded)
+    }
+
+    fn add(&mut self, other: Debt) {
+        self.tombstones = self.tombstones.saturating_add(other.tombstones);
+        self.superseded = self.superseded.saturating_add(other.superseded);
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    tombstones: AtomicU64,
+    superseded: AtomicU64,
+}
+
+impl Counters {
+    fn add(&self, debt: Debt) {
+        self.tombstones.fetch_add(debt.tombstones, Ordering::Relaxed);
+        self.superseded.fetch_add(debt.superseded, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> Debt {
+        Debt {
+            tombstones: self.tombstones.load(Ordering::Relaxed),
+            superseded: self.superseded.load(Ordering::Relaxed),
+        }
+    }
+
+    fn take(&self) -> Debt {
+        Debt {
+            tombstones: self.tombstones.swap(0, Ordering::Relaxed),
+            superseded: self.superseded.swap(0, Ordering::Relaxed),
+        }
+    }
+}
+
+/// Garbage written per keyspace and per id, and the compactions that removed it.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Per keyspace (by slot), written since the server started.
+    written: [Counters; 4],
+    /// Per keyspace, written since its last compaction began.
+    debt: [Counters; 4],
+    /// Per (keyspace slot, id), written since the keyspace's last compaction began.
+    by_id: Mutex<HashMap<(usize, u64), Debt>>,
+    compactions: AtomicU64,
+    bytes_freed: AtomicU64,
+    /// Set while a mass removal (a TTL purge with more due) is under way.
+    deferred: std::sync::atomic::AtomicBool,
+    /// Set when a compaction or a range drop replaced tables, until they are let go of.
+    release_pending: std::sync::atomic::AtomicBool,
+}
+
+/// What [`Ledger::status`] reports.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerStatus {
+    /// Per keyspace: garbage written since start, and the debt (since its last compaction).
+    pub keyspaces: Vec<(Keyspace, Debt, Debt)>,
+    /// Compactions run (by the compactor or the `compact` command).
+    pub compactions: u64,
+    /// Bytes on disk the compactions gave back.
+    pub bytes_freed: u64,
+}
+
+impl Ledger {
+    /// Counts the garbage `batch` leaves: call once per commit.
+    pub fn record(&self, batch: &Batch) {
+        // Commits mostly touch one or two ids: a short list beats a map here.
+        let mut seen: Vec<((usize, u64), Debt)> = Vec::new();
+        for op in &batch.ops {
+            let (ks, key, debt) = match op {
+                Op::Put(..) => continue,
+                Op::Replace(ks, key, _) => (
+                    *ks,
+                    key,
+                    Debt {
+                        tombstones: 0,
+                        superseded: 1,
+                    },
+                ),
+                Op::Delete(ks, key) => (
+                    *ks,
+                    key,
+                    Debt {
+                        tombstones: 1,
+                        superseded: 0,
+                    },
+                ),
+            };
+            let Some(id) = key_id(ks, key) else {
+                continue;
+            };
+            let slot = (ks.slot(), id);
+            match seen.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, d)) => d.add(debt),
+                None => seen.push((slot, debt)),
+            }
+        }
+        if seen.is_empty() {
+            return;
+        }
+        for ((slot, _), debt) in &seen {
+            if let (Some(w), Some(d)) = (self.written.get(*slot), self.debt.get(*slot)) {
+                w.add(*debt);
+                d.add(*debt);
+            }
+        }
+        let mut by_id = self
+            .by_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (slot, debt) in seen {
+            by_id.entry(slot).or_default().add(debt);
+        }
+    }
+
+    /// The debt of `ks`: garbage written since its last compaction began.
+    pub fn debt(&self, ks: Keyspace) -> Debt {
+        self.debt[ks.slot()].read()
+    }
+
+    /// The debt of one collection's documents or one index's entries (`id` is the collection's
+    /// or the index's), in `ks`.
+    pub fn id_debt(&self, ks: Keyspace, id: u64) -> Debt {
+        self.by_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(ks.slot(), id))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Whether `ks`, holding about `entries` entries (live, superseded and tombstones), has
+    /// enough debt to be worth compacting: a quarter of its entries, or, while a mass removal
+    /// is under way, as many as all of them (each compaction rewrites what is still live: one
+    /// after the removal rewrites less than several during it).
+    pub fn due(&self, ks: Keyspace, entries: u64) -> bool {
+        let debt = self.debt(ks).total();
+        let share = if self.deferred.load(Ordering::Relaxed) {
+            1
+        } else {
+            DEBT_SHARE
+        };
+        debt >= MIN_DEBT && debt.saturating_mul(share) >= entries
+    }
+
+    /// Notes whether tables replaced by a compaction or a range drop may still be on disk.
+    pub fn set_release_pending(&self, pending: bool) {
+        self.release_pending.store(pending, Ordering::Relaxed);
+    }
+
+    /// Whether tables replaced by a compaction or a range drop may still be on disk.
+    pub fn release_pending(&self) -> bool {
+        self.release_pending.load(Ordering::Relaxed)
+    }
+
+    /// Says whether a mass removal is under way (see [`Ledger::due`]).
+    pub fn defer(&self, under_way: bool) {
+        self.deferred.store(under_way, Ordering::Relaxed);
+    }
+
+    /// A compaction of `ks` begins: what was written so far is what it can remove.
+    pub fn compaction_started(&self, ks: Keyspace) {
+        self.debt[ks.slot()].take();
+        self.by_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(slot, _), _| *slot != ks.slot());
+    }
+
+    /// A compaction finished, giving back `bytes_freed` bytes of disk.
+    pub fn compaction_finished(&self, bytes_freed: u64) {
+        self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.bytes_freed.fetch_add(bytes_freed, Ordering::Relaxed);
+    }
+
+    /// Forgets the debts of a dropped id (its keys are gone or going).
+    pub fn forget(&self, id: u64) {
+        self.by_id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|(_, i), _| *i != id);
+    }
+
+    /// Counters for `serverStatus`.
+    pub fn status(&self) -> LedgerStatus {
+        LedgerStatus {
+            keyspaces: [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index]
+                .into_iter()
+                .map(|ks| (ks, self.written[ks.slot()].read(), self.debt(ks)))
+                .collect(),
+            compactions: self.compactions.load(Ordering::Relaxed),
+            bytes_freed: self.bytes_freed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The collection or index id a key of `ks` belongs to (its first eight bytes); none for the
+/// catalog.
+fn key_id(ks: Keyspace, key: &[u8]) -> Option<u64> {
+    if ks == Keyspace::Catalog {
+        return None;
+    }
+    key.get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_be_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: u64, rest: &[u8]) -> Vec<u8> {
+        let mut k = id.to_be_bytes().to_vec();
+        k.extend_from_slice(rest);
+        k
+    }
+
+    #[test]
+    fn deletes_and_replacements_are_counted_per_keyspace_and_id() {
+        let ledger = Ledger::default();
+        let mut batch = Batch::new();
+        batch.put(Keyspace::Docs, key(7, b"a"), &b"v"[..]);
+        batch.replace(Keyspace::Docs, key(7, b"b"), &b"v"[..]);
+        batch.delete(Keyspace::Docs, key(7, b"c"));
+        batch.delete(Keyspace::Docs, key(8, b"c"));
+        batch.delete(Keyspace::Index, key(9, b"k"));
+        batch.delete(Keyspace::Catalog, &b"x"[..]);
+        ledger.record(&batch);
+        assert_eq!(
+            ledger.debt(Keyspace::Docs),
+            Debt {
+                tombstones: 2,
+                superseded: 1
+            }
+        );
+        assert_eq!(ledger.id_debt(Keyspace::Docs, 7).total(), 2);
+        assert_eq!(ledger.id_debt(Keyspace::Docs, 8).tombstones, 1);
+        assert_eq!(ledger.id_debt(Keyspace::Index, 9).tombstones, 1);
+        assert_eq!(ledger.debt(Keyspace::Expiry).total(), 0);
+
+        ledger.compaction_started(Keyspace::Docs);
+        assert_eq!(ledger.debt(Keyspace::Docs).total(), 0);
+        assert_eq!(ledger.id_debt(Keyspace::Docs, 7).total(), 0);
+        assert_eq!(ledger.id_debt(Keyspace::Index, 9).tombstones, 1);
+        // What was written since start is kept.
+        let status = ledger.status();
+        assert_eq!(status.keyspaces[0].1.total(), 3);
+        ledger.forget(9);
+        assert_eq!(ledger.id_debt(Keyspace::Index, 9).total(), 0);
+    }
+
+    #[test]
+    fn a_keyspace_is_due_when_its_debt_is_a_large_share_of_it() {
+        let ledger = Ledger::default();
+        let mut batch = Batch::new();
+        for i in 0..MIN_DEBT {
+            batch.delete(Keyspace::Docs, key(1, &i.to_be_bytes()));
+        }
+        ledger.record(&batch);
+        assert!(ledger.due(Keyspace::Docs, MIN_DEBT * DEBT_SHARE));
+        assert!(!ledger.due(Keyspace::Docs, MIN_DEBT * DEBT_SHARE + 1));
+        assert!(!ledger.due(Keyspace::Index, 0));
+        ledger.defer(true);
+        assert!(!ledger.due(Keyspace::Docs, MIN_DEBT * DEBT_SHARE));
+        assert!(ledger.due(Keyspace::Docs, MIN_DEBT));
+    }
+}
