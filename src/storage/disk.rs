@@ -250,7 +250,13 @@ impl Storage for DiskStorage {
             let keyspace = self.ks(*ks);
             self.ledger.compaction_started(*ks);
             // Tombstones and versions still in memtables are out of a major compaction's reach:
-            // write them to a table first.
+            // write them to a table first. The rotation also moves fjall's garbage-collection
+            // watermark up to the oldest open snapshot (otherwise that happens only on a rotation
+            // or every 10,000 snapshots closed): a compaction keeps every tombstone over a write
+            // newer than the watermark, and a stale one left 400k deletes' tombstones in place. A
+            // rotation happens only if the memtable holds something: the tombstone of the
+            // never-written release key makes sure it does.
+            keyspace.remove(RELEASE_KEY).map_err(engine)?;
             keyspace.rotate_memtable_and_wait().map_err(engine)?;
             keyspace.major_compact().map_err(engine)?;
         }
