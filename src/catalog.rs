@@ -1116,10 +1116,10 @@ impl Catalog {
             // tables shared with other ids) are removed one by one below.
             let mut tables_dropped = false;
             for ks in PURGED_KEYSPACES {
-                tables_dropped |= self
-                    .store
-                    .storage()
-                    .drop_range(ks, &prefix, prefix_end.as_deref())?;
+                tables_dropped |=
+                    self.store
+                        .storage()
+                        .drop_range(ks, &prefix, prefix_end.as_deref())?;
             }
             *cursor = PurgeCursor {
                 id: Some(id),

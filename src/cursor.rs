@@ -2,7 +2,8 @@
 //! them, expires idle ones (10 minutes, MongoDB's `cursorTimeoutMillis`) and kills them.
 //!
 //! A cursor over a collection holds the storage snapshot it started on, so every batch reads
-//! the same consistent state, and resumes from the key after the last one it returned.
+//! the same consistent state, and resumes from the key after the last one it returned; after
+//! [`SNAPSHOT_HISTORY_WINDOW`] it resumes in a new snapshot instead.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
@@ -31,6 +32,12 @@ pub const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024;
 const SMALL_INDEX_READ: u64 = 4;
 /// `find`'s first batch when no `batchSize` is given.
 pub const DEFAULT_FIRST_BATCH: usize = 101;
+/// How long a cursor reads from the snapshot it took (mongod's default
+/// `minSnapshotHistoryWindowInSeconds`): after that, its next batch comes from a new one, as
+/// mongod's reads yield and go on in a newer state. A snapshot keeps every version and
+/// tombstone it can read from being compacted away; an idle cursor (up to
+/// [`CURSOR_TIMEOUT`]) must not hold them for longer than this.
+pub const SNAPSHOT_HISTORY_WINDOW: Duration = Duration::from_secs(300);
 
 /// A scan of one collection's documents in `_id` order.
 pub struct Scan {
@@ -616,6 +623,17 @@ impl Source {
         }
     }
 
+    /// Goes on reading from `snapshot` instead of the one it started on (see
+    /// [`SNAPSHOT_HISTORY_WINDOW`]); live scans resume from keys, so the next batch starts
+    /// where the last one ended, in the newer state. No effect on results already read.
+    pub fn refresh_snapshot(&mut self, snapshot: Box<dyn Snapshot>) {
+        match self {
+            Source::Scan(s) => s.snapshot = snapshot,
+            Source::Index(s) => s.snapshot = snapshot,
+            Source::Buffered(_) | Source::Sorted(_) => {}
+        }
+    }
+
     /// Makes the scan stop as `interrupt` says (checked every [`INTERRUPT_CHECK_EVERY`]
     /// entries read).
     pub fn set_interrupt(&mut self, interrupt: &crate::interrupt::Interrupt) {
@@ -743,6 +761,8 @@ pub struct Cursor {
     pub no_timeout: bool,
     /// When it was opened or last used, by the server's clock (which tests can move).
     last_used_ms: i64,
+    /// When the snapshot it reads was taken, by the server's clock.
+    snapshot_ms: i64,
 }
 
 impl Cursor {
@@ -760,6 +780,18 @@ impl Cursor {
             batch_size,
             no_timeout,
             last_used_ms: now_ms,
+            snapshot_ms: now_ms,
+        }
+    }
+
+    /// Reads from a new snapshot if its own is [`SNAPSHOT_HISTORY_WINDOW`] old at `now_ms`.
+    fn bound_snapshot(&mut self, now_ms: i64, snapshot: &dyn Fn() -> Box<dyn Snapshot>) {
+        let window = i64::try_from(SNAPSHOT_HISTORY_WINDOW.as_millis()).unwrap_or(i64::MAX);
+        if now_ms.saturating_sub(self.snapshot_ms) >= window
+            && matches!(self.source, Source::Scan(_) | Source::Index(_))
+        {
+            self.source.refresh_snapshot(snapshot());
+            self.snapshot_ms = now_ms;
         }
     }
 
@@ -844,6 +876,28 @@ impl Cursors {
             Some(_) => open
                 .remove(&id)
                 .ok_or_else(|| CommandError::internal("cursor vanished")),
+        }
+    }
+
+    /// [`Cursors::take`], and the cursor reads from a new snapshot (`snapshot()`) if its own is
+    /// [`SNAPSHOT_HISTORY_WINDOW`] old.
+    pub fn take_bounded(
+        &self,
+        id: i64,
+        ns: &str,
+        now_ms: i64,
+        snapshot: &dyn Fn() -> Box<dyn Snapshot>,
+    ) -> CommandResult<Cursor> {
+        let mut cursor = self.take(id, ns, now_ms)?;
+        cursor.bound_snapshot(now_ms, snapshot);
+        Ok(cursor)
+    }
+
+    /// Moves every cursor whose snapshot is [`SNAPSHOT_HISTORY_WINDOW`] old at `now_ms` to a
+    /// new one, so that idle cursors do not keep old versions from compaction.
+    pub fn bound_snapshots(&self, now_ms: i64, snapshot: &dyn Fn() -> Box<dyn Snapshot>) {
+        for cursor in self.lock().values_mut() {
+            cursor.bound_snapshot(now_ms, snapshot);
         }
     }
 

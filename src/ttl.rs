@@ -585,11 +585,7 @@ pub async fn purge_task(
                     metrics.passes.fetch_add(1, Ordering::Relaxed);
                 }
                 // While more is due, the compactor waits for the end of the mass removal.
-                catalog
-                    .store()
-                    .storage()
-                    .ledger()
-                    .defer(!end.finished);
+                catalog.store().storage().ledger().defer(!end.finished);
                 if removed > 0 {
                     debug!(removed, finished = end.finished, "TTL purge");
                 }

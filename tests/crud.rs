@@ -2815,3 +2815,51 @@ async fn max_time_ms_stops_a_write_batch_between_statements() -> TestResult {
     assert_command_error(&err, 50, "MaxTimeMSExpired");
     Ok(())
 }
+
+/// A cursor reads the snapshot it opened on for five minutes (mongod's default
+/// `minSnapshotHistoryWindowInSeconds`), then goes on from where it was in a newer one, so
+/// that an idle cursor does not keep deleted data from compaction for its whole life: a
+/// collection scan's later batches show a document inserted after it opened only once the
+/// window has passed, and never return a document twice.
+#[tokio::test]
+async fn cursors_move_to_a_new_snapshot_after_the_history_window() -> TestResult {
+    let server = TestServer::start_with_test_clock().await?;
+    let client = server.client().await?;
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 0, "freeze": true })
+        .await?;
+    seed(&client, "window", 0..10).await?;
+    let db = client.database(DB);
+    let reply = db
+        .run_command(doc! { "find": "window", "batchSize": 2 })
+        .await?;
+    let (first, id) = batch(&reply)?;
+    assert_eq!(first.len(), 2);
+    coll(&client, "window")
+        .insert_many([doc! { "_id": 100, "n": 100 }, doc! { "_id": 101, "n": 101 }])
+        .await?;
+    coll(&client, "window")
+        .delete_one(doc! { "_id": 5 })
+        .await?;
+    let get_more = |n: i32| doc! { "getMore": id, "collection": "window", "batchSize": n };
+    // Within the window: the snapshot of the find.
+    let (next, _) = batch(&db.run_command(get_more(2)).await?)?;
+    let ids: Vec<i32> = next.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    assert_eq!(ids, [2, 3]);
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 299_000, "freeze": true })
+        .await?;
+    let (next, _) = batch(&db.run_command(get_more(1)).await?)?;
+    let ids: Vec<i32> = next.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    assert_eq!(ids, [4]);
+    // Past it: the rest, as the collection is now (5 deleted, 100 and 101 inserted).
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 1_000, "freeze": true })
+        .await?;
+    let (rest, id) = batch(&db.run_command(get_more(100)).await?)?;
+    let ids: Vec<i32> = rest.iter().filter_map(|d| d.get_i32("_id").ok()).collect();
+    assert_eq!(ids, [6, 7, 8, 9, 100, 101]);
+    assert_eq!(id, 0);
+    Ok(())
+}

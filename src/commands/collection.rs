@@ -329,11 +329,9 @@ pub(super) async fn compact(req: &Request<'_>, state: &ServerState) -> CommandRe
             "ok": 1.0,
         });
     }
-    let freed = tokio::task::spawn_blocking(move || {
-        storage.compact(&crate::compactor::KEYSPACES)
-    })
-    .await
-    .map_err(|e| CommandError::internal(e.to_string()))??;
+    let freed = tokio::task::spawn_blocking(move || storage.compact(&crate::compactor::KEYSPACES))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok(rawdoc! {
         "bytesFreed": i64::try_from(freed).unwrap_or(i64::MAX),
         "ok": 1.0,

@@ -558,7 +558,10 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     Metrics::bump(&state.metrics.op_getmore);
     let ns = format!("{}.{collection}", req.db);
-    let mut cursor = state.cursors.take(id, &ns, state.now_ms())?;
+    let catalog = std::sync::Arc::clone(&state.catalog);
+    let mut cursor = state
+        .cursors
+        .take_bounded(id, &ns, state.now_ms(), &|| catalog.snapshot())?;
     // Each getMore stops at its own interruption, not at the one of the command that opened
     // the cursor.
     cursor.source.set_interrupt(&state.interrupt());

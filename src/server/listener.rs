@@ -95,9 +95,12 @@ async fn reap_cursors(state: ServerState, cancel: CancellationToken) {
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
-            () = tokio::time::sleep(Duration::from_secs(60)) => {}
+            () = tokio::time::sleep(Duration::from_secs(30)) => {}
         }
         let closed = state.cursors.reap(state.now_ms(), CURSOR_TIMEOUT);
+        state
+            .cursors
+            .bound_snapshots(state.now_ms(), &|| state.catalog.snapshot());
         if closed > 0 {
             info!(closed, "closed idle cursors");
         }

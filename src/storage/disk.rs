@@ -274,12 +274,7 @@ impl Storage for DiskStorage {
         self.ks(ks).approximate_len() as u64
     }
 
-    fn drop_range(
-        &self,
-        ks: Keyspace,
-        lower: &[u8],
-        upper: Option<&[u8]>,
-    ) -> StorageResult<bool> {
+    fn drop_range(&self, ks: Keyspace, lower: &[u8], upper: Option<&[u8]>) -> StorageResult<bool> {
         let tree = &self.ks(ks).tree;
         // A drop of no table still writes a new version of the tree's manifest: skip it.
         let inside = |min: &[u8], max: &[u8]| min >= lower && upper.is_none_or(|u| max < u);
@@ -356,12 +351,18 @@ mod tests {
             snap.prefix(Keyspace::Docs, &id.to_be_bytes()).count()
         };
         assert_eq!(count(before.as_ref(), 2), 1_001);
-        assert_eq!(count(after.as_ref(), 2), 1, "only the memtable's key is left");
+        assert_eq!(
+            count(after.as_ref(), 2),
+            1,
+            "only the memtable's key is left"
+        );
         assert_eq!(count(after.as_ref(), 1), 1_000);
         assert_eq!(count(after.as_ref(), 3), 1_000);
-        assert!(after
-            .range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false)
-            .all(|e| e.is_ok()));
+        assert!(
+            after
+                .range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false)
+                .all(|e| e.is_ok())
+        );
         drop(before);
 
         // Deleting id 1's keys leaves debt; a compaction clears it.

@@ -50,8 +50,10 @@ struct Counters {
 
 impl Counters {
     fn add(&self, debt: Debt) {
-        self.tombstones.fetch_add(debt.tombstones, Ordering::Relaxed);
-        self.superseded.fetch_add(debt.superseded, Ordering::Relaxed);
+        self.tombstones
+            .fetch_add(debt.tombstones, Ordering::Relaxed);
+        self.superseded
+            .fetch_add(debt.superseded, Ordering::Relaxed);
     }
 
     fn read(&self) -> Debt {
