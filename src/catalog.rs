@@ -22,8 +22,9 @@ const NEXT_ID_KEY: [u8; 1] = [0x03];
 const BUILDING_PREFIX: u8 = 0x04;
 /// `0x05`: the store's key format (u32, big-endian). Stores without it are format 1.
 const FORMAT_KEY: [u8; 1] = [0x05];
-// `0x06` belongs to the disk engine: the count of compactions, written after each one
-// (`storage::disk`).
+// (`0x08`: see `EXPIRED_AT_KEY`.)
+// `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
+// one, and the count of expired documents left for a compaction (`storage::disk`).
 /// Key format 2: decimal128 values have exact keystrings (format 1 keyed a decimal by its
 /// nearest double). Keys of every other value are the same in both.
 const KEY_FORMAT: u32 = 2;
@@ -1173,7 +1174,30 @@ impl Catalog {
     }
 }
 
+/// `0x08`: the latest instant at which the purge judged documents expired (i64, big-endian):
+/// the server's clock never reads earlier (`crate::clock::Clock::raise_floor`).
+const EXPIRED_AT_KEY: [u8; 1] = [0x08];
+
 impl Catalog {
+    /// Adds to `batch` that the purge judged documents expired at `now_ms`.
+    pub fn note_expired_at(batch: &mut Batch, now_ms: i64) {
+        batch.put(
+            Keyspace::Catalog,
+            &EXPIRED_AT_KEY[..],
+            now_ms.to_be_bytes().to_vec(),
+        );
+    }
+
+    /// The latest instant at which the purge judged documents expired, if any.
+    pub fn expired_at(&self) -> Result<Option<i64>, StorageError> {
+        Ok(self
+            .store
+            .storage()
+            .get(Keyspace::Catalog, &EXPIRED_AT_KEY)?
+            .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+            .map(i64::from_be_bytes))
+    }
+
     /// Dropped collections and indexes whose data is still being removed.
     pub fn drops_pending(&self) -> Result<u64, StorageError> {
         let end = [DROPPED_PREFIX + 1];

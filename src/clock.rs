@@ -10,11 +10,17 @@ use tokio::sync::Notify;
 /// Marks a clock that follows real time.
 const RUNNING: i64 = i64::MIN;
 
-/// Wall-clock time plus an offset that only moves forward, or a frozen instant.
+/// Wall-clock time plus an offset that only moves forward, or a frozen instant; never below
+/// its floor.
 #[derive(Debug)]
 pub struct Clock {
     offset_ms: AtomicI64,
     frozen_at: AtomicI64,
+    /// The latest instant at which the purge judged documents expired and left them for the
+    /// compaction (kept across restarts by the catalog): the clock never reads earlier, so
+    /// a wall clock set back (or a restart after a test moved the clock) brings none of them
+    /// back.
+    floor_ms: AtomicI64,
     changed: Notify,
 }
 
@@ -23,6 +29,7 @@ impl Default for Clock {
         Clock {
             offset_ms: AtomicI64::new(0),
             frozen_at: AtomicI64::new(RUNNING),
+            floor_ms: AtomicI64::new(i64::MIN),
             changed: Notify::new(),
         }
     }
@@ -31,12 +38,18 @@ impl Default for Clock {
 impl Clock {
     /// Milliseconds since the epoch.
     pub fn now_ms(&self) -> i64 {
-        match self.frozen_at.load(Ordering::SeqCst) {
+        let now = match self.frozen_at.load(Ordering::SeqCst) {
             RUNNING => bson::DateTime::now()
                 .timestamp_millis()
                 .saturating_add(self.offset_ms.load(Ordering::SeqCst)),
             frozen => frozen,
-        }
+        };
+        now.max(self.floor_ms.load(Ordering::SeqCst))
+    }
+
+    /// Makes sure the clock never reads earlier than `ms` from now on.
+    pub fn raise_floor(&self, ms: i64) {
+        self.floor_ms.fetch_max(ms, Ordering::SeqCst);
     }
 
     /// Moves the clock forward by `ms` and wakes whoever waits on [`Clock::changed`].
@@ -94,6 +107,18 @@ mod tests {
         clock.freeze(false);
         assert!(clock.now_ms() >= t + 1000);
         assert!(!clock.is_frozen());
+    }
+
+    #[test]
+    fn the_clock_never_reads_below_its_floor() {
+        let clock = Clock::default();
+        let t = clock.now_ms();
+        clock.raise_floor(t + 60_000);
+        assert!(clock.now_ms() >= t + 60_000);
+        clock.freeze(true);
+        assert!(clock.now_ms() >= t + 60_000);
+        clock.raise_floor(t);
+        assert!(clock.now_ms() >= t + 60_000, "a floor is never lowered");
     }
 
     #[test]

@@ -200,25 +200,8 @@ pub fn document_ttl(doc: &RawDocument) -> Option<i64> {
     }
 }
 
-/// An expiry instant as an order-preserving 8-byte key part.
-fn instant_key(ms: i64) -> [u8; 8] {
-    (ms.cast_unsigned() ^ (1 << 63)).to_be_bytes()
-}
-
-/// The instant of an `expiry` keyspace key (the inverse of [`instant_key`]).
-fn instant_of(expiry_key: &[u8]) -> Option<i64> {
-    let bytes = <[u8; 8]>::try_from(expiry_key.get(8..16)?).ok()?;
-    Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
-}
-
-/// The `expiry` keyspace key of a document: collection id, instant, `_id` keystring.
-pub fn expiry_key(collection_id: u64, expires_ms: i64, id_key: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(16 + id_key.len());
-    key.extend_from_slice(&collection_id.to_be_bytes());
-    key.extend_from_slice(&instant_key(expires_ms));
-    key.extend_from_slice(id_key);
-    key
-}
+use crate::storage::record::instant_key;
+pub use crate::storage::record::{expiry_key, instant_of};
 
 /// Adds to `batch` what makes every document of `collection` carry the expiry its (new) policy
 /// gives it. A document already expired at `now_ms` is removed instead: a policy change never
@@ -287,6 +270,8 @@ pub struct TtlMetrics {
 pub struct Due {
     /// [`Collection::write_epoch`] before the snapshot was taken.
     epoch: u64,
+    /// The instant the documents were judged expired at.
+    now_ms: i64,
     /// The expiry keys scanned, in order.
     keys: Vec<Bytes>,
     /// Their removal (with their documents and index entries) as the snapshot saw them.
@@ -317,7 +302,8 @@ fn remove_due(
         && rec.expires_ms == expires
     {
         collection.delete_entries(rec.doc, id_key, batch);
-        batch.delete(Keyspace::Docs, doc_key);
+        // No tombstone where the engine's compactions drop what the purge is done with.
+        batch.expire(Keyspace::Docs, doc_key);
         removed = true;
     }
     batch.delete(Keyspace::Expiry, key.clone());
@@ -346,6 +332,7 @@ pub fn find_due(
     };
     let mut due = Due {
         epoch,
+        now_ms,
         keys: Vec::new(),
         batch: Batch::new(),
         removed: 0,
@@ -393,6 +380,12 @@ pub fn remove_found(
         (batch, removed)
     };
     if !batch.is_empty() {
+        let mut batch = batch;
+        if removed > 0 {
+            // The records stay until a compaction drops them: the clock must never again read
+            // an instant at which they were live (see `crate::clock`).
+            Catalog::note_expired_at(&mut batch, due.now_ms);
+        }
         catalog.store().commit(batch)?;
     }
     Ok(removed)
@@ -588,6 +581,8 @@ pub async fn purge_task(
                 catalog.store().storage().ledger().defer(!end.finished);
                 if removed > 0 {
                     debug!(removed, finished = end.finished, "TTL purge");
+                    // Also kept in the catalog with each batch, for restarts.
+                    clock.raise_floor(now);
                 }
                 #[expect(clippy::cast_precision_loss, reason = "a rate")]
                 let rate = removed as f64 / started.elapsed().as_secs_f64();

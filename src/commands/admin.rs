@@ -420,6 +420,7 @@ fn storage_garbage(state: &ServerState) -> RawDocumentBuf {
             rawdoc! {
                 "tombstones": count(written.tombstones),
                 "supersededVersions": count(written.superseded),
+                "expiredDocuments": count(written.expired),
                 "sinceCompaction": count(debt.total()),
             },
         );
@@ -428,6 +429,7 @@ fn storage_garbage(state: &ServerState) -> RawDocumentBuf {
         "dropsPending": count(state.catalog.drops_pending().unwrap_or(0)),
         "compactions": count(status.compactions),
         "bytesFreed": count(status.bytes_freed),
+        "expiredDropped": count(state.catalog.store().storage().expired_dropped()),
         "garbage": garbage,
     }
 }

@@ -286,6 +286,7 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
                 "garbage": {
                     "tombstones": i64::try_from(debt.tombstones).unwrap_or(i64::MAX),
                     "supersededVersions": i64::try_from(debt.superseded).unwrap_or(i64::MAX),
+                    "expiredDocuments": i64::try_from(debt.expired).unwrap_or(i64::MAX),
                 },
             },
         );
@@ -297,8 +298,8 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
 /// `compact`: rewrites the keyspaces that hold the collection (they are shared with every other
 /// collection: a compaction of one compacts them all), dropping tombstones and superseded
 /// versions, and answers the disk bytes given back. `dryRun` compacts nothing and answers
-/// `estimatedBytesFreed`: the collection's garbage entries the ledger counts, times the store's
-/// average bytes per entry. `force` (for replica-set primaries) and `freeSpaceTargetMB` (a
+/// `estimatedBytesFreed`: the collection's garbage entries the ledger counts, times the average
+/// bytes per entry of the keyspaces' tables. `force` (for replica-set primaries) and `freeSpaceTargetMB` (a
 /// `WiredTiger` threshold) change nothing here.
 pub(super) async fn compact(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
@@ -319,11 +320,11 @@ pub(super) async fn compact(req: &Request<'_>, state: &ServerState) -> CommandRe
     let storage = std::sync::Arc::clone(state.catalog.store().storage());
     if dry_run {
         let debt = collection_debt(storage.as_ref(), &collection).total();
-        let entries: u64 = crate::compactor::KEYSPACES
+        let (entries, bytes) = crate::compactor::KEYSPACES
             .iter()
-            .map(|ks| storage.entry_count(*ks))
-            .sum();
-        let per_entry = storage.approximate_size() / entries.max(1);
+            .map(|ks| (storage.entry_count(*ks), storage.keyspace_size(*ks)))
+            .fold((0, 0), |(n, b), (en, eb)| (n + en, b + eb));
+        let per_entry = bytes / entries.max(1);
         return Ok(rawdoc! {
             "estimatedBytesFreed": i64::try_from(debt.saturating_mul(per_entry)).unwrap_or(i64::MAX),
             "ok": 1.0,
@@ -347,14 +348,10 @@ fn collection_debt(
     let ledger = storage.ledger();
     let mut debt = ledger.id_debt(Keyspace::Docs, collection.id);
     for ks in [Keyspace::Expiry, Keyspace::Index] {
-        let d = ledger.id_debt(ks, collection.id);
-        debt.tombstones += d.tombstones;
-        debt.superseded += d.superseded;
+        debt.add(ledger.id_debt(ks, collection.id));
     }
     for index in &collection.field_indexes {
-        let d = ledger.id_debt(Keyspace::Index, index.id);
-        debt.tombstones += d.tombstones;
-        debt.superseded += d.superseded;
+        debt.add(ledger.id_debt(Keyspace::Index, index.id));
     }
     debt
 }

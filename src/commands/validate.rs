@@ -5,7 +5,9 @@
 //! stored entry must belong to a live document that gives that key. Documents that have expired
 //! but are not purged yet may or may not still have their entries (one expired when written, or
 //! when an index was built, has none): their entries are neither extra nor missing, and are
-//! reported as warnings, pending the purge. Unique indexes must hold each key at most once among
+//! reported as warnings, pending the purge. Expired documents the purge is done with (their
+//! expiry entry and index entries are gone; a compaction drops their bytes, see
+//! `storage::expired`) are skipped. Unique indexes must hold each key at most once among
 //! live documents, and an index holding a multikey document must be flagged multikey.
 
 use std::collections::{HashMap, HashSet};
@@ -101,8 +103,17 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
         let live = rec.expires_ms > now_ms;
         if live {
             nrecords += 1;
-        } else {
+        } else if snapshot
+            .get(
+                Keyspace::Expiry,
+                &record::expiry_key(collection.id, rec.expires_ms, id_key),
+            )?
+            .is_some()
+        {
             expired += 1;
+        } else {
+            // The purge is done with it (its entries are gone); a compaction drops its bytes.
+            continue;
         }
         for (fi, c) in collection.field_indexes.iter().zip(&mut checks) {
             let keys = match fi.keys(rec.doc) {

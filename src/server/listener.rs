@@ -33,6 +33,22 @@ pub async fn run(
         Catalog::open(Arc::clone(&store)).map_err(|e| std::io::Error::other(e.to_string()))?,
     );
     let state = ServerState::new(config, local_addr, Arc::clone(&catalog));
+    {
+        // Compactions drop expired records the purge is done with, judged by the clock reads
+        // judge by (which tests can move).
+        let clock = Arc::clone(&state.clock);
+        // Records the purge left for the compaction must stay expired, whatever the wall clock.
+        if let Some(at) = state
+            .catalog
+            .expired_at()
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+        {
+            clock.raise_floor(at);
+        }
+        store
+            .storage()
+            .set_expiry_clock(Arc::new(move || clock.now_ms()));
+    }
     // One token for all of it: the accept loop, idle connections, background tasks, and the
     // commands running (which check it between statements and scan batches).
     let cancel = state.shutdown.clone();

@@ -4,11 +4,13 @@
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
 
+use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
 use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
 
 /// fjall-backed durable storage.
@@ -18,10 +20,16 @@ pub struct DiskStorage {
     /// Per keyspace, how many versions its active memtable holds of each key (approximately).
     chains: [VersionChains; 4],
     ledger: Ledger,
+    /// The compaction filter of `docs` (see `storage::expired`).
+    expired: Arc<ExpiredRecords>,
 }
 
 /// The catalog key [`DiskStorage::release`] writes.
 const COMPACTIONS_KEY: [u8; 1] = [0x06];
+
+/// The catalog key under which the count of expired documents left in `docs` for a compaction
+/// (the ledger's debt) is kept, so that a restart does not forget them (u64).
+const EXPIRED_LEFT_KEY: [u8; 1] = [0x07];
 
 /// The key [`DiskStorage::release`] deletes in the other keyspaces: above every id's keys (ids
 /// are counted up from 1 and never reach `u64::MAX`), and never written, so no scan sees it.
@@ -69,6 +77,12 @@ impl VersionChains {
     }
 }
 
+impl Drop for DiskStorage {
+    fn drop(&mut self) {
+        self.expired.clear_expiry();
+    }
+}
+
 impl std::fmt::Debug for DiskStorage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DiskStorage").finish_non_exhaustive()
@@ -87,8 +101,14 @@ impl DiskStorage {
     pub fn open(dir: &Path) -> StorageResult<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StorageError::Engine(format!("cannot create {}: {e}", dir.display())))?;
+        let expired = Arc::new(ExpiredRecords::default());
+        let factory: Arc<dyn fjall::compaction::filter::Factory> =
+            Arc::new(ExpiredRecordsFactory(Arc::clone(&expired)));
         let db = Database::builder(dir)
             .manual_journal_persist(true)
+            .with_compaction_filter_factories(Arc::new(move |name: &str| {
+                (name == Keyspace::Docs.name()).then(|| Arc::clone(&factory))
+            }))
             .open()
             .map_err(engine)?;
         let open = |ks: Keyspace| {
@@ -101,6 +121,15 @@ impl DiskStorage {
             open(Keyspace::Expiry)?,
             open(Keyspace::Index)?,
         ];
+        expired.set_expiry(keyspaces[Keyspace::Expiry.slot()].clone());
+        let ledger = Ledger::default();
+        if let Some(left) = keyspaces[Keyspace::Catalog.slot()]
+            .get(EXPIRED_LEFT_KEY)
+            .map_err(engine)?
+            .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+        {
+            ledger.restore_expired(Keyspace::Docs, u64::from_be_bytes(left));
+        }
         Ok(DiskStorage {
             db,
             keyspaces,
@@ -110,7 +139,8 @@ impl DiskStorage {
                 VersionChains::new(),
                 VersionChains::new(),
             ],
-            ledger: Ledger::default(),
+            ledger,
+            expired,
         })
     }
 
@@ -214,17 +244,37 @@ impl Storage for DiskStorage {
     fn commit(&self, batch: Batch) -> StorageResult<()> {
         self.ledger.record(&batch);
         let mut wb = self.db.batch();
+        if self.expired.active()
+            && batch
+                .ops
+                .iter()
+                .any(|op| matches!(op, Op::Expire(Keyspace::Docs, _)))
+        {
+            // Kept with the batch that leaves them (concurrent commits may write it out of
+            // order: it is a hint for the compactor, not an exact count).
+            let left = self.ledger.debt(Keyspace::Docs).expired;
+            wb.insert(
+                self.ks(Keyspace::Catalog),
+                EXPIRED_LEFT_KEY,
+                left.to_be_bytes(),
+            );
+        }
         let mut long = [false; 4];
         for op in batch.ops {
             let (ks, key) = match &op {
-                Op::Put(ks, k, _) | Op::Replace(ks, k, _) | Op::Delete(ks, k) => (*ks, k),
+                // Left for the compaction filter, when there is one (see `storage::expired`).
+                Op::Expire(..) if self.expired.active() => continue,
+                Op::Put(ks, k, _)
+                | Op::Replace(ks, k, _)
+                | Op::Delete(ks, k)
+                | Op::Expire(ks, k) => (*ks, k),
             };
             if self.chains[ks.slot()].record(key) {
                 long[ks.slot()] = true;
             }
             match op {
                 Op::Put(ks, k, v) | Op::Replace(ks, k, v) => wb.insert(self.ks(ks), k, v),
-                Op::Delete(ks, k) => wb.remove(self.ks(ks), k),
+                Op::Delete(ks, k) | Op::Expire(ks, k) => wb.remove(self.ks(ks), k),
             }
         }
         wb.commit().map_err(engine)?;
@@ -260,6 +310,13 @@ impl Storage for DiskStorage {
             keyspace.rotate_memtable_and_wait().map_err(engine)?;
             keyspace.major_compact().map_err(engine)?;
         }
+        if keyspaces.contains(&Keyspace::Docs) {
+            // What the compaction dropped is no longer owed; what the purge left since is.
+            let left = self.ledger.debt(Keyspace::Docs).expired;
+            self.ks(Keyspace::Catalog)
+                .insert(EXPIRED_LEFT_KEY, left.to_be_bytes())
+                .map_err(engine)?;
+        }
         self.release(keyspaces)?;
         let freed = before.saturating_sub(self.db.disk_space().unwrap_or(0));
         self.ledger.compaction_finished(freed);
@@ -270,8 +327,24 @@ impl Storage for DiskStorage {
         &self.ledger
     }
 
+    fn drops_expired(&self) -> bool {
+        self.expired.active()
+    }
+
+    fn set_expiry_clock(&self, now_ms: Clock) {
+        self.expired.set_clock(now_ms);
+    }
+
+    fn expired_dropped(&self) -> u64 {
+        self.expired.dropped()
+    }
+
     fn entry_count(&self, ks: Keyspace) -> u64 {
         self.ks(ks).approximate_len() as u64
+    }
+
+    fn keyspace_size(&self, ks: Keyspace) -> u64 {
+        self.ks(ks).disk_space()
     }
 
     fn drop_range(&self, ks: Keyspace, lower: &[u8], upper: Option<&[u8]>) -> StorageResult<bool> {
@@ -381,6 +454,78 @@ mod tests {
         // Only id 2's late key and id 3 are left, and the one tombstone `release` writes: the
         // thousand tombstones are gone.
         assert_eq!(store.entry_count(Keyspace::Docs), 1_002);
+        Ok(())
+    }
+
+    /// The compaction filter drops expired records the purge is done with (expiry entry gone),
+    /// and only those: not a live one, not an expired one the purge has not reached, and an
+    /// older version of a dropped record does not come back. The count of records left for it
+    /// survives a reopen.
+    #[test]
+    fn compactions_drop_expired_records_the_purge_is_done_with()
+    -> Result<(), Box<dyn std::error::Error>> {
+        use crate::storage::record;
+        let dir = tempfile::tempdir()?;
+        let doc = bson::rawdoc! { "a": 1 };
+        let now = 1_000;
+        let key = |i: u32| keyed(1, i);
+        let id_key = |i: u32| i.to_be_bytes().to_vec();
+        {
+            let store = DiskStorage::open(dir.path())?;
+            store.set_expiry_clock(std::sync::Arc::new(move || now));
+            assert!(store.drops_expired());
+            // 0: written live forever, then (in a newer table) expired and purged.
+            let mut batch = Batch::new();
+            batch.put(
+                Keyspace::Docs,
+                key(0),
+                record::encode(0, record::NEVER, &doc),
+            );
+            store.commit(batch)?;
+            store.ks(Keyspace::Docs).rotate_memtable_and_wait()?;
+            let mut batch = Batch::new();
+            for (i, expires) in [(0, 500), (1, 500), (2, 500), (3, 5_000), (4, record::NEVER)] {
+                batch.put(Keyspace::Docs, key(i), record::encode(0, expires, &doc));
+                if expires != record::NEVER {
+                    batch.put(
+                        Keyspace::Expiry,
+                        record::expiry_key(1, expires, &id_key(i)),
+                        Vec::new(),
+                    );
+                }
+            }
+            store.commit(batch)?;
+            // The purge is done with 0 and 1; 2 is expired but not purged yet.
+            let mut batch = Batch::new();
+            for i in [0, 1] {
+                batch.delete(Keyspace::Expiry, record::expiry_key(1, 500, &id_key(i)));
+                batch.expire(Keyspace::Docs, key(i));
+            }
+            store.commit(batch)?;
+            assert_eq!(store.ledger().debt(Keyspace::Docs).expired, 2);
+        }
+        let store = DiskStorage::open(dir.path())?;
+        assert_eq!(
+            store.ledger().debt(Keyspace::Docs).expired,
+            2,
+            "kept across a reopen"
+        );
+        store.set_expiry_clock(std::sync::Arc::new(move || now));
+        // Before the compaction the records are all there (readers judge them by the header).
+        assert!(store.get(Keyspace::Docs, &key(1))?.is_some());
+        store.compact(&[Keyspace::Expiry, Keyspace::Docs])?;
+        for (i, kept) in [(0, false), (1, false), (2, true), (3, true), (4, true)] {
+            assert_eq!(
+                store.get(Keyspace::Docs, &key(i))?.is_some(),
+                kept,
+                "record {i}"
+            );
+        }
+        assert_eq!(store.expired_dropped(), 2);
+        assert_eq!(store.ledger().debt(Keyspace::Docs).expired, 0);
+        drop(store);
+        let store = DiskStorage::open(dir.path())?;
+        assert_eq!(store.ledger().debt(Keyspace::Docs).expired, 0);
         Ok(())
     }
 

@@ -28,17 +28,28 @@ pub struct Debt {
     pub tombstones: u64,
     /// Overwrites (each leaves the version it replaced until a flush or compaction drops it).
     pub superseded: u64,
+    /// Expired documents the purge is done with, left in place for a compaction to drop.
+    pub expired: u64,
 }
 
 impl Debt {
     /// Entries of garbage in all.
     pub fn total(self) -> u64 {
-        self.tombstones.saturating_add(self.superseded)
+        self.tombstones
+            .saturating_add(self.superseded)
+            .saturating_add(self.expired)
     }
 
-    fn add(&mut self, other: Debt) {
+    /// Entries that make a compaction due: tombstones and expired documents.
+    pub fn removable(self) -> u64 {
+        self.tombstones.saturating_add(self.expired)
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: Debt) {
         self.tombstones = self.tombstones.saturating_add(other.tombstones);
         self.superseded = self.superseded.saturating_add(other.superseded);
+        self.expired = self.expired.saturating_add(other.expired);
     }
 }
 
@@ -46,6 +57,7 @@ impl Debt {
 struct Counters {
     tombstones: AtomicU64,
     superseded: AtomicU64,
+    expired: AtomicU64,
 }
 
 impl Counters {
@@ -54,12 +66,14 @@ impl Counters {
             .fetch_add(debt.tombstones, Ordering::Relaxed);
         self.superseded
             .fetch_add(debt.superseded, Ordering::Relaxed);
+        self.expired.fetch_add(debt.expired, Ordering::Relaxed);
     }
 
     fn read(&self) -> Debt {
         Debt {
             tombstones: self.tombstones.load(Ordering::Relaxed),
             superseded: self.superseded.load(Ordering::Relaxed),
+            expired: self.expired.load(Ordering::Relaxed),
         }
     }
 
@@ -67,6 +81,7 @@ impl Counters {
         Debt {
             tombstones: self.tombstones.swap(0, Ordering::Relaxed),
             superseded: self.superseded.swap(0, Ordering::Relaxed),
+            expired: self.expired.swap(0, Ordering::Relaxed),
         }
     }
 }
@@ -111,8 +126,8 @@ impl Ledger {
                     *ks,
                     key,
                     Debt {
-                        tombstones: 0,
                         superseded: 1,
+                        ..Debt::default()
                     },
                 ),
                 Op::Delete(ks, key) => (
@@ -120,7 +135,15 @@ impl Ledger {
                     key,
                     Debt {
                         tombstones: 1,
-                        superseded: 0,
+                        ..Debt::default()
+                    },
+                ),
+                Op::Expire(ks, key) => (
+                    *ks,
+                    key,
+                    Debt {
+                        expired: 1,
+                        ..Debt::default()
                     },
                 ),
             };
@@ -168,7 +191,7 @@ impl Ledger {
     }
 
     /// Whether `ks`, holding about `entries` entries (live, superseded and tombstones), has
-    /// enough tombstones to be worth compacting: a quarter of its entries, or, while a mass
+    /// enough tombstones and expired documents to be worth compacting: a quarter of its entries, or, while a mass
     /// removal is under way, as many as all of them (each compaction rewrites what is still
     /// live: one after the removal rewrites less than several during it). Replaced versions are
     /// counted but do not make a compaction due: most never reach a table (a memtable's flush
@@ -177,7 +200,7 @@ impl Ledger {
     /// them rewrote the store every 20,000 updates of one document and tripled the cost of a
     /// batch of 100,000 such updates.
     pub fn due(&self, ks: Keyspace, entries: u64) -> bool {
-        let debt = self.debt(ks).tombstones;
+        let debt = self.debt(ks).removable();
         let share = if self.deferred.load(Ordering::Relaxed) {
             1
         } else {
@@ -199,6 +222,14 @@ impl Ledger {
     /// Says whether a mass removal is under way (see [`Ledger::due`]).
     pub fn defer(&self, under_way: bool) {
         self.deferred.store(under_way, Ordering::Relaxed);
+    }
+
+    /// Sets the count of expired documents left in `ks` for a compaction (after a restart: the
+    /// count the store kept, see `storage::disk`).
+    pub fn restore_expired(&self, ks: Keyspace, expired: u64) {
+        self.debt[ks.slot()]
+            .expired
+            .store(expired, Ordering::Relaxed);
     }
 
     /// A compaction of `ks` begins: what was written so far is what it can remove.
@@ -273,7 +304,8 @@ mod tests {
             ledger.debt(Keyspace::Docs),
             Debt {
                 tombstones: 2,
-                superseded: 1
+                superseded: 1,
+                expired: 0,
             }
         );
         assert_eq!(ledger.id_debt(Keyspace::Docs, 7).total(), 2);

@@ -95,7 +95,7 @@ impl Storage for MemoryStorage {
                 Op::Put(ks, k, v) | Op::Replace(ks, k, v) => {
                     maps[ks.slot()].insert(k, v);
                 }
-                Op::Delete(ks, k) => {
+                Op::Delete(ks, k) | Op::Expire(ks, k) => {
                     maps[ks.slot()].remove(&k);
                 }
             }
@@ -122,6 +122,17 @@ impl Storage for MemoryStorage {
 
     fn ledger(&self) -> &Ledger {
         &self.ledger
+    }
+
+    fn keyspace_size(&self, ks: Keyspace) -> u64 {
+        let maps = match self.maps.read() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        maps[ks.slot()]
+            .iter()
+            .map(|(k, v)| (k.len() + v.len()) as u64)
+            .sum()
     }
 
     fn entry_count(&self, ks: Keyspace) -> u64 {

@@ -6,6 +6,7 @@
 
 mod commit;
 mod disk;
+mod expired;
 pub mod garbage;
 mod memory;
 pub mod record;
@@ -71,6 +72,11 @@ pub enum Op {
     Replace(Keyspace, Bytes, Bytes),
     /// Remove `key`.
     Delete(Keyspace, Bytes),
+    /// The document record at `key` has expired and the purge is done with it (its expiry and
+    /// index entries are deleted in the same batch): an engine that drops expired records as it
+    /// compacts ([`Storage::drops_expired`]) writes nothing and leaves it to the compaction;
+    /// another deletes it. Either way no reader sees it (its header's instant has passed).
+    Expire(Keyspace, Bytes),
 }
 
 /// Changes applied atomically by [`Storage::commit`].
@@ -94,6 +100,11 @@ impl Batch {
     /// Adds a put over a stored value (see [`Op::Replace`]).
     pub fn replace(&mut self, ks: Keyspace, key: impl Into<Bytes>, value: impl Into<Bytes>) {
         self.ops.push(Op::Replace(ks, key.into(), value.into()));
+    }
+
+    /// Adds an expired record's removal (see [`Op::Expire`]).
+    pub fn expire(&mut self, ks: Keyspace, key: impl Into<Bytes>) {
+        self.ops.push(Op::Expire(ks, key.into()));
     }
 
     /// Adds a delete.
@@ -193,8 +204,27 @@ pub trait Storage: Send + Sync + 'static {
     /// The garbage counts of this store.
     fn ledger(&self) -> &Ledger;
 
+    /// Whether compactions drop expired document records the purge is done with, so that
+    /// [`Op::Expire`] writes nothing.
+    fn drops_expired(&self) -> bool {
+        false
+    }
+
+    /// Gives the engine the clock expiry is judged by: from then on, if it can, its compactions
+    /// drop document records that have expired and whose expiry entry is gone (the purge is done
+    /// with them). Until then they drop none.
+    fn set_expiry_clock(&self, _now_ms: std::sync::Arc<dyn Fn() -> i64 + Send + Sync>) {}
+
+    /// Expired document records compactions have dropped so far.
+    fn expired_dropped(&self) -> u64 {
+        0
+    }
+
     /// About how many entries `ks` holds: live ones, superseded versions and tombstones.
     fn entry_count(&self, ks: Keyspace) -> u64;
+
+    /// About how many bytes `ks` holds (on disk: its tables, not the shared journal).
+    fn keyspace_size(&self, ks: Keyspace) -> u64;
 
     /// Removes whatever part of the keys in `[lower, upper)` (`upper` none: to the end) can go
     /// without writing a tombstone per key: on the disk engine, the tables that lie wholly

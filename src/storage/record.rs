@@ -78,6 +78,36 @@ pub fn decode(value: &[u8]) -> StorageResult<Record<'_>> {
     })
 }
 
+/// The expiry instant in a record's header, without decoding the document; none if the value
+/// is not a record.
+pub fn header_expiry(value: &[u8]) -> Option<i64> {
+    if value.first() != Some(&FORMAT) {
+        return None;
+    }
+    let bytes = <[u8; 8]>::try_from(value.get(9..HEADER_LEN)?).ok()?;
+    Some(i64::from_le_bytes(bytes))
+}
+
+/// An expiry instant as an order-preserving 8-byte key part.
+pub fn instant_key(ms: i64) -> [u8; 8] {
+    (ms.cast_unsigned() ^ (1 << 63)).to_be_bytes()
+}
+
+/// The instant of an `expiry` keyspace key (the inverse of [`instant_key`]).
+pub fn instant_of(expiry_key: &[u8]) -> Option<i64> {
+    let bytes = <[u8; 8]>::try_from(expiry_key.get(8..16)?).ok()?;
+    Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
+}
+
+/// The `expiry` keyspace key of a document: collection id, instant, `_id` keystring.
+pub fn expiry_key(collection_id: u64, expires_ms: i64, id_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + id_key.len());
+    key.extend_from_slice(&collection_id.to_be_bytes());
+    key.extend_from_slice(&instant_key(expires_ms));
+    key.extend_from_slice(id_key);
+    key
+}
+
 /// The key prefix of a collection's documents.
 pub fn collection_prefix(collection_id: u64) -> [u8; 8] {
     collection_id.to_be_bytes()
@@ -103,6 +133,11 @@ mod tests {
         assert_eq!((r.modified_ms, r.expires_ms), (5, NEVER));
         assert_eq!(r.doc.as_bytes(), doc.as_bytes());
         assert!(decode(&value[..10]).is_err());
+        assert_eq!(header_expiry(&encode(5, 77, &doc)), Some(77));
+        assert_eq!(header_expiry(&value[..10]), None);
+        let key = expiry_key(3, -5, b"id");
+        assert_eq!(instant_of(&key), Some(-5));
+        assert!(expiry_key(3, -5, b"id") < expiry_key(3, 4, b"a"));
         let mut bad = value.clone();
         bad[0] = 9;
         assert!(decode(&bad).is_err());
