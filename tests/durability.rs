@@ -19,36 +19,27 @@
 //! The load is random; the seed is printed, and `EBB_DURABILITY_SEED=<n>` replays it (as far as
 //! thread scheduling allows).
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use common::TestResult;
+use common::process::{EbbProcess, QUICK_DRAIN, data_dir, is_error};
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, RawDocumentBuf, doc, rawdoc};
-use mongodb::options::{ClientOptions, CollectionOptions, WriteConcern};
+use mongodb::options::{CollectionOptions, WriteConcern};
 use mongodb::{Client, Collection};
 use tokio::sync::mpsc;
-
-type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Concurrent writers (one driver client each).
 const WORKERS: usize = 4;
 const DB: &str = "durability";
 const COLL: &str = "docs";
-/// Bound on the server starting up (recovery included) and answering a ping.
-const STARTUP_DEADLINE: Duration = Duration::from_secs(20);
-/// Bound on a graceful stop; the server is told to give up on requests after 5 s.
-const EXIT_DEADLINE: Duration = Duration::from_secs(20);
 /// Bound on the writers finishing once the server is stopped.
 const WORKERS_DEADLINE: Duration = Duration::from_secs(30);
-/// `SIGKILL`.
-const SIGKILL: i32 = 9;
 
 // ---------------------------------------------------------------------------------------------
 // Randomness
@@ -98,242 +89,6 @@ fn seeded(test: &str) -> Rng {
         });
     println!("{test}: seed {seed} (EBB_DURABILITY_SEED={seed} to replay)");
     Rng(seed)
-}
-
-// ---------------------------------------------------------------------------------------------
-// The server process
-// ---------------------------------------------------------------------------------------------
-
-/// A running `ebb` binary with its stderr (the log) collected.
-struct Server {
-    child: Option<Child>,
-    pid: u32,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
-}
-
-/// The address in the listener's "waiting for connections address=…" line.
-fn listening_address(line: &str) -> Option<SocketAddr> {
-    if !line.contains("waiting for connections") {
-        return None;
-    }
-    let rest = &line[line.find("address=")? + "address=".len()..];
-    rest.split_whitespace().next()?.parse().ok()
-}
-
-/// Whether a log line deserves attention: a warning, an error or a panic.
-fn is_alarming(line: &str) -> bool {
-    line.contains(" WARN ") || line.contains(" ERROR ") || line.contains("panicked")
-}
-
-impl Server {
-    /// Starts `ebb` on `data_dir` on a port the kernel picks, learns the port from the log
-    /// line announcing it, and returns once the server answers a ping. Everything is bounded
-    /// by [`STARTUP_DEADLINE`].
-    async fn start(data_dir: &Path) -> TestResult<Server> {
-        let deadline = Instant::now() + STARTUP_DEADLINE;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .arg("--port")
-            .arg("0")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .arg("--shutdown-timeout-secs")
-            .arg("5")
-            .env("EBB_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        let pid = child.id();
-        let stderr = child.stderr.take().ok_or("child without stderr")?;
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-        let reader = std::thread::spawn({
-            let log = Arc::clone(&log);
-            move || {
-                let mut addr_tx = Some(addr_tx);
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(addr) = listening_address(&line)
-                        && let Some(tx) = addr_tx.take()
-                    {
-                        let _ = tx.send(addr);
-                    }
-                    log.lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .push(line);
-                }
-            }
-        });
-        let mut server = Server {
-            child: Some(child),
-            pid,
-            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            log,
-            reader: Some(reader),
-        };
-        server.addr = match tokio::time::timeout_at(deadline.into(), addr_rx).await {
-            Ok(Ok(addr)) => addr,
-            Ok(Err(_)) => {
-                // The log ended without the line: the process is gone.
-                let status = server.wait_exit().await?;
-                return Err(format!(
-                    "ebb exited ({status}) before listening; log:\n{}",
-                    server.log_text()
-                )
-                .into());
-            }
-            Err(_) => {
-                return Err(format!(
-                    "ebb did not announce its address within {STARTUP_DEADLINE:?}; log:\n{}",
-                    server.log_text()
-                )
-                .into());
-            }
-        };
-        server.wait_until_serving(deadline).await?;
-        Ok(server)
-    }
-
-    /// Polls until the port accepts a connection and a ping is answered, or `deadline`.
-    async fn wait_until_serving(&self, deadline: Instant) -> TestResult {
-        let mut backoff = Duration::from_millis(5);
-        loop {
-            let attempt = async {
-                tokio::net::TcpStream::connect(self.addr).await?;
-                let client = self.client().await?;
-                client
-                    .database("admin")
-                    .run_command(doc! { "ping": 1 })
-                    .await?;
-                TestResult::Ok(())
-            };
-            let error = match tokio::time::timeout_at(deadline.into(), attempt).await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => "timed out".to_owned(),
-            };
-            if Instant::now() + backoff >= deadline {
-                return Err(format!(
-                    "ebb at {} not serving within {STARTUP_DEADLINE:?} ({error}); log:\n{}",
-                    self.addr,
-                    self.log_text()
-                )
-                .into());
-            }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(200));
-        }
-    }
-
-    /// A driver client: direct connection, no retried writes (an error must mean "unknown
-    /// outcome", never "retried behind my back"), bounded selection and connection times.
-    async fn client(&self) -> mongodb::error::Result<Client> {
-        let mut options =
-            ClientOptions::parse(format!("mongodb://{}/?directConnection=true", self.addr)).await?;
-        options.retry_writes = Some(false);
-        options.retry_reads = Some(false);
-        options.server_selection_timeout = Some(Duration::from_secs(5));
-        options.connect_timeout = Some(Duration::from_secs(5));
-        options.app_name = Some("ebb-durability-tests".into());
-        Client::with_options(options)
-    }
-
-    fn log_lines(&self) -> Vec<String> {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn log_text(&self) -> String {
-        self.log_lines().join("\n")
-    }
-
-    fn alarming_lines(&self) -> Vec<String> {
-        self.log_lines()
-            .into_iter()
-            .filter(|l| is_alarming(l))
-            .collect()
-    }
-
-    /// Reaps the process (bounded by [`EXIT_DEADLINE`], then SIGKILL) and collects the rest of
-    /// its log.
-    async fn wait_exit(&mut self) -> TestResult<ExitStatus> {
-        let mut child = self.child.take().ok_or("the server was already stopped")?;
-        let waiter = tokio::task::spawn_blocking(move || child.wait());
-        let status = if let Ok(joined) = tokio::time::timeout(EXIT_DEADLINE, waiter).await {
-            joined??
-        } else {
-            // Still running: kill it so that nothing is left behind, then fail.
-            let _ = Command::new("kill")
-                .arg("-KILL")
-                .arg(self.pid.to_string())
-                .status();
-            return Err(format!(
-                "ebb (pid {}) still running {EXIT_DEADLINE:?} after being asked to stop; log:\n{}",
-                self.pid,
-                self.log_text()
-            )
-            .into());
-        };
-        if let Some(reader) = self.reader.take() {
-            // The pipe reaches end of file once the process is gone.
-            tokio::task::spawn_blocking(move || reader.join())
-                .await?
-                .map_err(|_| "log reader panicked")?;
-        }
-        Ok(status)
-    }
-
-    /// SIGKILL (what `Child::kill` sends on Unix), then reap. Fails unless the signal is what
-    /// ended the process: a server that had already crashed is a failure, not a kill.
-    async fn kill_9(&mut self) -> TestResult {
-        self.child
-            .as_mut()
-            .ok_or("the server was already stopped")?
-            .kill()?;
-        let status = self.wait_exit().await?;
-        if status.signal() != Some(SIGKILL) {
-            return Err(format!(
-                "ebb ended with {status} before SIGKILL; log:\n{}",
-                self.log_text()
-            )
-            .into());
-        }
-        Ok(())
-    }
-
-    /// SIGTERM, then wait (bounded) for a clean exit.
-    async fn terminate(&mut self) -> TestResult {
-        let sent = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.pid.to_string())
-            .status()?;
-        if !sent.success() {
-            return Err(format!("kill -TERM {} failed: {sent}", self.pid).into());
-        }
-        let status = self.wait_exit().await?;
-        if !status.success() {
-            return Err(format!(
-                "ebb exited with {status} after SIGTERM; log:\n{}",
-                self.log_text()
-            )
-            .into());
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // A failed test must not leave a server running.
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 fn collection(client: &Client) -> Collection<RawDocumentBuf> {
@@ -778,7 +533,7 @@ enum Stop {
 /// `model`), stops the server as `stop` says after a random delay with writes in flight, and
 /// folds what the writers learned back into `model`.
 async fn load_then_stop(
-    server: &mut Server,
+    server: &mut EbbProcess,
     model: &mut Model,
     round: i64,
     rng: &mut Rng,
@@ -842,16 +597,14 @@ async fn load_then_stop(
 async fn rounds(test: &str, rounds: i64, stop: Stop) -> TestResult {
     let began = Instant::now();
     let mut rng = seeded(test);
-    let dir = tempfile::Builder::new()
-        .prefix("ebb-durability-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let dir = data_dir("ebb-durability-")?;
     let mut model = Model::new();
     let mut total = Counts::default();
     let mut problems = Vec::new();
     let mut alarms = Vec::new();
     let mut previous: Option<(Counts, Duration)> = None;
     for round in 0..=rounds {
-        let mut server = Server::start(dir.path()).await?;
+        let mut server = EbbProcess::start(dir.path(), &QUICK_DRAIN).await?;
         let client = server.client().await?;
         let (checked, found) = verify(&collection(&client), &mut model).await?;
         if let Some((mut counts, delay)) = previous.take() {
@@ -929,10 +682,7 @@ async fn rounds(test: &str, rounds: i64, stop: Stop) -> TestResult {
         assert!(alarms.is_empty(), "the server logged: {alarms:#?}");
     } else {
         // A kill may leave recovery something to say, but never a panic or an error.
-        let bad: Vec<_> = alarms
-            .iter()
-            .filter(|a| a.contains(" ERROR ") || a.contains("panicked"))
-            .collect();
+        let bad: Vec<_> = alarms.iter().filter(|a| is_error(a)).collect();
         assert!(bad.is_empty(), "the server logged: {bad:#?}");
     }
     Ok(())
@@ -955,7 +705,7 @@ async fn graceful_shutdown_keeps_everything() -> TestResult {
 /// Runs [`WORKERS`] writers of `writes` writes each with `writeConcern: {j: false}`; every one
 /// must be acknowledged. Returns the counts and the mean time to acknowledgement.
 async fn relaxed_load(
-    server: &Server,
+    server: &EbbProcess,
     model: &mut Model,
     round: i64,
     rng: &mut Rng,
@@ -1034,22 +784,20 @@ async fn relaxed_writes_within_window() -> TestResult {
     const WRITES: usize = 150;
     let began = Instant::now();
     let mut rng = seeded(TEST);
-    let dir = tempfile::Builder::new()
-        .prefix("ebb-durability-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
+    let dir = data_dir("ebb-durability-")?;
     let mut model = Model::new();
     let mut problems = Vec::new();
     let mut alarms = Vec::new();
 
     // Phase 1: relaxed writes, one journaled write, SIGKILL.
-    let mut server = Server::start(dir.path()).await?;
+    let mut server = EbbProcess::start(dir.path(), &QUICK_DRAIN).await?;
     let (counts, relaxed) = relaxed_load(&server, &mut model, 0, &mut rng, WRITES).await?;
     let client = server.client().await?;
     sequential_inserts(&collection(&client), &mut model, 1 << 50, 1).await?;
     drop(client);
     server.kill_9().await?;
     alarms.extend(server.alarming_lines());
-    let mut server = Server::start(dir.path()).await?;
+    let mut server = EbbProcess::start(dir.path(), &QUICK_DRAIN).await?;
     let client = server.client().await?;
     let (checked, found) = verify(&collection(&client), &mut model).await?;
     println!(
@@ -1086,7 +834,7 @@ async fn relaxed_writes_within_window() -> TestResult {
     let (counts, relaxed) = relaxed_load(&server, &mut model, 1, &mut rng, WRITES).await?;
     server.terminate().await?;
     alarms.extend(server.alarming_lines());
-    let mut server = Server::start(dir.path()).await?;
+    let mut server = EbbProcess::start(dir.path(), &QUICK_DRAIN).await?;
     let (checked, found) = verify(&collection(&server.client().await?), &mut model).await?;
     println!(
         "{TEST}: phase 2 (relaxed writes, SIGTERM): acknowledged {} (inserted {}, updated {}, \
@@ -1106,7 +854,7 @@ async fn relaxed_writes_within_window() -> TestResult {
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.kill_9().await?;
     alarms.extend(server.alarming_lines());
-    let mut server = Server::start(dir.path()).await?;
+    let mut server = EbbProcess::start(dir.path(), &QUICK_DRAIN).await?;
     let (checked, found) = verify(&collection(&server.client().await?), &mut model).await?;
     println!(
         "{TEST}: phase 3 (relaxed writes, 200 ms idle, kill -9): acknowledged {} (inserted {}, \
@@ -1133,10 +881,7 @@ async fn relaxed_writes_within_window() -> TestResult {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let bad: Vec<_> = alarms
-        .iter()
-        .filter(|a| a.contains(" ERROR ") || a.contains("panicked"))
-        .collect();
+    let bad: Vec<_> = alarms.iter().filter(|a| is_error(a)).collect();
     assert!(bad.is_empty(), "the server logged: {bad:#?}");
     Ok(())
 }

@@ -11,6 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bson::{Document, doc};
+use common::process::EbbProcess;
 use common::{IO_TIMEOUT, RawConn, TestResult, TestServer, integer, number, op_msg};
 use tokio::net::TcpStream;
 
@@ -215,134 +216,15 @@ async fn the_shutdown_command_closes_the_connection_and_stops_the_server() -> Te
 }
 
 mod binary {
-    //! The real `ebb` binary on a data directory, stopped by SIGTERM in the middle of a long
-    //! write batch.
+    //! For the test that stops the real `ebb` binary ([`super::common::process`]) by SIGTERM
+    //! in the middle of a long write batch.
 
-    use std::io::{BufRead, BufReader};
-    use std::net::SocketAddr;
-    use std::path::Path;
-    use std::process::{Child, Command, ExitStatus, Stdio};
-    use std::sync::{Arc, Mutex, PoisonError};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use bson::{Bson, Document, doc};
-    use mongodb::Client;
-    use mongodb::options::ClientOptions;
 
-    use super::common::TestResult;
-
-    /// Bound on startup (recovery included).
-    const STARTUP_DEADLINE: Duration = Duration::from_secs(30);
     /// What the brief promises: a SIGTERM stops a busy server within this.
-    const EXIT_DEADLINE: Duration = Duration::from_secs(5);
-
-    pub struct Ebb {
-        child: Option<Child>,
-        pub addr: SocketAddr,
-        log: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Ebb {
-        /// Starts `ebb` on `data_dir` on a port the kernel picks (read from its log). The
-        /// drain timeout is left at its default (10 s), longer than [`EXIT_DEADLINE`]: the
-        /// batch must stop because it is interrupted, not because the drain gave up.
-        pub async fn start(data_dir: &Path) -> TestResult<Ebb> {
-            let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
-                .args(["--port", "0", "--data-dir"])
-                .arg(data_dir)
-                .env("EBB_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            let stderr = child.stderr.take().ok_or("child without stderr")?;
-            let log = Arc::new(Mutex::new(Vec::new()));
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            std::thread::spawn({
-                let log = Arc::clone(&log);
-                move || {
-                    let mut tx = Some(tx);
-                    for line in BufReader::new(stderr).lines() {
-                        let Ok(line) = line else { break };
-                        if line.contains("waiting for connections")
-                            && let Some(addr) = line
-                                .split("address=")
-                                .nth(1)
-                                .and_then(|r| r.split_whitespace().next())
-                                .and_then(|a| a.parse::<SocketAddr>().ok())
-                            && let Some(tx) = tx.take()
-                        {
-                            let _ = tx.send(addr);
-                        }
-                        log.lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .push(line);
-                    }
-                }
-            });
-            let mut ebb = Ebb {
-                child: Some(child),
-                addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                log,
-            };
-            ebb.addr = tokio::time::timeout(STARTUP_DEADLINE, rx)
-                .await
-                .map_err(|_| format!("ebb did not listen in time; log:\n{}", ebb.log_text()))?
-                .map_err(|_| format!("ebb exited before listening; log:\n{}", ebb.log_text()))?;
-            Ok(ebb)
-        }
-
-        pub fn log_text(&self) -> String {
-            self.log
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .join("\n")
-        }
-
-        pub async fn client(&self) -> TestResult<Client> {
-            let mut options =
-                ClientOptions::parse(format!("mongodb://{}/?directConnection=true", self.addr))
-                    .await?;
-            options.retry_writes = Some(false);
-            options.retry_reads = Some(false);
-            options.server_selection_timeout = Some(Duration::from_secs(10));
-            Ok(Client::with_options(options)?)
-        }
-
-        /// Sends SIGTERM and waits for the exit, at most [`EXIT_DEADLINE`] (then SIGKILL and
-        /// fail). Returns the status and how long the exit took.
-        pub async fn terminate(&mut self) -> TestResult<(ExitStatus, Duration)> {
-            let mut child = self.child.take().ok_or("already stopped")?;
-            let pid = child.id().to_string();
-            let sent = Command::new("kill").args(["-TERM", &pid]).status()?;
-            assert!(sent.success(), "kill -TERM {pid}: {sent}");
-            let started = Instant::now();
-            loop {
-                if let Some(status) = child.try_wait()? {
-                    return Ok((status, started.elapsed()));
-                }
-                if started.elapsed() > EXIT_DEADLINE {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "ebb still running {EXIT_DEADLINE:?} after SIGTERM; log:\n{}",
-                        self.log_text()
-                    )
-                    .into());
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
-
-    impl Drop for Ebb {
-        fn drop(&mut self) {
-            if let Some(mut child) = self.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
+    pub const EXIT_DEADLINE: Duration = Duration::from_secs(5);
 
     pub fn counter(doc: Option<&Document>) -> i64 {
         match doc.and_then(|d| d.get("a")) {
@@ -364,7 +246,9 @@ mod binary {
 async fn sigterm_interrupts_a_long_batch_and_keeps_acknowledged_writes() -> TestResult {
     const STATEMENTS: usize = 100_000;
     let dir = tempfile::tempdir()?;
-    let mut ebb = binary::Ebb::start(dir.path()).await?;
+    // The drain timeout is left at its default (10 s), longer than [`binary::EXIT_DEADLINE`]:
+    // the batch must stop because it is interrupted, not because the drain gave up.
+    let mut ebb = EbbProcess::start(dir.path(), &[]).await?;
     let client = ebb.client().await?;
     let db = client.database("stop");
     // Acknowledged (journaled) before the batch: these must survive.
@@ -392,7 +276,7 @@ async fn sigterm_interrupts_a_long_batch_and_keeps_acknowledged_writes() -> Test
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    let (status, took) = ebb.terminate().await?;
+    let (status, took) = ebb.terminate_within(binary::EXIT_DEADLINE).await?;
     assert!(
         status.success(),
         "ebb exited with {status}; log:\n{}",
@@ -419,7 +303,7 @@ async fn sigterm_interrupts_a_long_batch_and_keeps_acknowledged_writes() -> Test
 
     // Restarted on the same directory: every acknowledged write is there, and the batch left a
     // prefix of its statements (each one atomic), at least what was seen before the signal.
-    let ebb = binary::Ebb::start(dir.path()).await?;
+    let ebb = EbbProcess::start(dir.path(), &[]).await?;
     let client = ebb.client().await?;
     let db = client.database("stop");
     let early = db.collection::<Document>("early");

@@ -1,6 +1,7 @@
 //! Shared by the integration tests: an in-process server on `127.0.0.1:0`, a `mongodb` client
 //! for it, and raw-byte helpers for what the driver never sends (OP_QUERY, `moreToCome`,
-//! malformed frames).
+//! malformed frames); in [`process`], the real `ebb` binary as a child process, for the tests
+//! that kill and restart it; in [`garbage`], what the tests of removed data share.
 //!
 //! Replies read by [`RawConn`] are parsed here by hand, independently of the server's codec, so
 //! that a bug shared by the server's encoder and decoder cannot hide. Only decompression goes
@@ -27,6 +28,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+pub mod garbage;
+pub mod process;
 
 /// What tests return, so that IO and driver errors propagate with `?`.
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
