@@ -1,0 +1,145 @@
+//! Running writers under their collection's lock: one for a whole command ([`with_writer`]),
+//! or one a turn for the statements of a batch ([`run_batch`]).
+
+use super::super::args::WriteConcern;
+use super::writer::Writer;
+use super::{Fail, WriteError};
+use crate::error::CommandResult;
+use crate::state::ServerState;
+
+/// Runs `f` with the collection `db.name` (created if missing) locked and a fresh snapshot,
+/// then commits what it wrote and waits as the write concern asks.
+pub(crate) async fn with_writer<T>(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    concern: WriteConcern,
+    create: bool,
+    f: impl FnOnce(&mut Writer<'_>) -> T,
+) -> CommandResult<Option<T>> {
+    let Some((result, ticket)) = locked(state, db, name, create, f)? else {
+        return Ok(None);
+    };
+    concern.wait(state, ticket).await?;
+    Ok(Some(result))
+}
+
+/// [`with_writer`] without the wait: runs `f` under the lock, commits, and returns its result
+/// with the ticket to wait for (of the last commit, or of the collection's creation).
+fn locked<T>(
+    state: &ServerState,
+    db: &str,
+    name: &str,
+    create: bool,
+    f: impl FnOnce(&mut Writer<'_>) -> T,
+) -> CommandResult<Option<(T, Option<u64>)>> {
+    let (result, ticket, created) = loop {
+        let (collection, created) = if create {
+            state.catalog.get_or_create(db, name)?
+        } else {
+            match state.catalog.get(db, name) {
+                Some(c) => (c, None),
+                None => return Ok(None),
+            }
+        };
+        let Some(_guard) = collection.lock() else {
+            continue;
+        };
+        let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
+        writer.interrupt = Some(state.interrupt());
+        let result = f(&mut writer);
+        writer.flush()?;
+        break (result, writer.ticket, created);
+    };
+    Ok(Some((result, ticket.or(created))))
+}
+
+/// How long one turn of a write batch may hold its collection's lock and its runtime worker
+/// before it lets other clients run (mongod also yields between the statements of a batch).
+const BATCH_TURN: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Where a write batch goes and how it runs.
+#[derive(Clone, Copy)]
+pub(super) struct BatchTarget<'a> {
+    pub(super) db: &'a str,
+    pub(super) name: &'a str,
+    pub(super) concern: WriteConcern,
+    pub(super) ordered: bool,
+}
+
+/// Runs the statements of a write batch in turns of about [`BATCH_TURN`], each under the
+/// collection's lock with a writer of its own, yielding to the runtime between turns; stops
+/// at the first error when `ordered`, and with `InterruptedAtShutdown` once shutdown begins.
+/// `run(w, i)` runs statement `i`. `None` if the collection does not exist (and none is
+/// created) when the batch starts. Waits once, at the end, as `concern` asks.
+pub(super) async fn run_batch<S, R>(
+    state: &ServerState,
+    target: BatchTarget<'_>,
+    statements: &[S],
+    creates: impl Fn(&S) -> bool,
+    mut run: impl FnMut(&mut Writer<'_>, &S) -> Result<R, Fail>,
+) -> CommandResult<Option<(Vec<(usize, R)>, Vec<WriteError>)>> {
+    let BatchTarget {
+        db,
+        name,
+        concern,
+        ordered,
+    } = target;
+    let (mut done, mut errors) = (Vec::new(), Vec::new());
+    let mut next = 0;
+    let mut last_ticket = None;
+    // Whether a turn may create the collection: some statement from it on upserts (found once,
+    // not per turn, which would cost O(N²) over a long batch).
+    let last_creating = statements.iter().rposition(&creates);
+    while next < statements.len() {
+        // Shutdown or `maxTimeMS` stops the batch between statements; what ran is committed
+        // (and durable before the process exits), and the command fails as a whole, as in
+        // mongod.
+        let interrupt = state.interrupt();
+        interrupt.check()?;
+        let rest = statements.get(next..).unwrap_or_default();
+        let create = last_creating.is_some_and(|last| last >= next);
+        let turn = locked(state, db, name, create, |w| {
+            let started = std::time::Instant::now();
+            let mut ran = 0;
+            let mut stop = false;
+            for (i, stmt) in rest.iter().enumerate() {
+                if i > 0 && (started.elapsed() >= BATCH_TURN || interrupt.is_due()) {
+                    break;
+                }
+                ran = i + 1;
+                // Each statement sees the ones before it.
+                match run(w, stmt).and_then(|r| w.flush().map(|()| r).map_err(|e| (e, None))) {
+                    Ok(r) => done.push((next + i, r)),
+                    Err((error, dup)) => {
+                        errors.push(WriteError {
+                            index: next + i,
+                            error,
+                            dup,
+                        });
+                        if ordered {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            (ran, stop)
+        })?;
+        let Some(((ran, stop), ticket)) = turn else {
+            if next == 0 {
+                return Ok(None);
+            }
+            // Dropped in the middle of the batch: the rest matches nothing.
+            break;
+        };
+        last_ticket = ticket.or(last_ticket);
+        next += ran.max(1);
+        if stop {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    concern.wait(state, last_ticket).await?;
+    Ok(Some((done, errors)))
+}

@@ -1,0 +1,79 @@
+//! The `insert` command.
+
+use std::sync::atomic::Ordering;
+
+use super::super::args::{WriteConcern, collection_name};
+use super::batch::with_writer;
+use super::stages::prepare_insert;
+use super::storable::id_of;
+use super::{WriteError, creation_errors, ordered, statements, write_reply};
+use crate::catalog::validate_writable;
+use crate::dispatch::Request;
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::keystring;
+use crate::state::ServerState;
+
+pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let name = collection_name(req)?;
+    validate_writable(req.db, name)?;
+    let docs = statements(req, "documents")?;
+    let ordered = ordered(req)?;
+    let concern = WriteConcern::parse(req)?;
+    let result = with_writer(state, req.db, name, concern, true, |w| {
+        let mut n = 0;
+        let mut errors = Vec::new();
+        // Each document checked, `_id` first, with the keystring of its `_id`.
+        let prepared: Vec<_> = docs
+            .iter()
+            .map(|doc| {
+                let (doc, fresh) = prepare_insert(doc)?;
+                let id_key = keystring::to_key(id_of(&doc)?);
+                Ok((doc, fresh, id_key))
+            })
+            .collect::<Vec<CommandResult<_>>>();
+        // The `_id`s given by the client may already be stored: look them all up at once.
+        w.probe(prepared.iter().filter_map(|p| match p {
+            Ok((_, false, id_key)) => Some(id_key.as_slice()),
+            _ => None,
+        }));
+        w.reserve_records(
+            prepared.len(),
+            prepared
+                .iter()
+                .filter_map(|p| p.as_ref().ok())
+                .map(|(d, _, _)| d.as_bytes().len())
+                .sum(),
+        );
+        for (index, outcome) in prepared.into_iter().enumerate() {
+            // Shutdown stops the batch between documents; those before it are committed.
+            state.check_interrupt()?;
+            let outcome = outcome
+                .map_err(|e| (e, None))
+                .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
+            match outcome {
+                Ok(()) => n += 1,
+                Err((error, dup)) => {
+                    errors.push(WriteError { index, error, dup });
+                    if ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok::<_, CommandError>((n, errors))
+    })
+    .await;
+    let result = match result {
+        Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
+            let own = docs.iter().map(|d| prepare_insert(d).map(|_| true));
+            Some((0, creation_errors(own, &e, ordered)))
+        }
+        other => other?.transpose()?,
+    };
+    let (n, errors) = result.unwrap_or_default();
+    state
+        .metrics
+        .op_insert
+        .fetch_add(u64::try_from(docs.len()).unwrap_or(0), Ordering::Relaxed);
+    Ok(write_reply(n, None, &errors))
+}

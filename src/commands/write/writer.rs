@@ -1,0 +1,590 @@
+//! The [`Writer`]: what a write statement sees and changes in one collection. It builds the
+//! batch of changes (records, expiry entries, index entries), checks `_id`s and unique indexes
+//! against the snapshot and the batch itself, finds the documents a statement matches, and
+//! commits.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+
+use bson::{RawDocument, RawDocumentBuf};
+
+use super::storable::id_of;
+use super::{Fail, dup_key_error};
+use crate::catalog::Collection;
+use crate::error::{CommandError, CommandResult};
+use crate::query::filter::Filter;
+use crate::query::keystring;
+use crate::query::plan::Hint;
+use crate::storage::{Batch, Keyspace, Snapshot, prefix_end, record};
+
+/// What a write statement sees and changes: one collection, at one instant.
+pub(crate) struct Writer<'a> {
+    pub collection: &'a Collection,
+    catalog: &'a crate::catalog::Catalog,
+    /// The ticket of this writer's last commit.
+    pub(super) ticket: Option<u64>,
+    pub snapshot: Box<dyn Snapshot>,
+    pub now_ms: i64,
+    pub batch: Batch,
+    /// `_id` keys written by this batch, which the snapshot does not see yet, with the expiry
+    /// instant written for each.
+    pub(super) pending: HashMap<Vec<u8>, i64>,
+    /// What one range read of the snapshot found for a set of `_id` keys (see
+    /// [`Writer::probe`]), so that checking each of them needs no point read.
+    probed: Option<Probe>,
+    /// Keys of unique indexes written by this batch, which the snapshot does not see:
+    /// `(index id, key)` → the `_id` key of the document holding it.
+    unique_added: HashMap<(u64, Vec<u8>), Vec<u8>>,
+    /// Entries of unique indexes this batch removed, which the snapshot still shows.
+    unique_removed: HashSet<Vec<u8>>,
+    /// Whether this batch set an index's multikey flag: the collection record, which keeps
+    /// the flags, is written with the batch.
+    multikey_set: bool,
+    /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
+    pub interrupt: Option<crate::interrupt::Interrupt>,
+    /// Where record values are built, on the durable engine: each is split off as a `Bytes`
+    /// sharing this buffer, so a batch of documents costs one allocation instead of one per
+    /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
+    /// next flush; the memory engine keeps values for good, and one live document would keep
+    /// its whole batch's buffer, so there each record gets its own allocation (`None`).
+    arena: Option<bytes::BytesMut>,
+}
+
+/// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
+/// that range is either among them or not stored.
+struct Probe {
+    /// The smallest key asked about.
+    first: Vec<u8>,
+    /// The largest key asked about.
+    last: Vec<u8>,
+    /// The `_id` keys stored from `first` to `last`, with the expiry instant of each (expired
+    /// or not).
+    stored: HashMap<Vec<u8>, i64>,
+}
+
+/// A live document a statement matched.
+pub(crate) struct Found {
+    /// The keystring of its `_id`.
+    pub id_key: Vec<u8>,
+    /// The document.
+    pub doc: RawDocumentBuf,
+    /// Its expiry instant as stored.
+    pub expires_ms: i64,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(
+        collection: &'a Collection,
+        catalog: &'a crate::catalog::Catalog,
+        now_ms: i64,
+    ) -> Self {
+        Writer {
+            collection,
+            catalog,
+            ticket: None,
+            snapshot: catalog.snapshot(),
+            now_ms,
+            batch: Batch::new(),
+            pending: HashMap::new(),
+            probed: None,
+            unique_added: HashMap::new(),
+            unique_removed: HashSet::new(),
+            multikey_set: false,
+            interrupt: None,
+            arena: catalog
+                .store()
+                .storage()
+                .is_durable()
+                .then(bytes::BytesMut::new),
+        }
+    }
+
+    /// Makes room for `bytes` of documents about to be written (their records are built in one
+    /// buffer; see [`Writer::put`]).
+    pub fn reserve_records(&mut self, docs: usize, bytes: usize) {
+        if let Some(arena) = &mut self.arena {
+            arena.reserve(bytes + docs * record::HEADER_LEN);
+        }
+    }
+
+    /// Reads in one range scan which of `id_keys` are stored in the snapshot, so that
+    /// [`Writer::insert_checked`] need not look each one up: a point read costs a memtable
+    /// search and a bloom probe per table, a batch of them adds up (inserts of 1,000 documents
+    /// with given `_id`s spent about a tenth of their time there). When the range between the
+    /// smallest and the largest key holds many other documents (new `_id`s interleaved with
+    /// stored ones), the scan gives up and each key is looked up alone; so it does on a storage
+    /// error, which those lookups then report.
+    pub(super) fn probe<'k>(&mut self, id_keys: impl Iterator<Item = &'k [u8]>) {
+        self.probed = self.try_probe(id_keys).ok().flatten();
+    }
+
+    fn try_probe<'k>(
+        &self,
+        id_keys: impl Iterator<Item = &'k [u8]>,
+    ) -> CommandResult<Option<Probe>> {
+        const MIN_KEYS: usize = 8;
+        let (mut n, mut first, mut last): (usize, Option<&[u8]>, Option<&[u8]>) = (0, None, None);
+        for k in id_keys {
+            n += 1;
+            first = Some(first.map_or(k, |f| f.min(k)));
+            last = Some(last.map_or(k, |l| l.max(k)));
+        }
+        let (Some(first), Some(last)) = (first, last) else {
+            return Ok(None);
+        };
+        if n < MIN_KEYS {
+            return Ok(None);
+        }
+        let (lower, upper) = (self.key(first), self.key(last));
+        let budget = n * 2 + 64;
+        let mut stored = HashMap::new();
+        for (seen, entry) in self
+            .snapshot
+            .range(
+                Keyspace::Docs,
+                Bound::Included(&lower),
+                Bound::Included(&upper),
+                false,
+            )
+            .enumerate()
+        {
+            if seen >= budget {
+                return Ok(None);
+            }
+            let (key, value) = entry?;
+            let id_key = key.get(8..).unwrap_or_default();
+            stored.insert(id_key.to_vec(), record::decode(&value)?.expires_ms);
+        }
+        Ok(Some(Probe {
+            first: first.to_vec(),
+            last: last.to_vec(),
+            stored,
+        }))
+    }
+
+    pub(super) fn key(&self, id_key: &[u8]) -> Vec<u8> {
+        record::doc_key(self.collection.id, id_key)
+    }
+
+    /// The expiry instant of the record stored under this `_id` key (in this batch or the
+    /// snapshot), expired or not; `None` if there is none.
+    fn stored_expiry(&self, id_key: &[u8]) -> CommandResult<Option<i64>> {
+        if let Some(expires) = self.pending.get(id_key) {
+            return Ok(Some(*expires));
+        }
+        if let Some(probe) = &self.probed
+            && (probe.first.as_slice()..=probe.last.as_slice()).contains(&id_key)
+        {
+            return Ok(probe.stored.get(id_key).copied());
+        }
+        match self.snapshot.get(Keyspace::Docs, &self.key(id_key))? {
+            Some(value) => Ok(Some(record::decode(&value)?.expires_ms)),
+            None => Ok(None),
+        }
+    }
+
+    /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
+    pub(super) fn insert(&mut self, doc: &RawDocument) -> Result<(), Fail> {
+        self.insert_checked(doc, false)
+    }
+
+    /// [`Writer::insert`]; `fresh_id` says the `_id` was just generated, so no document can
+    /// hold it and the lookup is skipped.
+    pub(super) fn insert_checked(&mut self, doc: &RawDocument, fresh_id: bool) -> Result<(), Fail> {
+        let id = id_of(doc).map_err(|e| (e, None))?;
+        self.insert_keyed(doc, keystring::to_key(id), fresh_id)
+    }
+
+    /// [`Writer::insert_checked`] with the keystring of the document's `_id` already built.
+    pub(super) fn insert_keyed(
+        &mut self,
+        doc: &RawDocument,
+        id_key: Vec<u8>,
+        fresh_id: bool,
+    ) -> Result<(), Fail> {
+        let stored = if fresh_id {
+            None
+        } else {
+            self.stored_expiry(&id_key).map_err(|e| (e, None))?
+        };
+        // An expired document holds no `_id`: inserting it again succeeds (and replaces it).
+        if stored.is_some_and(|expires| expires > self.now_ms) {
+            let id = id_of(doc).map_err(|e| (e, None))?;
+            return Err(dup_key_error(self.collection, id));
+        }
+        // The expired document replaced may still have index entries: read it to remove them.
+        // (One written by this batch was expired when written, and so got none.)
+        let old_doc = match stored {
+            Some(_)
+                if !self.collection.field_indexes.is_empty()
+                    && !self.pending.contains_key(&id_key) =>
+            {
+                self.snapshot
+                    .get(Keyspace::Docs, &self.key(&id_key))
+                    .map_err(|e| (e.into(), None))?
+                    .map(|v| record::decode(&v).map(|r| r.doc.to_owned()))
+                    .transpose()
+                    .map_err(|e| (e.into(), None))?
+            }
+            _ => None,
+        };
+        self.put_owned(id_key, doc, stored.map(|e| (e, old_doc.as_deref())))
+    }
+
+    /// Writes `doc` under `id_key`, replacing the record there (`old`: its expiry, and the
+    /// document when the collection has indexes): the modification time is now, and the expiry
+    /// is what the collection's TTL policy gives. Index entries change in the same batch; a
+    /// unique index refusing the document fails it before anything is added to the batch.
+    pub(super) fn put(
+        &mut self,
+        id_key: &[u8],
+        doc: &RawDocument,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
+        self.put_owned(id_key.to_vec(), doc, old)
+    }
+
+    /// [`Writer::put`], keeping `id_key` (for the batch's own `_id` checks) without a copy.
+    fn put_owned(
+        &mut self,
+        id_key: Vec<u8>,
+        doc: &RawDocument,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
+        let expires = self.collection.ttl.expiry(doc, self.now_ms);
+        if !self.collection.field_indexes.is_empty() {
+            self.change_entries(&id_key, doc, expires, old)?;
+        }
+        let old_expiry = old.map(|(e, _)| e);
+        let id = self.collection.id;
+        // A batch never changes one key twice, so an unchanged expiry entry is left alone.
+        if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
+            self.batch
+                .delete(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
+        }
+        if expires != record::NEVER && old_expiry != Some(expires) {
+            self.batch.put(
+                Keyspace::Expiry,
+                crate::ttl::expiry_key(id, expires, &id_key),
+                Vec::new(),
+            );
+        }
+        let value = match &mut self.arena {
+            Some(arena) => {
+                record::encode_into(arena, self.now_ms, expires, doc);
+                arena.split().freeze()
+            }
+            None => record::encode(self.now_ms, expires, doc).into(),
+        };
+        let key = self.key(&id_key);
+        {
+            let mut front = self
+                .collection
+                .live_front
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if front.as_ref().is_some_and(|f| key < *f) {
+                *front = Some(key.clone());
+            }
+        }
+        if old.is_some() {
+            self.batch.replace(Keyspace::Docs, key, value);
+        } else {
+            self.batch.put(Keyspace::Docs, key, value);
+        }
+        self.pending.insert(id_key, expires);
+        Ok(())
+    }
+
+    /// Adds to the batch the index entry changes of writing `doc` (expiring at `expires`) over
+    /// `old`, after checking unique indexes. A live document's entries are exactly its keys, so
+    /// only the difference changes; an expired one's may be fewer (it got none if it was
+    /// expired when written, or when an index was built), so all of its keys are removed and
+    /// all of the new ones written. A document written already expired gets no entries.
+    fn change_entries(
+        &mut self,
+        id_key: &[u8],
+        doc: &RawDocument,
+        expires: i64,
+        old: Option<(i64, Option<&RawDocument>)>,
+    ) -> Result<(), Fail> {
+        let live = expires > self.now_ms;
+        let old_live = old.is_some_and(|(e, _)| e > self.now_ms);
+        let old_doc = old.and_then(|(_, d)| d);
+        // (field index, entry, key components) to add and to remove.
+        let mut puts: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut deletes: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut now_multikey = Vec::new();
+        let collection = self.collection;
+        for (n, fi) in collection.field_indexes.iter().enumerate() {
+            let new_keys = if live {
+                fi.keys(doc).map_err(|e| (e, None))?
+            } else {
+                crate::index::Keys::default()
+            };
+            // A stored document's keys were computed when it was written: they compute again.
+            let old_keys = old_doc.and_then(|d| fi.keys(d).ok()).unwrap_or_default();
+            for c in &new_keys.components {
+                if old_live && old_keys.components.binary_search(c).is_ok() {
+                    continue;
+                }
+                let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                puts.push((n, entry, c.clone()));
+            }
+            for c in &old_keys.components {
+                if new_keys.components.binary_search(c).is_err() {
+                    let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                    deletes.push((n, entry, c.clone()));
+                }
+            }
+            if new_keys.multikey && !collection.indexes[fi.pos].is_multikey() {
+                now_multikey.push(fi.pos);
+            }
+        }
+        // Checks come before any change is added: a refused document leaves the batch as it
+        // was. (Keys this document keeps need no check: it holds them already.)
+        for (n, _, c) in puts
+            .iter()
+            .filter(|(n, _, _)| collection.field_indexes[*n].unique)
+        {
+            let fi = &collection.field_indexes[*n];
+            if self
+                .unique_holder(fi.id, c, id_key, &deletes)
+                .map_err(|e| (e, None))?
+            {
+                let (error, dup) = crate::index::duplicate_key(
+                    &collection.namespace(),
+                    &collection.indexes[fi.pos],
+                    fi,
+                    doc,
+                    c,
+                );
+                return Err((error, Some(dup)));
+            }
+        }
+        for pos in now_multikey {
+            // Set before the commit that writes the document: a reader loading the flag after
+            // taking its snapshot never sees a multikey document under a non-multikey index.
+            collection.indexes[pos]
+                .multikey
+                .store(true, std::sync::atomic::Ordering::Release);
+            self.multikey_set = true;
+        }
+        for (n, entry, c) in deletes {
+            if collection.field_indexes[n].unique {
+                let key = (collection.field_indexes[n].id, c);
+                if self
+                    .unique_added
+                    .get(&key)
+                    .is_some_and(|holder| holder == id_key)
+                {
+                    self.unique_added.remove(&key);
+                }
+                self.unique_removed.insert(entry.clone());
+            }
+            self.batch.delete(Keyspace::Index, entry);
+        }
+        for (n, entry, c) in puts {
+            if collection.field_indexes[n].unique {
+                self.unique_added
+                    .insert((collection.field_indexes[n].id, c), id_key.to_vec());
+            }
+            self.batch.put(Keyspace::Index, entry, Vec::new());
+        }
+        Ok(())
+    }
+
+    /// Whether a live document other than `id_key` holds key `components` of unique index
+    /// `index_id`, as the batch would leave it (`deleting`: entries this write removes). An
+    /// expired document holds no key.
+    fn unique_holder(
+        &self,
+        index_id: u64,
+        components: &[u8],
+        id_key: &[u8],
+        deleting: &[(usize, Vec<u8>, Vec<u8>)],
+    ) -> CommandResult<bool> {
+        if let Some(holder) = self.unique_added.get(&(index_id, components.to_vec()))
+            && holder != id_key
+            && self.is_live(holder)?
+        {
+            return Ok(true);
+        }
+        let mut prefix = crate::index::index_prefix(index_id).to_vec();
+        prefix.extend_from_slice(components);
+        let upper = prefix_end(&prefix).unwrap_or_default();
+        for entry in self.snapshot.range(
+            Keyspace::Index,
+            Bound::Included(&prefix),
+            Bound::Excluded(&upper),
+            false,
+        ) {
+            let (key, _) = entry?;
+            if self.unique_removed.contains(&key[..])
+                || deleting.iter().any(|(_, e, _)| e[..] == key[..])
+            {
+                continue;
+            }
+            let Some((_, _, holder)) = crate::index::split_entry(&key) else {
+                continue;
+            };
+            if holder != id_key && self.is_live(holder)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether the document stored under `id_key` (by this batch or in the snapshot) is live.
+    fn is_live(&self, id_key: &[u8]) -> CommandResult<bool> {
+        Ok(self
+            .stored_expiry(id_key)?
+            .is_some_and(|expires| expires > self.now_ms))
+    }
+
+    /// Commits what this writer holds so far and reads on from a fresh snapshot, so that the
+    /// next statement of the command sees this one's writes. Returns the commit ticket.
+    pub(super) fn flush(&mut self) -> CommandResult<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        if self.multikey_set {
+            self.catalog.put_record(self.collection, &mut self.batch);
+        }
+        self.ticket = Some(
+            self.catalog
+                .store()
+                .commit(std::mem::take(&mut self.batch))?,
+        );
+        self.snapshot = self.catalog.snapshot();
+        self.pending.clear();
+        self.probed = None;
+        self.unique_added.clear();
+        self.unique_removed.clear();
+        self.multikey_set = false;
+        Ok(())
+    }
+
+    /// Deletes a live document, its expiry entry and its index entries.
+    pub(super) fn delete(&mut self, found: &Found) {
+        for fi in &self.collection.field_indexes {
+            let Ok(keys) = fi.keys(&found.doc) else {
+                continue;
+            };
+            for c in keys.components {
+                let Ok(entry) = fi.entry(&c, &found.id_key) else {
+                    continue;
+                };
+                if fi.unique {
+                    let key = (fi.id, c);
+                    if self
+                        .unique_added
+                        .get(&key)
+                        .is_some_and(|holder| *holder == found.id_key)
+                    {
+                        self.unique_added.remove(&key);
+                    }
+                    self.unique_removed.insert(entry.clone());
+                }
+                self.batch.delete(Keyspace::Index, entry);
+            }
+        }
+        self.batch.delete(Keyspace::Docs, self.key(&found.id_key));
+        if found.expires_ms != record::NEVER {
+            let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, &found.id_key);
+            self.batch.delete(Keyspace::Expiry, key);
+        }
+    }
+
+    /// The live documents matching `filter`, at most `limit` of them, read as the planner
+    /// chooses (an `_id` lookup, an index scan or a collection scan) unless `hint` says.
+    pub(super) fn matching(
+        &self,
+        filter: &Filter,
+        limit: Option<usize>,
+        hint: Option<&Hint>,
+    ) -> CommandResult<Vec<Found>> {
+        let mut out = Vec::new();
+        if hint.is_none()
+            && let Some(id) = filter.id_equality()
+        {
+            let id_key = keystring::to_key(id.as_raw_bson_ref());
+            if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
+                let rec = record::decode(&value)?;
+                if rec.expires_ms > self.now_ms && filter.try_matches(rec.doc)? {
+                    out.push(Found {
+                        id_key,
+                        doc: rec.doc.to_owned(),
+                        expires_ms: rec.expires_ms,
+                    });
+                }
+            }
+            return Ok(out);
+        }
+        // Under the collection's write lock nothing else changes it, so a fresh snapshot
+        // shows what `self.snapshot` does; the index scan owns the one it reads.
+        let snapshot = self.catalog.snapshot();
+        let plan = crate::query::plan::plan(
+            &crate::query::plan::Query {
+                filter: Some(filter),
+                sort: None,
+                hint,
+            },
+            &self.collection.indexes,
+        )?;
+        let mut source = crate::cursor::Source::open(
+            self.collection.id,
+            snapshot,
+            &plan.access,
+            Some(filter.clone()),
+            self.now_ms,
+        );
+        // A forward scan of every document from the start skips the front no live document
+        // is below; what it finds first moves that front (a match-all filter returns the
+        // first live document).
+        let mut front = self
+            .collection
+            .live_front
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let from_start = match &mut source {
+            crate::cursor::Source::Scan(scan)
+                if !scan.reverse
+                    && scan.lower
+                        == Bound::Included(
+                            record::collection_prefix(self.collection.id).to_vec(),
+                        ) =>
+            {
+                if let Some(f) = front.as_ref() {
+                    scan.lower = Bound::Included(f.clone());
+                }
+                filter.is_match_all()
+            }
+            _ => false,
+        };
+        if let Some(token) = &self.interrupt {
+            source.set_interrupt(token);
+        }
+        source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
+        let docs = source.drain()?;
+        // (Writes this writer has not committed are not in the snapshot: they could lie below.)
+        if from_start && self.pending.is_empty() {
+            *front = match docs.first() {
+                Some((doc, _)) => keystring::encode_id(doc).map(|id_key| self.key(&id_key)),
+                // No live document at all from the front on: any later write lowers it.
+                None => prefix_end(&record::collection_prefix(self.collection.id)),
+            };
+        }
+        drop(front);
+        for (doc, expires_ms) in docs {
+            let id_key = keystring::encode_id(&doc)
+                .ok_or_else(|| CommandError::internal("stored document without _id"))?;
+            out.push(Found {
+                id_key,
+                doc,
+                expires_ms,
+            });
+        }
+        Ok(out)
+    }
+}
