@@ -229,7 +229,7 @@ pub fn recompute(
             continue;
         }
         if rec.expires_ms != record::NEVER {
-            batch.delete(
+            batch.delete_once(
                 Keyspace::Expiry,
                 expiry_key(collection.id, rec.expires_ms, id_key),
             );
@@ -306,7 +306,7 @@ fn remove_due(
         batch.expire(Keyspace::Docs, doc_key);
         removed = true;
     }
-    batch.delete(Keyspace::Expiry, key.clone());
+    batch.delete_once(Keyspace::Expiry, key.clone());
     Ok(removed)
 }
 

@@ -267,6 +267,7 @@ impl Storage for DiskStorage {
                 Op::Put(ks, k, _)
                 | Op::Replace(ks, k, _)
                 | Op::Delete(ks, k)
+                | Op::DeleteOnce(ks, k)
                 | Op::Expire(ks, k) => (*ks, k),
             };
             if self.chains[ks.slot()].record(key) {
@@ -275,6 +276,7 @@ impl Storage for DiskStorage {
             match op {
                 Op::Put(ks, k, v) | Op::Replace(ks, k, v) => wb.insert(self.ks(ks), k, v),
                 Op::Delete(ks, k) | Op::Expire(ks, k) => wb.remove(self.ks(ks), k),
+                Op::DeleteOnce(ks, k) => wb.remove_weak(self.ks(ks), k),
             }
         }
         wb.commit().map_err(engine)?;
@@ -526,6 +528,47 @@ mod tests {
         drop(store);
         let store = DiskStorage::open(dir.path())?;
         assert_eq!(store.ledger().debt(Keyspace::Docs).expired, 0);
+        Ok(())
+    }
+
+    /// A key written once between removals and removed with `delete_once` reads as absent,
+    /// written again reads as present, and nothing comes back through compactions (the weak
+    /// tombstone and its one write cancel out).
+    #[test]
+    fn keys_written_once_are_removed_with_weak_tombstones() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let store = DiskStorage::open(dir.path())?;
+        let expiry = store.ks(Keyspace::Expiry);
+        let step = |put: bool| -> Result<(), Box<dyn std::error::Error>> {
+            let mut batch = Batch::new();
+            if put {
+                batch.put(Keyspace::Expiry, keyed(1, 7), Vec::new());
+            } else {
+                batch.delete_once(Keyspace::Expiry, keyed(1, 7));
+            }
+            store.commit(batch)?;
+            expiry.rotate_memtable_and_wait()?;
+            Ok(())
+        };
+        for round in 0..3 {
+            step(true)?;
+            assert!(
+                store.get(Keyspace::Expiry, &keyed(1, 7))?.is_some(),
+                "round {round}"
+            );
+            step(false)?;
+            assert!(
+                store.get(Keyspace::Expiry, &keyed(1, 7))?.is_none(),
+                "round {round}"
+            );
+        }
+        assert_eq!(store.ledger().debt(Keyspace::Expiry).tombstones, 3);
+        store.compact(&[Keyspace::Expiry])?;
+        assert!(store.get(Keyspace::Expiry, &keyed(1, 7))?.is_none());
+        // The three writes and their weak tombstones are all gone (the release key's tombstone
+        // may be left).
+        assert!(store.entry_count(Keyspace::Expiry) <= 1);
         Ok(())
     }
 

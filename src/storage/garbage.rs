@@ -130,7 +130,7 @@ impl Ledger {
                         ..Debt::default()
                     },
                 ),
-                Op::Delete(ks, key) => (
+                Op::Delete(ks, key) | Op::DeleteOnce(ks, key) => (
                     *ks,
                     key,
                     Debt {

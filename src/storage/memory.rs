@@ -95,7 +95,7 @@ impl Storage for MemoryStorage {
                 Op::Put(ks, k, v) | Op::Replace(ks, k, v) => {
                     maps[ks.slot()].insert(k, v);
                 }
-                Op::Delete(ks, k) | Op::Expire(ks, k) => {
+                Op::Delete(ks, k) | Op::DeleteOnce(ks, k) | Op::Expire(ks, k) => {
                     maps[ks.slot()].remove(&k);
                 }
             }

@@ -72,6 +72,11 @@ pub enum Op {
     Replace(Keyspace, Bytes, Bytes),
     /// Remove `key`.
     Delete(Keyspace, Bytes),
+    /// Remove `key`, which was written once since it was last removed (or created): the engine
+    /// may leave a tombstone that vanishes with the one write it meets in a compaction, instead
+    /// of one that lasts until the last level (fjall's weak tombstone). For expiry entries,
+    /// whose key holds the instant and `_id`, so a write never replaces one.
+    DeleteOnce(Keyspace, Bytes),
     /// The document record at `key` has expired and the purge is done with it (its expiry and
     /// index entries are deleted in the same batch): an engine that drops expired records as it
     /// compacts ([`Storage::drops_expired`]) writes nothing and leaves it to the compaction;
@@ -100,6 +105,11 @@ impl Batch {
     /// Adds a put over a stored value (see [`Op::Replace`]).
     pub fn replace(&mut self, ks: Keyspace, key: impl Into<Bytes>, value: impl Into<Bytes>) {
         self.ops.push(Op::Replace(ks, key.into(), value.into()));
+    }
+
+    /// Adds the removal of a key written once (see [`Op::DeleteOnce`]).
+    pub fn delete_once(&mut self, ks: Keyspace, key: impl Into<Bytes>) {
+        self.ops.push(Op::DeleteOnce(ks, key.into()));
     }
 
     /// Adds an expired record's removal (see [`Op::Expire`]).

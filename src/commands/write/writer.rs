@@ -260,7 +260,7 @@ impl<'a> Writer<'a> {
         // A batch never changes one key twice, so an unchanged expiry entry is left alone.
         if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
             self.batch
-                .delete(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
+                .delete_once(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
         }
         if expires != record::NEVER && old_expiry != Some(expires) {
             self.batch.put(
@@ -492,7 +492,7 @@ impl<'a> Writer<'a> {
         self.batch.delete(Keyspace::Docs, self.key(&found.id_key));
         if found.expires_ms != record::NEVER {
             let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, &found.id_key);
-            self.batch.delete(Keyspace::Expiry, key);
+            self.batch.delete_once(Keyspace::Expiry, key);
         }
     }
 
