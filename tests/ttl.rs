@@ -2312,3 +2312,43 @@ async fn realtime_one_second_ttl() -> TestResult {
     );
     Ok(())
 }
+
+/// A document given the same past date again, after the purge took the first one (on the
+/// durable store the purge leaves the record for a compaction to drop), gets an expiry entry
+/// of its own: the purge takes and counts it once more, and nothing is left to validate.
+#[tokio::test]
+async fn a_past_date_written_again_is_purged_again() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let server = TestServer::start_durable(dir.path(), |c| c.enable_test_commands = true).await?;
+    let client = server.client().await?;
+    create_ttl_index(&client, "again", doc! { "at": 1 }, 60).await?;
+    let t0 = now(&client).await?;
+    let past = doc! { "_id": 1, "at": date(t0 - 120_000) };
+    coll(&client, "again").insert_one(past.clone()).await?;
+    let (deleted, _) = settle_purge(&client, 1).await?;
+    assert_eq!(deleted, 1);
+    coll(&client, "again").insert_one(past).await?;
+    // An entry below the last one the purge removed is found by its periodic full pass
+    // (`FULL_PASS_EVERY` passes): wake it until then.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ttl_metrics(&client).await?.0 < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the second write was never purged"
+        );
+        now(&client).await?;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (deleted, _) = settle_purge(&client, 2).await?;
+    assert_eq!(
+        deleted, 2,
+        "the second write's expiry was purged and counted once"
+    );
+    assert_eq!(coll(&client, "again").count_documents(doc! {}).await?, 0);
+    let reply = run_command(&client, DB, doc! { "validate": "again" }).await?;
+    assert!(reply.get_bool("valid")?, "{reply}");
+    assert!(reply.get_array("warnings")?.is_empty(), "{reply}");
+    drop(client);
+    server.stop().await?;
+    Ok(())
+}

@@ -262,7 +262,23 @@ impl<'a> Writer<'a> {
             self.batch
                 .delete_once(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
         }
-        if expires != record::NEVER && old_expiry != Some(expires) {
+        // Written over an expired record with the same instant (a date TTL given the same past
+        // date again): the purge may already have taken that entry and left the record for the
+        // compaction, and the new document needs one of its own to be purged and counted. The
+        // entry is written only where there is none: an expiry key is written once between
+        // removals (`Op::DeleteOnce`).
+        let same_expired = old_expiry == Some(expires)
+            && expires != record::NEVER
+            && expires <= self.now_ms
+            && self
+                .snapshot
+                .get(
+                    Keyspace::Expiry,
+                    &crate::ttl::expiry_key(id, expires, &id_key),
+                )
+                .map_err(|e| (e.into(), None))?
+                .is_none();
+        if expires != record::NEVER && (old_expiry != Some(expires) || same_expired) {
             self.batch.put(
                 Keyspace::Expiry,
                 crate::ttl::expiry_key(id, expires, &id_key),
