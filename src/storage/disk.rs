@@ -242,14 +242,9 @@ impl Storage for DiskStorage {
     }
 
     fn commit(&self, batch: Batch) -> StorageResult<()> {
-        self.ledger.record(&batch);
+        let left = self.ledger.record(&batch);
         let mut wb = self.db.batch();
-        if self.expired.active()
-            && batch
-                .ops
-                .iter()
-                .any(|op| matches!(op, Op::Expire(Keyspace::Docs, _)))
-        {
+        if left.expired > 0 && self.expired.active() {
             // Kept with the batch that leaves them (concurrent commits may write it out of
             // order: it is a hint for the compactor, not an exact count).
             let left = self.ledger.debt(Keyspace::Docs).expired;

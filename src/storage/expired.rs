@@ -19,7 +19,7 @@
 //! compaction's output ([`Verdict::Remove`]), which hides any older version of the key in lower
 //! levels, and which the compaction into the last level drops.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fjall::compaction::filter::{CompactionFilter, Context, Factory, ItemAccessor, Verdict};
@@ -38,6 +38,8 @@ pub struct ExpiredRecords {
     expiry: RwLock<Option<fjall::Keyspace>>,
     /// Records dropped so far.
     dropped: AtomicU64,
+    /// Whether a clock was given (read by every commit: an atomic, not the lock).
+    active: AtomicBool,
 }
 
 impl ExpiredRecords {
@@ -47,6 +49,7 @@ impl ExpiredRecords {
             .clock
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(clock);
+        self.active.store(true, Ordering::Release);
     }
 
     /// Sets the keyspace expiry entries are read from.
@@ -68,10 +71,7 @@ impl ExpiredRecords {
 
     /// Whether compactions drop expired records (a clock was given).
     pub fn active(&self) -> bool {
-        self.clock
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_some()
+        self.active.load(Ordering::Acquire)
     }
 
     /// Records dropped by compactions so far.

@@ -115,8 +115,9 @@ pub struct LedgerStatus {
 }
 
 impl Ledger {
-    /// Counts the garbage `batch` leaves: call once per commit.
-    pub fn record(&self, batch: &Batch) {
+    /// Counts the garbage `batch` leaves: call once per commit. Returns what it leaves in
+    /// `docs`.
+    pub fn record(&self, batch: &Batch) -> Debt {
         // Commits mostly touch one or two ids: a short list beats a map here.
         let mut seen: Vec<((usize, u64), Debt)> = Vec::new();
         for op in &batch.ops {
@@ -156,13 +157,17 @@ impl Ledger {
                 None => seen.push((slot, debt)),
             }
         }
+        let mut docs = Debt::default();
         if seen.is_empty() {
-            return;
+            return docs;
         }
         for ((slot, _), debt) in &seen {
             if let (Some(w), Some(d)) = (self.written.get(*slot), self.debt.get(*slot)) {
                 w.add(*debt);
                 d.add(*debt);
+            }
+            if *slot == Keyspace::Docs.slot() {
+                docs.add(*debt);
             }
         }
         let mut by_id = self
@@ -172,6 +177,7 @@ impl Ledger {
         for (slot, debt) in seen {
             by_id.entry(slot).or_default().add(debt);
         }
+        docs
     }
 
     /// The debt of `ks`: garbage written since its last compaction began.
