@@ -91,11 +91,11 @@ use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, RawDocumentBuf, doc, rawdoc};
 use common::{
-    BenchResult, CLIENT_WORKERS, SERVER_WORKERS, Server, connect, median, per_second, run_bench,
-    scale, scaled, to_f64, to_f64_u64, verdict,
+    BenchResult, CLIENT_WORKERS, SERVER_WORKERS, Server, connect, create_ts_ttl_index,
+    insert_batches, integer, median, micros, ok, per_second, run_bench, scale, scaled,
+    scaled_duration, to_f64, to_f64_u64, verdict,
 };
-use mongodb::options::IndexOptions;
-use mongodb::{Collection, Database, IndexModel};
+use mongodb::{Collection, Database};
 
 /// BSON size of every document.
 const DOC_SIZE: usize = 200;
@@ -283,15 +283,15 @@ async fn mass_expiry(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResult 
          {TTL_SECONDS}), {LIVE_DOCS} with ttl: -1 among them stay"
     );
     let fresh = ebb.coll("expiry_fresh");
-    create_ttl_index(&fresh, TTL_SECONDS).await?;
-    load(&fresh, LIVE_DOCS, |i| make_doc(i, true)).await?;
+    create_ts_ttl_index(&fresh, TTL_SECONDS).await?;
+    insert_batches(&fresh, LIVE_DOCS, INSERT_BATCH, |i| make_doc(i, true)).await?;
     let coll = ebb.coll("expiry");
-    create_ttl_index(&coll, TTL_SECONDS).await?;
+    create_ts_ttl_index(&coll, TTL_SECONDS).await?;
 
     ebb.clock(0, Some(true)).await?;
     let total = expiring + LIVE_DOCS;
     let live = Spread::new(total, LIVE_DOCS);
-    let took = load(&coll, total, |i| make_doc(i, live.is_live(i))).await?;
+    let took = insert_batches(&coll, total, INSERT_BATCH, |i| make_doc(i, live.is_live(i))).await?;
     print_load("load (insert_many x1000, clock frozen)", total, took);
 
     let before = ttl_deleted(&ebb.status().await?)?;
@@ -378,11 +378,11 @@ async fn delete_many(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResult 
          {LIVE_DOCS} (k: -1) among them stay"
     );
     let fresh = ebb.coll("deleted_fresh");
-    load(&fresh, LIVE_DOCS, |i| make_doc(i, true)).await?;
+    insert_batches(&fresh, LIVE_DOCS, INSERT_BATCH, |i| make_doc(i, true)).await?;
     let coll = ebb.coll("deleted");
     let total = doomed + LIVE_DOCS;
     let live = Spread::new(total, LIVE_DOCS);
-    let took = load(&coll, total, |i| make_doc(i, live.is_live(i))).await?;
+    let took = insert_batches(&coll, total, INSERT_BATCH, |i| make_doc(i, live.is_live(i))).await?;
     print_load("load (insert_many x1000)", total, took);
     // Let the load's own flushes settle, as line 1's purge wait did.
     tokio::time::sleep(DROP_SETTLE).await;
@@ -419,9 +419,9 @@ async fn hot_document(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResult
          collection, {UPDATES_PER_COMMAND} statements a command"
     );
     let fresh = ebb.coll("hot_fresh");
-    load(&fresh, HOT_DOCS, |i| make_doc(i, true)).await?;
+    insert_batches(&fresh, HOT_DOCS, INSERT_BATCH, |i| make_doc(i, true)).await?;
     let coll = ebb.coll("hot");
-    load(&coll, HOT_DOCS, |i| make_doc(i, true)).await?;
+    insert_batches(&coll, HOT_DOCS, INSERT_BATCH, |i| make_doc(i, true)).await?;
     let stmt = doc! { "q": { "_id": 0_i64 }, "u": { "$inc": { "n": 1 } } };
     let t = Instant::now();
     let mut done = 0;
@@ -492,9 +492,9 @@ async fn sliding_window(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResu
         SLIDE_SAMPLE_EVERY.as_secs()
     );
     let still = ebb.coll("sliding_static");
-    load(&still, static_docs, |i| make_doc(i, false)).await?;
+    insert_batches(&still, static_docs, INSERT_BATCH, |i| make_doc(i, false)).await?;
     let coll = ebb.coll("sliding");
-    create_ttl_index(&coll, SLIDE_TTL_SECONDS).await?;
+    create_ts_ttl_index(&coll, SLIDE_TTL_SECONDS).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let writer = {
@@ -692,7 +692,7 @@ async fn drops(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResult {
         let coll = ebb.coll(&format!("drop_{i}"));
         tokio::time::sleep(DROP_SETTLE).await;
         let before = ebb.disk();
-        let took = load(&coll, docs, |i| make_doc(i, false)).await?;
+        let took = insert_batches(&coll, docs, INSERT_BATCH, |i| make_doc(i, false)).await?;
         print_load(&format!("N = {docs}: load"), docs, took);
         let idle = ebb.idle_cpu(DROP_SETTLE).await;
         let loaded = ebb.disk();
@@ -1113,23 +1113,6 @@ impl Ebb {
     }
 }
 
-fn ok(reply: &Document) -> bool {
-    match reply.get("ok") {
-        Some(Bson::Double(v)) => *v == 1.0,
-        Some(Bson::Int32(v)) => *v == 1,
-        Some(Bson::Int64(v)) => *v == 1,
-        _ => false,
-    }
-}
-
-fn integer(doc: &Document, field: &str) -> BenchResult<i64> {
-    match doc.get(field) {
-        Some(Bson::Int64(v)) => Ok(*v),
-        Some(Bson::Int32(v)) => Ok(i64::from(*v)),
-        other => Err(format!("{field} is not an integer: {other:?}").into()),
-    }
-}
-
 fn ttl_deleted(status: &Document) -> BenchResult<i64> {
     let ttl = status
         .get_document("metrics")
@@ -1149,18 +1132,6 @@ fn storage_status(status: &Document) -> Option<&Document> {
 /// `ebb.storage.dropsPending`, when the server reports it.
 fn drops_pending(status: &Document) -> Option<i64> {
     storage_status(status).and_then(|s| integer(s, "dropsPending").ok())
-}
-
-async fn create_ttl_index(coll: &Collection<RawDocumentBuf>, seconds: u64) -> BenchResult {
-    let options = IndexOptions::builder()
-        .expire_after(Duration::from_secs(seconds))
-        .build();
-    let model = IndexModel::builder()
-        .keys(doc! { "_ts": 1 })
-        .options(options)
-        .build();
-    coll.create_index(model).await?;
-    Ok(())
 }
 
 /// The process's CPU time (all threads, user and system) from `/proc/self/stat`; `None` where
@@ -1342,30 +1313,6 @@ impl Spread {
     }
 }
 
-/// Inserts documents `make(0..n)` with `insert_many`, [`INSERT_BATCH`] at a time.
-async fn load(
-    coll: &Collection<RawDocumentBuf>,
-    n: usize,
-    make: impl Fn(usize) -> RawDocumentBuf,
-) -> BenchResult<Duration> {
-    let start = Instant::now();
-    let mut done = 0;
-    while done < n {
-        let k = INSERT_BATCH.min(n - done);
-        let docs: Vec<RawDocumentBuf> = (done..done + k).map(&make).collect();
-        let reply = coll.insert_many(docs).await?;
-        if reply.inserted_ids.len() != k {
-            return Err(format!(
-                "insert_many of {k} documents reported {} inserted",
-                reply.inserted_ids.len()
-            )
-            .into());
-        }
-        done += k;
-    }
-    Ok(start.elapsed())
-}
-
 fn print_load(what: &str, docs: usize, took: Duration) {
     println!(
         "  {what:<40} {docs:>9} in {:>7.2} s: {:>8.0} docs/s",
@@ -1377,14 +1324,6 @@ fn print_load(what: &str, docs: usize, took: Duration) {
 // ---------------------------------------------------------------------------------------------
 // Numbers
 // ---------------------------------------------------------------------------------------------
-
-fn scaled_duration(base: Duration, scale: f64, floor: Duration) -> Duration {
-    base.mul_f64(scale).max(floor)
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
-}
 
 fn to_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)

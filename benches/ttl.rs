@@ -41,13 +41,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use bson::{Document, RawDocumentBuf, doc, rawdoc};
+use bson::{RawDocumentBuf, doc, rawdoc};
 use common::{
-    BenchResult, CLIENT_WORKERS, SERVER_WORKERS, Server, XorShift, connect, per_second, run_bench,
-    scale, verdict,
+    BenchResult, CLIENT_WORKERS, SERVER_WORKERS, Server, XorShift, connect, create_ts_ttl_index,
+    insert_batches, integer, micros, ok, per_second, run_bench, scale, scaled_duration, verdict,
 };
-use mongodb::options::IndexOptions;
-use mongodb::{Collection, Database, IndexModel};
+use mongodb::{Collection, Database};
 
 /// BSON size of every document.
 const DOC_SIZE: usize = 200;
@@ -159,7 +158,7 @@ async fn purge_rate(ebb: &Ebb, docs: usize, scale: f64) -> BenchResult<PurgeRate
          {TTL_SECONDS}, all expired by one clock advance"
     );
     let coll = ebb.db.collection::<RawDocumentBuf>("expire_rate");
-    create_ttl_index(&coll).await?;
+    create_ts_ttl_index(&coll, TTL_SECONDS).await?;
     let load = load(&coll, 0, docs).await?;
     print_load("load (insert_many x1000)", docs, load);
 
@@ -254,7 +253,7 @@ async fn foreground_phase(
         let doomed = ebb
             .db
             .collection::<RawDocumentBuf>(&format!("expire_load_{round}"));
-        create_ttl_index(&doomed).await?;
+        create_ts_ttl_index(&doomed, TTL_SECONDS).await?;
         // The clock is frozen: these expire 60 s after its current instant.
         let t = load(&doomed, 0, expiring).await?;
         print_load(&format!("round {round}: load expiring"), expiring, t);
@@ -613,35 +612,6 @@ impl Ebb {
     }
 }
 
-fn ok(reply: &Document) -> bool {
-    match reply.get("ok") {
-        Some(bson::Bson::Double(v)) => *v == 1.0,
-        Some(bson::Bson::Int32(v)) => *v == 1,
-        Some(bson::Bson::Int64(v)) => *v == 1,
-        _ => false,
-    }
-}
-
-fn integer(doc: &Document, field: &str) -> BenchResult<i64> {
-    match doc.get(field) {
-        Some(bson::Bson::Int64(v)) => Ok(*v),
-        Some(bson::Bson::Int32(v)) => Ok(i64::from(*v)),
-        other => Err(format!("{field} is not an integer: {other:?}").into()),
-    }
-}
-
-async fn create_ttl_index(coll: &Collection<RawDocumentBuf>) -> BenchResult {
-    let options = IndexOptions::builder()
-        .expire_after(Duration::from_secs(TTL_SECONDS))
-        .build();
-    let model = IndexModel::builder()
-        .keys(doc! { "_ts": 1 })
-        .options(options)
-        .build();
-    coll.create_index(model).await?;
-    Ok(())
-}
-
 // ---------------------------------------------------------------------------------------------
 // Documents and loading
 // ---------------------------------------------------------------------------------------------
@@ -664,23 +634,10 @@ fn make_doc(id: i64) -> RawDocumentBuf {
 
 /// Inserts documents `first..first + n` with `insert_many`, [`INSERT_BATCH`] at a time.
 async fn load(coll: &Collection<RawDocumentBuf>, first: i64, n: usize) -> BenchResult<Duration> {
-    let start = Instant::now();
-    let mut done = 0;
-    while done < n {
-        let k = INSERT_BATCH.min(n - done);
-        let from = first + i64::try_from(done)?;
-        let docs: Vec<RawDocumentBuf> = (from..from + i64::try_from(k)?).map(make_doc).collect();
-        let reply = coll.insert_many(docs).await?;
-        if reply.inserted_ids.len() != k {
-            return Err(format!(
-                "insert_many of {k} documents reported {} inserted",
-                reply.inserted_ids.len()
-            )
-            .into());
-        }
-        done += k;
-    }
-    Ok(start.elapsed())
+    insert_batches(coll, n, INSERT_BATCH, |i| {
+        make_doc(first.saturating_add(i64::try_from(i).unwrap_or(i64::MAX)))
+    })
+    .await
 }
 
 fn print_load(what: &str, docs: usize, took: Duration) {
@@ -892,14 +849,6 @@ impl Summary {
 )]
 fn scaled_count(base: f64, scale: f64) -> usize {
     ((base * scale).round() as usize).max(INSERT_BATCH)
-}
-
-fn scaled_duration(base: Duration, scale: f64, floor: Duration) -> Duration {
-    base.mul_f64(scale).max(floor)
-}
-
-fn micros(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn millis(d: Duration) -> f64 {

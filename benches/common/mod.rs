@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use mongodb::Client;
-use mongodb::options::ClientOptions;
+use bson::{Bson, Document, RawDocumentBuf, doc};
+use mongodb::options::{ClientOptions, IndexOptions};
+use mongodb::{Client, Collection, IndexModel};
 use tokio::sync::oneshot;
 
 pub type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -246,4 +247,72 @@ pub fn to_f64_u64(n: u64) -> f64 {
 
 pub fn per_second(n: usize, took: Duration) -> f64 {
     to_f64(n) / took.as_secs_f64().max(1e-9)
+}
+
+/// Whether a command reply says `ok: 1`.
+pub fn ok(reply: &Document) -> bool {
+    match reply.get("ok") {
+        Some(Bson::Double(v)) => *v == 1.0,
+        Some(Bson::Int32(v)) => *v == 1,
+        Some(Bson::Int64(v)) => *v == 1,
+        _ => false,
+    }
+}
+
+/// An integer field (int32 or int64) of a reply.
+pub fn integer(doc: &Document, field: &str) -> BenchResult<i64> {
+    match doc.get(field) {
+        Some(Bson::Int64(v)) => Ok(*v),
+        Some(Bson::Int32(v)) => Ok(i64::from(*v)),
+        other => Err(format!("{field} is not an integer: {other:?}").into()),
+    }
+}
+
+/// Creates the Cosmos default TTL, `{_ts: 1}` with `expireAfterSeconds: seconds`.
+pub async fn create_ts_ttl_index(coll: &Collection<RawDocumentBuf>, seconds: u64) -> BenchResult {
+    let options = IndexOptions::builder()
+        .expire_after(Duration::from_secs(seconds))
+        .build();
+    let model = IndexModel::builder()
+        .keys(doc! { "_ts": 1 })
+        .options(options)
+        .build();
+    coll.create_index(model).await?;
+    Ok(())
+}
+
+/// Inserts `make(0..n)` with `insert_many`, `batch` documents at a time, checking each reply's
+/// count; returns how long it took.
+pub async fn insert_batches(
+    coll: &Collection<RawDocumentBuf>,
+    n: usize,
+    batch: usize,
+    make: impl Fn(usize) -> RawDocumentBuf,
+) -> BenchResult<Duration> {
+    let start = std::time::Instant::now();
+    let mut done = 0;
+    while done < n {
+        let k = batch.min(n - done);
+        let docs: Vec<RawDocumentBuf> = (done..done + k).map(&make).collect();
+        let reply = coll.insert_many(docs).await?;
+        if reply.inserted_ids.len() != k {
+            return Err(format!(
+                "insert_many of {k} documents reported {} inserted",
+                reply.inserted_ids.len()
+            )
+            .into());
+        }
+        done += k;
+    }
+    Ok(start.elapsed())
+}
+
+/// `base` scaled by `scale`, at least `floor`.
+pub fn scaled_duration(base: Duration, scale: f64, floor: Duration) -> Duration {
+    base.mul_f64(scale).max(floor)
+}
+
+/// A duration in microseconds.
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
