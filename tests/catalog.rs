@@ -8,8 +8,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{
-    RawConn, TestResult, TestServer, assert_command_error, assert_error, integer, is_ok, number,
-    run_command, run_command_err,
+    RawConn, TestResult, TestServer, assert_command_error, assert_error, collection_names, integer,
+    is_ok, number, run_command, run_command_err,
 };
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, Bson, Document, doc};
@@ -66,15 +66,6 @@ fn names(entries: &[Document]) -> Vec<&str> {
         .iter()
         .map(|e| e.get_str("name").unwrap_or("?"))
         .collect()
-}
-
-async fn collection_names(client: &Client, db: &str) -> TestResult<BTreeSet<String>> {
-    Ok(client
-        .database(db)
-        .list_collection_names()
-        .await?
-        .into_iter()
-        .collect())
 }
 
 async fn database_names(client: &Client) -> TestResult<BTreeSet<String>> {

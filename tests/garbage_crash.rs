@@ -33,12 +33,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::TestResult;
 use common::garbage::{
     BIG, DB, SETTLE_DEADLINE, Server, THIN, assert_no_errors, big_doc, check_same, command,
     compact, count, create_flush_collection, create_index, docs_by_index, docs_of, expired_pending,
     flush, insert, raw, storage_counter, storage_status, ttl_metrics, validate,
 };
+use common::{TestResult, collection_names};
 use mongodb::Client;
 use mongodb::bson::{Document, RawDocumentBuf, doc, rawdoc};
 
@@ -53,15 +53,6 @@ async fn list_indexes(client: &Client, db: &str, name: &str) -> TestResult<Vec<D
         .get_array("firstBatch")?
         .iter()
         .filter_map(|d| d.as_document().cloned())
-        .collect())
-}
-
-async fn collection_names(client: &Client, db: &str) -> TestResult<BTreeSet<String>> {
-    Ok(client
-        .database(db)
-        .list_collection_names()
-        .await?
-        .into_iter()
         .collect())
 }
 

@@ -135,12 +135,7 @@ async fn list_indexes(client: &Client, name: &str) -> TestResult<Vec<Document>> 
 
 /// The collection names of `DB`.
 async fn collection_names(client: &Client) -> TestResult<BTreeSet<String>> {
-    Ok(client
-        .database(DB)
-        .list_collection_names()
-        .await?
-        .into_iter()
-        .collect())
+    common::collection_names(client, DB).await
 }
 
 /// The `_id`s of every document of `name` a `find` returns, in `_id` order.

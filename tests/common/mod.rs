@@ -770,6 +770,19 @@ pub async fn run_command(client: &Client, db: &str, command: Document) -> TestRe
     Ok(client.database(db).run_command(command).await?)
 }
 
+/// The collection names of `db`.
+pub async fn collection_names(
+    client: &Client,
+    db: &str,
+) -> TestResult<std::collections::BTreeSet<String>> {
+    Ok(client
+        .database(db)
+        .list_collection_names()
+        .await?
+        .into_iter()
+        .collect())
+}
+
 /// Runs `command` on `db` through the driver; it must fail with a command error (`ok: 0`), which
 /// is returned.
 pub async fn run_command_err(
