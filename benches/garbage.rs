@@ -32,6 +32,9 @@
 //! 3. **`deleteMany` of 400,000.** A collection (no TTL) of 400,000 documents `k: _id` plus 100
 //!    with `k: -1` spread among them; one `delete_many({k: {$gte: 0}})` removes the 400,000.
 //!    Scans at 0, 1, 2, 5 and 10 s after it answered. Goal: at most 1.5× by 10 s.
+//!    Line 3b, **a small `deleteMany`**: the same with 8,000 documents (not scaled), fewer
+//!    tombstones than the compactor's share rule needs: only the scans' own steps over them
+//!    (which the server counts) can make a compaction due. Goal: at most 1.5× by 10 s.
 //! 4. **Hot document.** A 100-document collection; 100,000 `{$inc: {n: 1}}` of `{_id: 0}`, sent
 //!    as `update` commands of 1,000 statements; the document must end at `n: 100000`. Scans at 0
 //!    and 1 s after the last command. Goal: at most 1.5× at once.
@@ -115,6 +118,8 @@ const MIN_PURGE_CAP: Duration = Duration::from_secs(60);
 /// Line 3: documents deleted (scaled).
 const DELETED_DOCS: f64 = 400_000.0;
 /// Line 4: documents in the collection, and updates of one of them (scaled).
+/// Documents deleted in line 3b: below the 20,000 tombstones the share rule needs.
+const SMALL_DELETED_DOCS: usize = 8_000;
 const HOT_DOCS: usize = 100;
 const HOT_UPDATES: f64 = 100_000.0;
 const UPDATES_PER_COMMAND: usize = 1_000;
@@ -218,6 +223,7 @@ async fn bench() -> BenchResult {
     report
         .space(&ebb, "7. space after deleteMany (~10 s)")
         .await?;
+    small_delete_many(&ebb, &mut report).await?;
     hot_document(&ebb, scale, &mut report).await?;
     sliding_window(&ebb, scale, &mut report).await?;
     drops(&ebb, scale, &mut report).await?;
@@ -404,6 +410,51 @@ async fn delete_many(ebb: &Ebb, scale: f64, report: &mut Report) -> BenchResult 
         &points,
         false,
     ));
+    Ok(())
+}
+
+/// Line 3b: a `deleteMany` too small for the compactor's share rule (fewer tombstones than
+/// `MIN_DEBT`): scans that step over it are what make it compacted.
+async fn small_delete_many(ebb: &Ebb, report: &mut Report) -> BenchResult {
+    let doomed = SMALL_DELETED_DOCS;
+    println!();
+    println!(
+        "3b. small deleteMany: {doomed} documents removed (fewer than the compactor's share rule \
+         needs), {LIVE_DOCS} stay; only scans over them can make a compaction due"
+    );
+    let fresh = ebb.coll("small_deleted_fresh");
+    insert_batches(&fresh, LIVE_DOCS, INSERT_BATCH, |i| make_doc(i, true)).await?;
+    let coll = ebb.coll("small_deleted");
+    let total = doomed + LIVE_DOCS;
+    let live = Spread::new(total, LIVE_DOCS);
+    insert_batches(&coll, total, INSERT_BATCH, |i| make_doc(i, live.is_live(i))).await?;
+    tokio::time::sleep(DROP_SETTLE).await;
+    let compactions =
+        |status: &Document| storage_status(status).and_then(|s| integer(s, "compactions").ok());
+    let before = compactions(&ebb.status().await?);
+    let result = coll.delete_many(doc! { "k": { "$gte": 0 } }).await?;
+    if result.deleted_count != to_u64(doomed) {
+        return Err(format!(
+            "delete_many reported {} deleted, {doomed} expected",
+            result.deleted_count
+        )
+        .into());
+    }
+    println!("  scans of the {LIVE_DOCS} left vs the fresh twin, seconds after delete_many:");
+    let points = scan_series(&coll, &fresh, Instant::now(), &SCAN_TIMES).await?;
+    let after = compactions(&ebb.status().await?);
+    println!(
+        "  compactions by the server: {} before the delete, {} after the scans",
+        before.map_or_else(|| "?".to_owned(), |n| n.to_string()),
+        after.map_or_else(|| "?".to_owned(), |n| n.to_string())
+    );
+    report.push(series_goal(
+        "3b. small deleteMany: scan at 10 s / fresh",
+        &points,
+        false,
+    ));
+    coll.drop().await?;
+    fresh.drop().await?;
     Ok(())
 }
 

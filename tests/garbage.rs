@@ -10,7 +10,9 @@
 //!    restart;
 //! 2. `compact_command_answers`: the command's replies (`bytesFreed`, `dryRun`'s
 //!    `estimatedBytesFreed`), what it removes as `collStats` and `serverStatus` count it, and
-//!    its errors.
+//!    its errors;
+//! 3. `scans_over_deleted_documents_make_a_compaction_due`: garbage too small for the
+//!    compactor's share rule is compacted once scans have paid for it.
 
 mod common;
 
@@ -480,6 +482,77 @@ async fn compact_command_answers() -> TestResult {
     assert_command_error(&err, 73, "InvalidNamespace");
     let err = common::run_command_err(&client, DB, doc! { "compact": THIN, "bogus": 1 }).await?;
     assert_command_error(&err, 40415, "IDLUnknownField");
+    assert_no_errors(TEST, &server.finish().await?);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Scans that step over garbage make a compaction due
+// ---------------------------------------------------------------------------------------------
+
+/// `serverStatus().ebb.storage.garbage.docs.scannedOver`: the hidden entries scans of the
+/// documents keyspace stepped over since its last compaction.
+async fn scanned_over(client: &Client) -> TestResult<i64> {
+    let storage = storage_status(client).await?;
+    let docs = storage.get_document("garbage")?.get_document("docs")?;
+    storage_counter(docs, "scannedOver")
+}
+
+/// 4,800 of 6,000 documents deleted: far below the 20,000 tombstones (`MIN_DEBT`) that make a
+/// keyspace due by its debt alone, so the server leaves them (no compaction within 2 s). Then
+/// each full scan returns 1,200 documents over 4,800 tombstones, which `serverStatus` counts as
+/// `scannedOver`; once scans have stepped over about twice the keyspace's entries (what a
+/// compaction costs), the compactor runs by itself, and the documents are intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_over_deleted_documents_make_a_compaction_due() -> TestResult {
+    const TEST: &str = "scans_over_deleted_documents_make_a_compaction_due";
+    const NAME: &str = "scanned";
+    let server = Server::start(false).await?;
+    let client = server.client();
+    let all: Vec<RawDocumentBuf> = (0..6_000).map(|i| big_doc(i, None)).collect();
+    insert(&client, DB, NAME, &all).await?;
+    let deleted = raw(&client, DB, NAME)
+        .delete_many(doc! { "g": { "$gte": 2 } })
+        .await?
+        .deleted_count;
+    assert_eq!(deleted, 4_800);
+    let compacted = compactions(&client).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        compactions(&client).await?,
+        compacted,
+        "a compaction ran with 4,800 tombstones and no scan"
+    );
+    let live: Vec<RawDocumentBuf> = all
+        .iter()
+        .filter(|d| d.get_i64("g").is_ok_and(|g| g < 2))
+        .cloned()
+        .collect();
+    check_same("before scanning", &live, &docs_of(&client, DB, NAME).await?);
+    assert!(
+        scanned_over(&client).await? >= 4_800,
+        "a scan returning 1,200 documents over 4,800 tombstones is not counted"
+    );
+    let mut scans = 1;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while compactions(&client).await? == compacted {
+        assert!(
+            Instant::now() < deadline,
+            "no compaction after {scans} scans over 4,800 tombstones ({} stepped over)",
+            scanned_over(&client).await?
+        );
+        check_same("scanning", &live, &docs_of(&client, DB, NAME).await?);
+        scans += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!("{TEST}: compacted after {scans} scans");
+    assert!(scans <= 20, "{scans} scans before a compaction");
+    check_same(
+        "after the compaction",
+        &live,
+        &docs_of(&client, DB, NAME).await?,
+    );
+    validate(&client, DB, NAME, i64::try_from(live.len())?, &[]).await?;
     assert_no_errors(TEST, &server.finish().await?);
     Ok(())
 }

@@ -409,12 +409,18 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
 
 /// `serverStatus.ebb.storage`: what deletion left behind and what removes it (docs/storage.md,
 /// "Garbage and compaction"). Per keyspace, the garbage entries written since start and the
-/// debt (written since its last compaction).
+/// debt (written since its last compaction), and the hidden entries scans stepped over since
+/// (which make a compaction due once they cost as much as one).
 fn storage_garbage(state: &ServerState) -> RawDocumentBuf {
     let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let status = state.catalog.store().storage().ledger().status();
     let mut garbage = RawDocumentBuf::new();
     for (ks, written, debt) in &status.keyspaces {
+        let waste = status
+            .scan_waste
+            .iter()
+            .find(|(k, _)| k == ks)
+            .map_or(0, |(_, w)| *w);
         garbage.append(
             bson::raw::CString::try_from(ks.name()).unwrap_or_else(|_| cstr!("?").to_owned()),
             rawdoc! {
@@ -422,6 +428,7 @@ fn storage_garbage(state: &ServerState) -> RawDocumentBuf {
                 "supersededVersions": count(written.superseded),
                 "expiredDocuments": count(written.expired),
                 "sinceCompaction": count(debt.total()),
+                "scannedOver": count(waste),
             },
         );
     }

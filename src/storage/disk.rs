@@ -11,7 +11,10 @@ use bytes::Bytes;
 use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
 
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
-use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
+use super::{
+    Batch, Entry, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult,
+    garbage,
+};
 
 /// fjall-backed durable storage.
 pub struct DiskStorage {
@@ -19,7 +22,7 @@ pub struct DiskStorage {
     keyspaces: [fjall::Keyspace; 4],
     /// Per keyspace, how many versions its active memtable holds of each key (approximately).
     chains: [VersionChains; 4],
-    ledger: Ledger,
+    ledger: Arc<Ledger>,
     /// The compaction filter of `docs` (see `storage::expired`).
     expired: Arc<ExpiredRecords>,
 }
@@ -139,7 +142,7 @@ impl DiskStorage {
                 VersionChains::new(),
                 VersionChains::new(),
             ],
-            ledger,
+            ledger: Arc::new(ledger),
             expired,
         })
     }
@@ -193,6 +196,30 @@ impl DiskStorage {
 struct DiskSnapshot {
     snapshot: fjall::Snapshot,
     keyspaces: [fjall::Keyspace; 4],
+    ledger: Arc<Ledger>,
+}
+
+/// A scan of one id's keys that tells the ledger, when it reaches the end, how many entries it
+/// returned (see [`Ledger::scanned`]).
+struct Counted<'a> {
+    inner: Scan<'a>,
+    ledger: &'a Ledger,
+    ks: Keyspace,
+    id: u64,
+    returned: u64,
+}
+
+impl Iterator for Counted<'_> {
+    type Item = StorageResult<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next();
+        match item {
+            Some(_) => self.returned += 1,
+            None => self.ledger.scanned(self.ks, self.id, self.returned),
+        }
+        item
+    }
 }
 
 impl Snapshot for DiskSnapshot {
@@ -218,10 +245,20 @@ impl Snapshot for DiskSnapshot {
                 .map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
                 .map_err(engine)
         };
-        if reverse {
+        let inner: Scan<'_> = if reverse {
             Box::new(iter.rev().map(map))
         } else {
             Box::new(iter.map(map))
+        };
+        match garbage::scanned_id(lower, upper) {
+            Some(id) if ks != Keyspace::Catalog => Box::new(Counted {
+                inner,
+                ledger: &self.ledger,
+                ks,
+                id,
+                returned: 0,
+            }),
+            _ => inner,
         }
     }
 }
@@ -238,6 +275,7 @@ impl Storage for DiskStorage {
         Box::new(DiskSnapshot {
             snapshot: self.db.snapshot(),
             keyspaces: self.keyspaces.clone(),
+            ledger: Arc::clone(&self.ledger),
         })
     }
 

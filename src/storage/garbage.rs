@@ -9,6 +9,7 @@
 //! bounded number of entries per entry of garbage written (amortised O(1)).
 
 use std::collections::HashMap;
+use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +21,20 @@ pub const MIN_DEBT: u64 = 20_000;
 
 /// A keyspace is compacted once its debt reaches this fraction (1/n) of its entries.
 pub const DEBT_SHARE: u64 = 4;
+
+/// A scan that ran through one collection's or index's keys "stepped over" that id's
+/// tombstones and expired records (its removable debt). It counts as wasted when it stepped over
+/// at least this many...
+pub const SCAN_MIN_HIDDEN: u64 = 1_000;
+
+/// ...and at least this many times as many entries as it returned.
+pub const SCAN_HIDDEN_RATIO: u64 = 4;
+
+/// What a compaction costs per entry it rewrites, in the steps a scan takes over a hidden entry:
+/// once scans have wasted that many steps per entry of a keyspace, compacting it would have
+/// cost no more than they did (measured on 2 cores: a compaction of a million expired records
+/// took 1-2 s, a scan over a million tombstones 0.6 s).
+pub const COMPACTION_COST_IN_STEPS: u64 = 2;
 
 /// Garbage counts of one keyspace or one id.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,6 +110,8 @@ pub struct Ledger {
     debt: [Counters; 4],
     /// Per (keyspace slot, id), written since the keyspace's last compaction began.
     by_id: Mutex<HashMap<(usize, u64), Debt>>,
+    /// Per keyspace, hidden entries that scans stepped over since its last compaction began.
+    scan_waste: [AtomicU64; 4],
     compactions: AtomicU64,
     bytes_freed: AtomicU64,
     /// Set while a mass removal (a TTL purge with more due) is under way.
@@ -112,6 +129,8 @@ pub struct LedgerStatus {
     pub compactions: u64,
     /// Bytes on disk the compactions gave back.
     pub bytes_freed: u64,
+    /// Per keyspace: hidden entries scans stepped over since its last compaction began.
+    pub scan_waste: Vec<(Keyspace, u64)>,
 }
 
 impl Ledger {
@@ -196,15 +215,23 @@ impl Ledger {
             .unwrap_or_default()
     }
 
-    /// Whether `ks`, holding about `entries` entries (live, superseded and tombstones), has
-    /// enough tombstones and expired documents to be worth compacting: a quarter of its entries, or, while a mass
-    /// removal is under way, as many as all of them (each compaction rewrites what is still
-    /// live: one after the removal rewrites less than several during it). Replaced versions are
-    /// counted but do not make a compaction due: most never reach a table (a memtable's flush
-    /// keeps only the newest version of a key, and long chains rotate it, see
-    /// `storage::disk`), and the engine's own compactions merge the few that do; compacting on
-    /// them rewrote the store every 20,000 updates of one document and tripled the cost of a
-    /// batch of 100,000 such updates.
+    /// Whether `ks`, holding about `entries` entries (live, superseded and tombstones), is worth
+    /// compacting. Either of:
+    /// - its tombstones and expired documents are a quarter of its entries (at least
+    ///   [`MIN_DEBT`]), or, while a mass removal is under way, as many as all of them (each
+    ///   compaction rewrites what is still live: one after the removal rewrites less than several
+    ///   during it);
+    /// - scans paid for them: the hidden entries scans stepped over since the last compaction
+    ///   (see [`Ledger::scanned`]) add up to what rewriting the keyspace costs
+    ///   ([`COMPACTION_COST_IN_STEPS`] per entry). This is what compacts a small collection's
+    ///   garbage in a large store, or fewer tombstones than [`MIN_DEBT`], once it is read
+    ///   often enough to matter, and never when it is not read.
+    ///
+    /// Replaced versions are counted but do not make a compaction due: most never reach a
+    /// table (a memtable's flush keeps only the newest version of a key, and long chains rotate
+    /// it, see `storage::disk`), and the engine's own compactions merge the few that do;
+    /// compacting on them rewrote the store every 20,000 updates of one document and tripled the
+    /// cost of a batch of 100,000 such updates.
     pub fn due(&self, ks: Keyspace, entries: u64) -> bool {
         let debt = self.debt(ks).removable();
         let share = if self.deferred.load(Ordering::Relaxed) {
@@ -212,7 +239,31 @@ impl Ledger {
         } else {
             DEBT_SHARE
         };
-        debt >= MIN_DEBT && debt.saturating_mul(share) >= entries
+        if debt >= MIN_DEBT && debt.saturating_mul(share) >= entries {
+            return true;
+        }
+        let waste = self.scan_waste[ks.slot()].load(Ordering::Relaxed);
+        debt > 0 && waste >= entries.saturating_mul(COMPACTION_COST_IN_STEPS).max(1)
+    }
+
+    /// A scan of `ks` ran through all the keys of one collection or index (`id`) and returned
+    /// `returned` entries. The engine does not say how many hidden entries it stepped over; the
+    /// ledger knows how many it wrote there since the last compaction (the id's tombstones and
+    /// expired records), an upper bound, as the engine's own compactions may have removed some.
+    /// When that is many more than the scan returned, the steps are counted as wasted, towards
+    /// a compaction ([`Ledger::due`]). Cheap when there is little garbage: two atomic loads.
+    pub fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
+        let Some(debt) = self.debt.get(ks.slot()) else {
+            return;
+        };
+        let whole = debt.read().removable();
+        if whole < SCAN_MIN_HIDDEN {
+            return;
+        }
+        let hidden = self.id_debt(ks, id).removable();
+        if hidden >= SCAN_MIN_HIDDEN && hidden >= returned.saturating_mul(SCAN_HIDDEN_RATIO) {
+            self.scan_waste[ks.slot()].fetch_add(hidden, Ordering::Relaxed);
+        }
     }
 
     /// Notes whether tables replaced by a compaction or a range drop may still be on disk.
@@ -241,6 +292,7 @@ impl Ledger {
     /// A compaction of `ks` begins: what was written so far is what it can remove.
     pub fn compaction_started(&self, ks: Keyspace) {
         self.debt[ks.slot()].take();
+        self.scan_waste[ks.slot()].store(0, Ordering::Relaxed);
         self.by_id
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -270,6 +322,10 @@ impl Ledger {
                 .collect(),
             compactions: self.compactions.load(Ordering::Relaxed),
             bytes_freed: self.bytes_freed.load(Ordering::Relaxed),
+            scan_waste: [Keyspace::Docs, Keyspace::Expiry, Keyspace::Index]
+                .into_iter()
+                .map(|ks| (ks, self.scan_waste[ks.slot()].load(Ordering::Relaxed)))
+                .collect(),
         }
     }
 }
@@ -283,6 +339,22 @@ fn key_id(ks: Keyspace, key: &[u8]) -> Option<u64> {
     key.get(..8)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
+}
+
+/// The one collection or index id whose keys a scan from `lower` to `upper` covers, if it
+/// covers no other id's (the ranges of [`super::Snapshot::prefix`] on an id's prefix and of
+/// scans inside one id): what [`Ledger::scanned`] is told.
+pub fn scanned_id(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<u64> {
+    let (Bound::Included(lower) | Bound::Excluded(lower)) = lower else {
+        return None;
+    };
+    let id = u64::from_be_bytes(lower.get(..8)?.try_into().ok()?);
+    let (Bound::Included(upper) | Bound::Excluded(upper)) = upper else {
+        return None;
+    };
+    let upper_id = u64::from_be_bytes(upper.get(..8)?.try_into().ok()?);
+    // Below the next id, or exactly at its start (the end of a prefix scan).
+    (upper_id == id || (upper.len() == 8 && Some(upper_id) == id.checked_add(1))).then_some(id)
 }
 
 #[cfg(test)]
@@ -344,5 +416,60 @@ mod tests {
         ledger.defer(true);
         assert!(!ledger.due(Keyspace::Docs, MIN_DEBT * DEBT_SHARE));
         assert!(ledger.due(Keyspace::Docs, MIN_DEBT));
+    }
+
+    #[test]
+    fn scans_that_step_over_much_more_than_they_return_make_a_compaction_due() {
+        let ledger = Ledger::default();
+        let mut batch = Batch::new();
+        for i in 0..5_000_u64 {
+            batch.delete(Keyspace::Docs, key(1, &i.to_be_bytes()));
+        }
+        ledger.record(&batch);
+        // 5,000 tombstones in a keyspace of 100,000 entries: below the share rule.
+        let entries = 100_000;
+        assert!(!ledger.due(Keyspace::Docs, entries));
+        // A scan that returned as much as it stepped over is not wasted; nor is one of an id
+        // without garbage.
+        ledger.scanned(Keyspace::Docs, 1, 2_000);
+        ledger.scanned(Keyspace::Docs, 2, 0);
+        assert_eq!(ledger.status().scan_waste[0].1, 0);
+        // Scans returning 10 documents over 5,000 tombstones: 40 of them pay for a compaction
+        // of 200,000 scan steps.
+        for _ in 0..39 {
+            ledger.scanned(Keyspace::Docs, 1, 10);
+        }
+        assert!(!ledger.due(Keyspace::Docs, entries));
+        ledger.scanned(Keyspace::Docs, 1, 10);
+        assert!(ledger.due(Keyspace::Docs, entries));
+        assert!(!ledger.due(Keyspace::Index, entries));
+        ledger.compaction_started(Keyspace::Docs);
+        assert!(!ledger.due(Keyspace::Docs, entries));
+        assert_eq!(ledger.status().scan_waste[0].1, 0);
+        // Fewer than SCAN_MIN_HIDDEN hidden entries are never counted.
+        let mut batch = Batch::new();
+        for i in 0..SCAN_MIN_HIDDEN - 1 {
+            batch.delete(Keyspace::Docs, key(1, &i.to_be_bytes()));
+        }
+        ledger.record(&batch);
+        ledger.scanned(Keyspace::Docs, 1, 0);
+        assert_eq!(ledger.status().scan_waste[0].1, 0);
+    }
+
+    #[test]
+    fn a_scan_covers_one_id_when_its_bounds_lie_in_it() {
+        let k1 = key(1, b"a");
+        let k1z = key(1, b"z");
+        let p2 = 2_u64.to_be_bytes();
+        let k2 = key(2, b"a");
+        let inc = Bound::Included;
+        let exc = Bound::Excluded;
+        assert_eq!(scanned_id(inc(&k1), exc(&p2)), Some(1));
+        assert_eq!(scanned_id(inc(&k1), inc(&k1z)), Some(1));
+        assert_eq!(scanned_id(exc(&k1), exc(&k1z)), Some(1));
+        assert_eq!(scanned_id(inc(&k1), exc(&k2)), None);
+        assert_eq!(scanned_id(inc(&k1), Bound::Unbounded), None);
+        assert_eq!(scanned_id(Bound::Unbounded, exc(&p2)), None);
+        assert_eq!(scanned_id(inc(&b"abc"[..]), exc(&p2)), None);
     }
 }
