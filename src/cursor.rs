@@ -65,6 +65,11 @@ pub struct Scan {
     pub examined: u64,
     /// What stops the scan (shutdown, the command's `maxTimeMS`), checked as it reads.
     pub interrupt: Option<crate::interrupt::Interrupt>,
+    /// The collection whose documents the scan reads all of, from the first key (the last,
+    /// reversed), if it does: told to the store when the scan reaches the end
+    /// ([`Snapshot::scanned`]: what it stepped over may make a compaction due). `None` for a
+    /// scan of part of the keys.
+    pub whole: Option<u64>,
 }
 
 /// Every this many entries read, a scan checks whether shutdown has begun.
@@ -184,6 +189,9 @@ impl Scan {
         } else if let Some(k) = last_key {
             self.resume(Bound::Excluded(k.to_vec()));
         }
+        if exhausted && let Some(id) = self.whole {
+            self.snapshot.scanned(Keyspace::Docs, id, self.examined);
+        }
         if exhausted || self.remaining == Some(0) {
             self.done = true;
         }
@@ -280,6 +288,10 @@ pub struct IndexScan {
     pub stats: ScanStats,
     /// What stops the scan (shutdown, the command's `maxTimeMS`), checked as it reads.
     pub interrupt: Option<crate::interrupt::Interrupt>,
+    /// The collection (`_id` index) or index whose keys the scan reads all of, if it does (one
+    /// range covering every key): told to the store when the scan reaches the end, as
+    /// [`Scan::whole`].
+    pub whole: Option<u64>,
 }
 
 impl IndexScan {
@@ -322,6 +334,9 @@ impl IndexScan {
         while !self.done {
             let Some(range) = self.ranges.get(self.at) else {
                 self.done = true;
+                if let Some(id) = self.whole {
+                    self.snapshot.scanned(ks, id, self.stats.keys_examined);
+                }
                 break;
             };
             let mut lower = Bound::Included(range.lower.as_slice());
@@ -590,6 +605,7 @@ impl Source {
                     reverse: *reverse,
                     examined: 0,
                     interrupt: None,
+                    whole: Some(collection_id),
                 }))
             }
             Access::Index(ix) => {
@@ -600,6 +616,15 @@ impl Source {
                     crate::index::index_prefix(ix.index_id)
                 };
                 let (ranges, checks) = ix.key_ranges(&prefix);
+                let whole = match ranges.as_slice() {
+                    [range]
+                        if range
+                            .covers_all(&prefix, checks.first().is_some_and(|c| c.descending)) =>
+                    {
+                        Some(if id_index { collection_id } else { ix.index_id })
+                    }
+                    _ => None,
+                };
                 Source::Index(Box::new(IndexScan {
                     snapshot,
                     collection_id,
@@ -618,6 +643,7 @@ impl Source {
                     reverse: ix.reverse,
                     stats: ScanStats::default(),
                     interrupt: None,
+                    whole,
                 }))
             }
         }

@@ -895,6 +895,35 @@ pub struct KeyRange {
     pub upper: Option<Vec<u8>>,
 }
 
+impl KeyRange {
+    /// Whether the range holds every key under `prefix` (an index id, or the collection prefix
+    /// of `_id` keys) whose first field is stored `descending` or not: it begins at or below
+    /// that field's lowest encoded component (`MinKey` ascending, `MaxKey` descending) and
+    /// ends above its highest.
+    pub fn covers_all(&self, prefix: &[u8], descending: bool) -> bool {
+        let with = |component: &[u8]| {
+            let mut k = prefix.to_vec();
+            k.extend_from_slice(component);
+            k
+        };
+        let (lowest, highest) = if descending {
+            (
+                encode(&RawBson::MaxKey, Direction::Descending),
+                encode(&RawBson::MinKey, Direction::Descending),
+            )
+        } else {
+            (
+                encode(&RawBson::MinKey, Direction::Ascending),
+                encode(&RawBson::MaxKey, Direction::Ascending),
+            )
+        };
+        let Some(above) = prefix_end(&highest) else {
+            return false;
+        };
+        self.lower <= with(&lowest) && self.upper.as_ref().is_none_or(|u| *u >= with(&above))
+    }
+}
+
 /// One key field's intervals as byte ranges of its encoded component ([`KeyRange`]s relative
 /// to the component, ordered).
 #[derive(Debug, Clone)]

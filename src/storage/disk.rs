@@ -11,10 +11,7 @@ use bytes::Bytes;
 use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
 
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
-use super::{
-    Batch, Entry, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult,
-    garbage,
-};
+use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
 
 /// fjall-backed durable storage.
 pub struct DiskStorage {
@@ -199,29 +196,6 @@ struct DiskSnapshot {
     ledger: Arc<Ledger>,
 }
 
-/// A scan of one id's keys that tells the ledger, when it reaches the end, how many entries it
-/// returned (see [`Ledger::scanned`]).
-struct Counted<'a> {
-    inner: Scan<'a>,
-    ledger: &'a Ledger,
-    ks: Keyspace,
-    id: u64,
-    returned: u64,
-}
-
-impl Iterator for Counted<'_> {
-    type Item = StorageResult<Entry>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let item = self.inner.next();
-        match item {
-            Some(_) => self.returned += 1,
-            None => self.ledger.scanned(self.ks, self.id, self.returned),
-        }
-        item
-    }
-}
-
 impl Snapshot for DiskSnapshot {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
         self.snapshot
@@ -245,21 +219,15 @@ impl Snapshot for DiskSnapshot {
                 .map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
                 .map_err(engine)
         };
-        let inner: Scan<'_> = if reverse {
+        if reverse {
             Box::new(iter.rev().map(map))
         } else {
             Box::new(iter.map(map))
-        };
-        match garbage::scanned_id(lower, upper) {
-            Some(id) if ks != Keyspace::Catalog => Box::new(Counted {
-                inner,
-                ledger: &self.ledger,
-                ks,
-                id,
-                returned: 0,
-            }),
-            _ => inner,
         }
+    }
+
+    fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
+        self.ledger.scanned(ks, id, returned);
     }
 }
 

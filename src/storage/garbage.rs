@@ -9,7 +9,6 @@
 //! bounded number of entries per entry of garbage written (amortised O(1)).
 
 use std::collections::HashMap;
-use std::ops::Bound;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -251,7 +250,7 @@ impl Ledger {
     /// ledger knows how many it wrote there since the last compaction (the id's tombstones and
     /// expired records), an upper bound, as the engine's own compactions may have removed some.
     /// When that is many more than the scan returned, the steps are counted as wasted, towards
-    /// a compaction ([`Ledger::due`]). Cheap when there is little garbage: two atomic loads.
+    /// a compaction ([`Ledger::due`]). Cheap when there is little garbage: three atomic loads.
     pub fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
         let Some(debt) = self.debt.get(ks.slot()) else {
             return;
@@ -339,22 +338,6 @@ fn key_id(ks: Keyspace, key: &[u8]) -> Option<u64> {
     key.get(..8)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(u64::from_be_bytes)
-}
-
-/// The one collection or index id whose keys a scan from `lower` to `upper` covers, if it
-/// covers no other id's (the ranges of [`super::Snapshot::prefix`] on an id's prefix and of
-/// scans inside one id): what [`Ledger::scanned`] is told.
-pub fn scanned_id(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Option<u64> {
-    let (Bound::Included(lower) | Bound::Excluded(lower)) = lower else {
-        return None;
-    };
-    let id = u64::from_be_bytes(lower.get(..8)?.try_into().ok()?);
-    let (Bound::Included(upper) | Bound::Excluded(upper)) = upper else {
-        return None;
-    };
-    let upper_id = u64::from_be_bytes(upper.get(..8)?.try_into().ok()?);
-    // Below the next id, or exactly at its start (the end of a prefix scan).
-    (upper_id == id || (upper.len() == 8 && Some(upper_id) == id.checked_add(1))).then_some(id)
 }
 
 #[cfg(test)]
@@ -454,22 +437,5 @@ mod tests {
         ledger.record(&batch);
         ledger.scanned(Keyspace::Docs, 1, 0);
         assert_eq!(ledger.status().scan_waste[0].1, 0);
-    }
-
-    #[test]
-    fn a_scan_covers_one_id_when_its_bounds_lie_in_it() {
-        let k1 = key(1, b"a");
-        let k1z = key(1, b"z");
-        let p2 = 2_u64.to_be_bytes();
-        let k2 = key(2, b"a");
-        let inc = Bound::Included;
-        let exc = Bound::Excluded;
-        assert_eq!(scanned_id(inc(&k1), exc(&p2)), Some(1));
-        assert_eq!(scanned_id(inc(&k1), inc(&k1z)), Some(1));
-        assert_eq!(scanned_id(exc(&k1), exc(&k1z)), Some(1));
-        assert_eq!(scanned_id(inc(&k1), exc(&k2)), None);
-        assert_eq!(scanned_id(inc(&k1), Bound::Unbounded), None);
-        assert_eq!(scanned_id(Bound::Unbounded, exc(&p2)), None);
-        assert_eq!(scanned_id(inc(&b"abc"[..]), exc(&p2)), None);
     }
 }

@@ -174,6 +174,12 @@ pub trait Snapshot: Send + Sync {
         reverse: bool,
     ) -> Scan<'_>;
 
+    /// A scan of all of one collection's or index's keys in `ks` (`id`), from the first to the
+    /// last in either direction and possibly in several [`Snapshot::range`] calls, reached the
+    /// end having read `returned` entries: the store may count what it stepped over on the way
+    /// ([`Ledger::scanned`]). Scans of part of an id's keys do not call this.
+    fn scanned(&self, _ks: Keyspace, _id: u64, _returned: u64) {}
+
     /// Entries whose keys start with `prefix`, in key order.
     fn prefix(&self, ks: Keyspace, prefix: &[u8]) -> Scan<'_> {
         let end = prefix_end(prefix);

@@ -573,6 +573,8 @@ impl<'a> Writer<'a> {
             {
                 if let Some(f) = front.as_ref() {
                     scan.lower = Bound::Included(f.clone());
+                    // It no longer steps over what lies before the live front.
+                    scan.whole = None;
                 }
                 filter.is_match_all()
             }

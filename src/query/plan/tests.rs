@@ -482,3 +482,55 @@ fn key_ranges_of_compound_points_and_ranges() {
     encode_component(RawBsonRef::Int32(5), Direction::Ascending, &mut five);
     assert!(!checks[1].admits(&five));
 }
+
+#[test]
+fn only_a_range_over_every_key_covers_all() {
+    let scan = |bounds: Vec<Interval>, dir: Direction| IndexScan {
+        index: Some(0),
+        index_id: 1,
+        name: "a_1".into(),
+        key_pattern: rawdoc! { "a": 1 },
+        fields: vec![("a".into(), dir)],
+        bounds: vec![bounds],
+        reverse: false,
+        multikey: false,
+        unique: false,
+        sparse: false,
+        partial: false,
+        exact: true,
+    };
+    let prefix = crate::index::index_prefix(1);
+    for dir in [Direction::Ascending, Direction::Descending] {
+        let (ranges, _) = scan(vec![Interval::full()], dir).key_ranges(&prefix);
+        assert_eq!(ranges.len(), 1);
+        let desc = dir == Direction::Descending;
+        assert!(
+            ranges[0].covers_all(&prefix, desc),
+            "{dir:?} {:?}",
+            ranges[0]
+        );
+        assert!(
+            !ranges[0].covers_all(&prefix, !desc),
+            "{dir:?} {:?}",
+            ranges[0]
+        );
+        let (ranges, _) = scan(vec![Interval::point(RawBson::Int32(1))], dir).key_ranges(&prefix);
+        assert!(!ranges[0].covers_all(&prefix, desc), "{dir:?}");
+        let (ranges, _) = scan(
+            vec![Interval::new(
+                RawBson::Int32(1),
+                true,
+                RawBson::MaxKey,
+                true,
+            )],
+            dir,
+        )
+        .key_ranges(&prefix);
+        assert!(!ranges[0].covers_all(&prefix, desc), "{dir:?}");
+    }
+    let whole = KeyRange {
+        lower: prefix.to_vec(),
+        upper: prefix_end(&prefix),
+    };
+    assert!(whole.covers_all(&prefix, false) && whole.covers_all(&prefix, true));
+}
