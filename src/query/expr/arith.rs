@@ -79,7 +79,7 @@ impl Num {
     }
 
     #[expect(clippy::cast_precision_loss, reason = "promotion to double, as mongod")]
-    fn f64(self) -> f64 {
+    pub(super) fn f64(self) -> f64 {
         match self {
             Num::Int(i) => f64::from(i),
             Num::Long(i) => i as f64,
@@ -96,7 +96,7 @@ impl Num {
         }
     }
 
-    fn i64(self) -> Option<i64> {
+    pub(super) fn i64(self) -> Option<i64> {
         match self {
             Num::Int(i) => Some(i64::from(i)),
             Num::Long(i) => Some(i),
@@ -114,7 +114,7 @@ impl Num {
     }
 }
 
-fn decimal(d: f64) -> RawBson {
+pub(super) fn decimal(d: f64) -> RawBson {
     let text = if d.is_nan() {
         "NaN".to_owned()
     } else if d.is_infinite() {

@@ -68,6 +68,7 @@ mod array;
 mod cond;
 mod fields;
 mod logic;
+mod math;
 mod misc;
 mod string;
 mod types;
@@ -91,6 +92,7 @@ use crate::error::{CommandError, ErrorCode};
 const FAMILIES: &[ParseFn] = &[
     logic::parse_op,
     arith::parse_op,
+    math::parse_op,
     cond::parse_op,
     string::parse_op,
     array::parse_op,
