@@ -4,9 +4,9 @@
 //!
 //! Results keep mongod's types: rounding an int or a long gives the same type, the other
 //! functions give a double (a decimal for a decimal input). Decimal128 goes through `f64`, as
-//! the rest of Ebb's arithmetic does. `$round` and `$trunc` on a double round its 15-digit
-//! decimal form (mongod converts it to a Decimal128 first), so `{$round: [2.675, 2]}` is 2.68
-//! where binary rounding would give 2.67; `$round` rounds half to even.
+//! the rest of Ebb's arithmetic does. `$round` and `$trunc` on a double round its 34-digit
+//! decimal form, as mongod does through a Decimal128 (so `{$round: [2.675, 2]}` is 2.67: the
+//! double is 2.67499999…), then take the nearest double; `$round` rounds half to even.
 
 use bson::{RawBson, RawBsonRef};
 
@@ -427,7 +427,7 @@ fn round_or_trunc(
     place: Option<RawBsonRef<'_>>,
 ) -> Result<Value, CommandError> {
     let name = if round { "$round" } else { "$trunc" };
-    if nullish(v) || nullish(place) {
+    if nullish(v) {
         return Ok(Some(RawBson::Null));
     }
     let Some(n) = v.and_then(Num::of) else {
@@ -436,6 +436,9 @@ fn round_or_trunc(
             format!("{name} only supports numeric types, not {}", tname(v)),
         ));
     };
+    if nullish(place) {
+        return Ok(Some(RawBson::Null));
+    }
     let Some(place) = place.and_then(integral_i32) else {
         return Err(loc(
             51082,
@@ -491,26 +494,26 @@ fn round_integer(v: i128, place: i32, round: bool) -> i128 {
     q * unit
 }
 
-/// `d` rounded or truncated at `place` decimal places, from its 15-significant-digit decimal
-/// form (mongod's `Decimal128(double)`).
+/// `d` rounded or truncated at `place` decimal places, from its 34-significant-digit decimal
+/// form (mongod's `Decimal128(double, kRoundTo34Digits)`), back to the nearest double.
 fn round_double(d: f64, place: i32, round: bool) -> f64 {
     if !d.is_finite() || d == 0.0 {
         return d;
     }
-    // 15 significant digits: d = ±m × 10^q with m < 10^15.
-    let sci = format!("{:.14e}", d.abs());
+    // 34 significant digits: d = ±m × 10^q with m < 10^34.
+    let sci = format!("{:.33e}", d.abs());
     let Some((mant, exp)) = sci.split_once('e') else {
         return d;
     };
     let (Ok(m), Ok(e)) = (mant.replace('.', "").parse::<i128>(), exp.parse::<i32>()) else {
         return d;
     };
-    let q = e - 14;
+    let q = e - 33;
     let drop = -place - q;
     if drop <= 0 {
         return d;
     }
-    let kept = if drop > 16 {
+    let kept = if drop > 35 {
         0
     } else {
         let unit = 10_i128.pow(drop.unsigned_abs());
@@ -554,7 +557,15 @@ mod tests {
             (rawbson!({"$round": [2.5]}), rawbson!(2.0)),
             (rawbson!({"$round": [3.5]}), rawbson!(4.0)),
             (rawbson!({"$round": [-2.5]}), rawbson!(-2.0)),
-            (rawbson!({"$round": [2.675, 2]}), rawbson!(2.68)),
+            (rawbson!({"$round": [2.675, 2]}), rawbson!(2.67)),
+            (rawbson!({"$round": [0.125, 2]}), rawbson!(0.12)),
+            (rawbson!({"$round": [0.375, 2]}), rawbson!(0.38)),
+            (rawbson!({"$trunc": [-0.375, 2]}), rawbson!(-0.37)),
+            (
+                rawbson!({"$round": [2_147_483_647, -1]}),
+                RawBson::Int64(2_147_483_650),
+            ),
+            (rawbson!({"$round": [5, null]}), RawBson::Null),
             (rawbson!({"$round": ["$v", 1]}), rawbson!(19.2)),
             (rawbson!({"$round": [28.73, 1]}), rawbson!(28.7)),
             (rawbson!({"$round": [-45.39, 1]}), rawbson!(-45.4)),
@@ -706,6 +717,17 @@ mod tests {
                 rawbson!({"$atan2": [1, "a"]}),
                 51045,
                 "$atan2 only supports numeric types, not string",
+            ),
+            (
+                rawbson!({"$round": ["a", null]}),
+                51081,
+                "$round only supports numeric types, not string",
+            ),
+            (
+                rawbson!({"$round": [i64::MAX, -1]}),
+                51080,
+                "invalid conversion from Decimal128 result in $round resulting from arguments: \
+                 [9223372036854775807, -1]",
             ),
             (
                 rawbson!({"$round": ["a"]}),
