@@ -71,6 +71,7 @@ mod logic;
 mod math;
 mod misc;
 mod string;
+mod text;
 mod types;
 mod variables;
 
@@ -95,6 +96,7 @@ const FAMILIES: &[ParseFn] = &[
     math::parse_op,
     cond::parse_op,
     string::parse_op,
+    text::parse_op,
     array::parse_op,
     types::parse_op,
     fields::parse_op,
