@@ -126,6 +126,12 @@ impl Regex {
         &self.options
     }
 
+    /// The compiled pattern, for operators that need match positions and captures
+    /// (`$regexFind`).
+    pub(crate) fn engine(&self) -> &regex::Regex {
+        &self.re
+    }
+
     /// Whether the pattern matches somewhere in `s`.
     pub fn is_match(&self, s: &str) -> bool {
         self.re.is_match(s)

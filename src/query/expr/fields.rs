@@ -5,10 +5,64 @@
 use bson::raw::CString;
 use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::{Node, Scope, Value, loc, nullish, parse, r};
+use super::{Env, Node, Operator, Scope, Value, eval, loc, nullish, parse, r};
 use crate::error::CommandError;
 use crate::query::display::type_name;
 use crate::query::invalid_bson;
+
+pub(super) fn parse_op(
+    name: &str,
+    v: RawBsonRef<'_>,
+    sc: &mut Scope<'_>,
+) -> Option<Result<Node, CommandError>> {
+    match name {
+        "getField" => Some(parse_get_field(v, sc)),
+        "setField" => Some(parse_set_field(v, sc, true)),
+        "unsetField" => Some(parse_set_field(v, sc, false)),
+        _ => None,
+    }
+}
+
+/// `$getField` with its constant field name.
+#[derive(Debug)]
+struct GetField {
+    field: String,
+    input: Node,
+}
+
+/// `$setField` (`value: Some`) or `$unsetField` (`value: None`).
+#[derive(Debug)]
+struct SetField {
+    field: String,
+    input: Node,
+    value: Option<Node>,
+}
+
+impl Operator for GetField {
+    fn eval(&self, env: Env<'_>) -> Result<Value, CommandError> {
+        get_field(&self.field, eval(&self.input, env)?)
+    }
+
+    fn args(&self) -> Vec<&Node> {
+        vec![&self.input]
+    }
+}
+
+impl Operator for SetField {
+    fn eval(&self, env: Env<'_>) -> Result<Value, CommandError> {
+        let input = eval(&self.input, env)?;
+        set_field(&self.field, input, || match &self.value {
+            Some(v) => eval(v, env),
+            None => Ok(None),
+        })
+    }
+
+    fn args(&self) -> Vec<&Node> {
+        let mut out = vec![&self.input];
+        out.extend(&self.value);
+        out
+    }
+}
 
 /// The codes of one operator's checks on its `field` argument.
 struct FieldCodes {
@@ -79,7 +133,7 @@ fn first_key(d: &RawDocument) -> Result<Option<&str>, CommandError> {
 
 /// `{$getField: {field, input}}`, or the short form `{$getField: field}` (input `$$CURRENT`),
 /// which an object whose first key starts with `$` also is.
-pub(super) fn parse_get_field(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
+fn parse_get_field(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
     let spec = match v {
         RawBsonRef::Document(d) if !first_key(d)?.is_some_and(|k| k.starts_with('$')) => Some(d),
         _ => None,
@@ -108,18 +162,14 @@ pub(super) fn parse_get_field(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<N
             (raw, field, input)
         }
     };
-    Ok(Node::GetField {
+    Ok(Node::op(GetField {
         field: field_name("$getField", raw, &field, &GET_FIELD)?,
-        input: Box::new(input),
-    })
+        input,
+    }))
 }
 
 /// `{$setField: {field, input, value}}` (`set`), or `{$unsetField: {field, input}}`.
-pub(super) fn parse_set_field(
-    v: RawBsonRef<'_>,
-    sc: &mut Scope<'_>,
-    set: bool,
-) -> Result<Node, CommandError> {
+fn parse_set_field(v: RawBsonRef<'_>, sc: &mut Scope<'_>, set: bool) -> Result<Node, CommandError> {
     let op = if set { "$setField" } else { "$unsetField" };
     let RawBsonRef::Document(d) = v else {
         return Err(loc(
@@ -149,16 +199,16 @@ pub(super) fn parse_set_field(
     }
     let input =
         input.ok_or_else(|| loc(4_161_109, format!("{op} requires 'input' to be specified")))?;
-    Ok(Node::SetField {
+    Ok(Node::op(SetField {
         field: field_name(op, raw, &field, &SET_FIELD)?,
-        input: Box::new(input),
-        value: value.map(Box::new),
-    })
+        input,
+        value,
+    }))
 }
 
 /// `$getField` on its evaluated input: missing input is missing, null (or undefined) is null,
 /// a document gives its field (or missing), anything else is missing.
-pub(super) fn get_field(field: &str, input: Value) -> Result<Value, CommandError> {
+fn get_field(field: &str, input: Value) -> Result<Value, CommandError> {
     match input {
         None => Ok(None),
         Some(RawBson::Null | RawBson::Undefined) => Ok(Some(RawBson::Null)),
@@ -173,7 +223,7 @@ pub(super) fn get_field(field: &str, input: Value) -> Result<Value, CommandError
 /// `$setField`/`$unsetField` on its evaluated input: null for null or missing input, else the
 /// input document with the field replaced in place, appended, or (for a missing value)
 /// removed. `value` is evaluated only for a document input.
-pub(super) fn set_field(
+fn set_field(
     field: &str,
     input: Value,
     value: impl FnOnce() -> Result<Value, CommandError>,

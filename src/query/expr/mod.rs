@@ -9,18 +9,52 @@
 //!
 //! Variables are resolved when an expression is parsed, as in mongod: the command's variables
 //! ([`Variables`]: `$$NOW`, fixed once per command, and the command's `let` values) and the
-//! names of enclosing `$let`s are in scope, anything else is "Use of undefined variable" (17276).
-//! A `$let` (or a command `let`) that binds `CURRENT` changes what `"$a"` reads.
+//! names of enclosing `$let`s (and of any operator that binds names) are in scope, anything else
+//! is "Use of undefined variable" (17276). A `$let` (or a command `let`) that binds `CURRENT`
+//! changes what `"$a"` reads.
 //!
-//! Operators: comparison `$eq $ne $gt $gte $lt $lte $cmp` (the BSON order of [`compare`], where
-//! missing equals undefined and sorts below null, as in mongod's `Value::compare`); boolean
-//! `$and $or $not` (mongod's truthiness); arithmetic `$add` (numbers and one date) `$subtract`
-//! (numbers, dates) `$multiply $divide $mod $abs`, with int → long → double promotion on
-//! overflow; `$cond` (array and `{if, then, else}` forms), `$ifNull`; `$in`, `$size`,
-//! `$arrayElemAt`; `$type`; strings `$concat $toLower $toUpper $strLenCP $substrCP`;
-//! `$literal` (and its alias `$const`), `$let`, `$rand`; and the field operators `$getField`,
-//! `$setField`, `$unsetField`, which read and write field names holding `.` or starting with `$`
-//! (see `fields`). Errors carry mongod's codes and messages.
+//! # Operator families
+//!
+//! Operators live in one file per family; this file holds only the shared machinery (`Node`,
+//! `Scope`, `Env`, `Frame`, the helpers below) and the registration table `FAMILIES`.
+//!
+//! - `logic`: comparison `$eq $ne $gt $gte $lt $lte $cmp` (the BSON order of [`compare`], where
+//!   missing equals undefined and sorts below null, as in mongod's `Value::compare`); boolean
+//!   `$and $or $not` (mongod's truthiness).
+//! - `arith`: `$add` (numbers and one date) `$subtract` (numbers, dates) `$multiply $divide $mod
+//!   $abs`, with int → long → double promotion on overflow.
+//! - `cond`: `$cond` (array and `{if, then, else}` forms), `$ifNull`.
+//! - `string`: `$concat $toLower $toUpper $strLenCP $substrCP`.
+//! - `array`: `$in $size $arrayElemAt`.
+//! - `types`: `$type`.
+//! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`
+//!   or starting with `$`.
+//! - `misc`: `$let` (scoped variables) and `$rand`.
+//!
+//! `$literal` (and its alias `$const`) is a constant, parsed here. Errors carry mongod's codes
+//! and messages.
+//!
+//! ## Adding an operator or a family
+//!
+//! A family is a file with `pub(super) fn parse_op(name, args, scope) -> Option<Result<Node,
+//! CommandError>>`: `None` when `name` (without the `$`) is not one of its operators, else the
+//! parsed node. Register it with one line in `FAMILIES` (and its `mod` line). An operator
+//! becomes a `Node::Op` holding something that implements `Operator`:
+//!
+//! - positional arguments (`{$op: [a, b]}` or `{$op: a}`): give the family a `Copy` op enum
+//!   implementing `PositionalOp`, parse with `parse_args` (and check the count with
+//!   `exactly`), and build the node with `call`; evaluate each argument with `arg` or
+//!   `eval`;
+//! - named arguments (`{$op: {input:, as:, in:}}`): read the object with `object_fields`,
+//!   `parse` each value, and build the node with `Node::op` from a struct implementing
+//!   `Operator` (its `args` lists every sub-expression, for dependency analysis);
+//! - scoped variables (`$let`, `as:` of `$map`/`$filter`, `$$this`/`$$value` of `$reduce`):
+//!   check each name with `variables::check_write_name`, parse the inner expression between
+//!   `let base = scope.bind(names)` and `scope.unbind(base)`; when evaluating, build a
+//!   `Frame::new(env, base, values)` (the names' values in the same order) and evaluate the
+//!   inner expression in `env.with(&frame)`.
+//!
+//! An operator of `KNOWN` that no family parses answers `NotImplemented`, naming it.
 //!
 //! Not supported: the other MongoDB operators (`NotImplemented`, named), `$$USER_ROLES`, and
 //! server-side JavaScript (`$function`, `$accumulator`: mongod's error for a server without
@@ -29,10 +63,20 @@
 //! [`compare`]), and
 //! `$toLower`/`$toUpper` convert only strings, symbols, numbers and null/missing to strings.
 
+mod arith;
+mod array;
+mod cond;
 mod fields;
+mod logic;
+mod math;
+mod misc;
+mod string;
+mod text;
+mod types;
 mod variables;
 
 use std::cmp::Ordering;
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use bson::raw::CString;
@@ -41,8 +85,26 @@ use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentB
 pub use self::variables::Variables;
 use super::compare::compare;
 use super::display::{self, type_name};
-use super::{invalid_bson, not_implemented, random_unit, true_value};
+use super::{invalid_bson, not_implemented, true_value};
 use crate::error::{CommandError, ErrorCode};
+
+/// The operator families: each parses its own operators (`None`: not mine). Adding a family is
+/// one line here.
+const FAMILIES: &[ParseFn] = &[
+    logic::parse_op,
+    arith::parse_op,
+    math::parse_op,
+    cond::parse_op,
+    string::parse_op,
+    text::parse_op,
+    array::parse_op,
+    types::parse_op,
+    fields::parse_op,
+    misc::parse_op,
+];
+
+/// A family's parser: the operator name without `$`, its argument, the scope.
+type ParseFn = fn(&str, RawBsonRef<'_>, &mut Scope<'_>) -> Option<Result<Node, CommandError>>;
 
 /// A parsed aggregation expression, with the variables of the command it belongs to.
 #[derive(Debug, Clone)]
@@ -51,6 +113,7 @@ pub struct Expression {
     vars: Arc<Variables>,
 }
 
+/// A parsed expression.
 #[derive(Debug, Clone)]
 enum Node {
     Const(RawBson),
@@ -63,27 +126,51 @@ enum Node {
     Var(VarRef, Vec<String>),
     Array(Vec<Node>),
     Object(Vec<(CString, Node)>),
-    Op(Op, Vec<Node>),
-    /// `$let`: `values` are evaluated in the enclosing scope into the slots from `base` on,
-    /// then `body` in a scope that sees them.
-    Let {
-        values: Vec<Node>,
-        base: usize,
-        body: Box<Node>,
-    },
-    /// `$getField` with its constant field name.
-    GetField {
-        field: String,
-        input: Box<Node>,
-    },
-    /// `$setField` (`value: Some`) or `$unsetField` (`value: None`).
-    SetField {
-        field: String,
-        input: Box<Node>,
-        value: Option<Box<Node>>,
-    },
-    /// `$rand`.
-    Rand,
+    /// An operator, parsed by its family.
+    Op(Arc<dyn Operator>),
+}
+
+impl Node {
+    /// An operator node.
+    fn op(op: impl Operator + 'static) -> Node {
+        Node::Op(Arc::new(op))
+    }
+}
+
+/// A parsed operator: a family's op and its parsed arguments.
+trait Operator: Debug + Send + Sync {
+    /// Evaluates the operator in `env`.
+    fn eval(&self, env: Env<'_>) -> Result<Value, CommandError>;
+    /// Every sub-expression (for dependency analysis).
+    fn args(&self) -> Vec<&Node>;
+}
+
+/// A family's op with positional arguments.
+trait PositionalOp: Debug + Copy + Send + Sync + 'static {
+    /// Evaluates the op on its (unevaluated) arguments.
+    fn eval(self, args: &[Node], env: Env<'_>) -> Result<Value, CommandError>;
+}
+
+/// An operator with positional arguments.
+#[derive(Debug)]
+struct Call<O> {
+    op: O,
+    args: Vec<Node>,
+}
+
+impl<O: PositionalOp> Operator for Call<O> {
+    fn eval(&self, env: Env<'_>) -> Result<Value, CommandError> {
+        self.op.eval(&self.args, env)
+    }
+
+    fn args(&self) -> Vec<&Node> {
+        self.args.iter().collect()
+    }
+}
+
+/// The node of a positional op.
+fn call<O: PositionalOp>(op: O, args: Vec<Node>) -> Node {
+    Node::op(Call { op, args })
 }
 
 /// What a variable reference names, resolved at parse time (mongod's `Variables::Id`).
@@ -91,44 +178,13 @@ enum Node {
 enum VarRef {
     /// A command variable (`let`, or a pipeline update's `c`): an index into [`Variables`].
     User(usize),
-    /// A `$let` variable: its slot.
+    /// A scoped variable (`$let`, `as:`): its slot.
     Local(usize),
     /// `$$NOW`.
     Now,
     /// A builtin variable a standalone server does not define (`$$CLUSTER_TIME`): mongod's
     /// 51144 when evaluated.
     Unavailable(&'static str),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op {
-    Eq,
-    Ne,
-    Gt,
-    Gte,
-    Lt,
-    Lte,
-    Cmp,
-    And,
-    Or,
-    Not,
-    Add,
-    Subtract,
-    Multiply,
-    Divide,
-    Mod,
-    Abs,
-    Cond,
-    IfNull,
-    In,
-    Size,
-    Type,
-    Concat,
-    ToLower,
-    ToUpper,
-    StrLenCp,
-    SubstrCp,
-    ArrayElemAt,
 }
 
 /// The result of evaluating an expression: `None` is "missing".
@@ -352,7 +408,8 @@ impl Expression {
 }
 
 /// What parsing sees (mongod's `VariablesParseState`): the command's variables and the names
-/// the enclosing `$let`s bind, innermost last; a `$let` name's slot is its index here.
+/// the enclosing scoped operators (`$let`, …) bind, innermost last; a name's slot is its index
+/// here.
 struct Scope<'a> {
     vars: &'a Variables,
     locals: Vec<String>,
@@ -380,6 +437,20 @@ impl<'a> Scope<'a> {
             Some(var) => Node::Var(var, parts),
             None => Node::Path(parts),
         }
+    }
+
+    /// Puts `names` in scope (for parsing an inner expression) and returns the slot of the
+    /// first; [`Scope::unbind`] with it ends their scope. At evaluation a [`Frame`] with this
+    /// base gives their values, in the same order.
+    fn bind(&mut self, names: impl IntoIterator<Item = String>) -> usize {
+        let base = self.locals.len();
+        self.locals.extend(names);
+        base
+    }
+
+    /// Ends the scope [`Scope::bind`] started.
+    fn unbind(&mut self, base: usize) {
+        self.locals.truncate(base);
     }
 }
 
@@ -537,166 +608,38 @@ fn exactly(name: &str, args: &[Node], n: usize) -> Result<(), CommandError> {
 }
 
 fn parse_operator(name: &str, v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
-    let op = match name {
+    match name {
         "literal" | "const" => return Ok(Node::Const(v.into())),
-        "cond" => return parse_cond(v, sc),
-        "let" => return parse_let(v, sc),
-        "rand" => return parse_rand(v),
-        "getField" => return fields::parse_get_field(v, sc),
-        "setField" => return fields::parse_set_field(v, sc, true),
-        "unsetField" => return fields::parse_set_field(v, sc, false),
-        "eq" => Op::Eq,
-        "ne" => Op::Ne,
-        "gt" => Op::Gt,
-        "gte" => Op::Gte,
-        "lt" => Op::Lt,
-        "lte" => Op::Lte,
-        "cmp" => Op::Cmp,
-        "and" => Op::And,
-        "or" => Op::Or,
-        "not" => Op::Not,
-        "add" => Op::Add,
-        "subtract" => Op::Subtract,
-        "multiply" => Op::Multiply,
-        "divide" => Op::Divide,
-        "mod" => Op::Mod,
-        "abs" => Op::Abs,
-        "ifNull" => Op::IfNull,
-        "in" => Op::In,
-        "size" => Op::Size,
-        "type" => Op::Type,
-        "concat" => Op::Concat,
-        "toLower" => Op::ToLower,
-        "toUpper" => Op::ToUpper,
-        "strLenCP" => Op::StrLenCp,
-        "substrCP" => Op::SubstrCp,
-        "arrayElemAt" => Op::ArrayElemAt,
         "function" | "accumulator" => {
             return Err(loc(
                 31264,
                 "Cannot run server-side javascript without the javascript engine enabled",
             ));
         }
-        other if KNOWN.contains(&other) => {
-            return Err(not_implemented(&format!("the ${other} expression")));
-        }
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::InvalidPipelineOperator,
-                format!("Unrecognized expression '${other}'"),
-            ));
-        }
-    };
-    let args = parse_args(v, sc)?;
-    match op {
-        Op::Eq
-        | Op::Ne
-        | Op::Gt
-        | Op::Gte
-        | Op::Lt
-        | Op::Lte
-        | Op::Cmp
-        | Op::Subtract
-        | Op::Divide
-        | Op::Mod
-        | Op::In
-        | Op::ArrayElemAt => exactly(name, &args, 2)?,
-        Op::Not | Op::Abs | Op::Size | Op::Type | Op::ToLower | Op::ToUpper | Op::StrLenCp => {
-            exactly(name, &args, 1)?;
-        }
-        Op::SubstrCp => exactly(name, &args, 3)?,
-        Op::IfNull if args.len() < 2 => {
-            return Err(loc(
-                1_257_300,
-                format!("$ifNull needs at least two arguments, had: {}", args.len()),
-            ));
-        }
         _ => {}
     }
-    Ok(Node::Op(op, args))
-}
-
-fn parse_cond(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
-    let RawBsonRef::Document(d) = v else {
-        let args = parse_args(v, sc)?;
-        exactly("cond", &args, 3)?;
-        return Ok(Node::Op(Op::Cond, args));
-    };
-    let (mut c, mut t, mut e) = (None, None, None);
-    for item in d {
-        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
-        let slot = match k.as_str() {
-            "if" => &mut c,
-            "then" => &mut t,
-            "else" => &mut e,
-            other => {
-                return Err(loc(
-                    17083,
-                    format!("Unrecognized parameter to $cond: {other}"),
-                ));
-            }
-        };
-        *slot = Some(parse(v, sc)?);
-    }
-    let c = c.ok_or_else(|| loc(17080, "Missing 'if' parameter to $cond"))?;
-    let t = t.ok_or_else(|| loc(17081, "Missing 'then' parameter to $cond"))?;
-    let e = e.ok_or_else(|| loc(17082, "Missing 'else' parameter to $cond"))?;
-    Ok(Node::Op(Op::Cond, vec![c, t, e]))
-}
-
-/// `{$let: {vars: {name: expr, …}, in: expr}}`: the values are parsed in the enclosing scope,
-/// then the names (checked as mongod checks user-written names) are in scope for `in`.
-fn parse_let(v: RawBsonRef<'_>, sc: &mut Scope<'_>) -> Result<Node, CommandError> {
-    let RawBsonRef::Document(d) = v else {
-        return Err(loc(16874, "$let only supports an object as its argument"));
-    };
-    let (mut vars, mut body) = (None, None);
-    for item in d {
-        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
-        match k.as_str() {
-            "vars" => vars = Some(v),
-            "in" => body = Some(v),
-            other => {
-                return Err(loc(
-                    16875,
-                    format!("Unrecognized parameter to $let: {other}"),
-                ));
-            }
+    for family in FAMILIES {
+        if let Some(node) = family(name, v, sc) {
+            return node;
         }
     }
-    let vars = vars.ok_or_else(|| loc(16876, "Missing 'vars' parameter to $let"))?;
-    let body = body.ok_or_else(|| loc(16877, "Missing 'in' parameter to $let"))?;
-    let RawBsonRef::Document(vars) = vars else {
-        return Err(loc(10065, "invalid parameter: expected an object (vars)"));
-    };
-    let mut names = Vec::new();
-    let mut values = Vec::new();
-    for item in vars {
-        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
-        names.push(k.as_str().to_owned());
-        values.push(parse(v, sc)?);
+    if KNOWN.contains(&name) {
+        return Err(not_implemented(&format!("the ${name} expression")));
     }
-    for name in &names {
-        variables::check_write_name(name)?;
-    }
-    let base = sc.locals.len();
-    sc.locals.extend(names);
-    let body = parse(body, sc);
-    sc.locals.truncate(base);
-    Ok(Node::Let {
-        values,
-        base,
-        body: Box::new(body?),
-    })
+    Err(CommandError::new(
+        ErrorCode::InvalidPipelineOperator,
+        format!("Unrecognized expression '${name}'"),
+    ))
 }
 
-/// `{$rand: {}}`.
-fn parse_rand(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
-    match v {
-        RawBsonRef::Document(d) if d.is_empty() => Ok(Node::Rand),
-        RawBsonRef::Document(_) => Err(loc(3_040_501, "$rand does not currently accept arguments")),
-        _ => Err(loc(10065, "invalid parameter: expected an object ($rand)")),
+/// The fields of an operator's named-argument object, in order.
+fn object_fields(d: &RawDocument) -> Result<Vec<(&str, RawBsonRef<'_>)>, CommandError> {
+    let mut out = Vec::new();
+    for item in d {
+        let (k, v) = item.map_err(|e| invalid_bson(&e))?;
+        out.push((k.as_str(), v));
     }
+    Ok(out)
 }
 
 /// Whether evaluating `node` reads the document (a field path, `$$ROOT`, `$$CURRENT`), which
@@ -704,20 +647,16 @@ fn parse_rand(v: RawBsonRef<'_>) -> Result<Node, CommandError> {
 fn reads_document(node: &Node) -> bool {
     match node {
         Node::Path(_) => true,
-        Node::Const(_) | Node::Missing | Node::Var(..) | Node::Rand => false,
-        Node::Array(items) | Node::Op(_, items) => items.iter().any(reads_document),
+        Node::Const(_) | Node::Missing | Node::Var(..) => false,
+        Node::Array(items) => items.iter().any(reads_document),
         Node::Object(fields) => fields.iter().any(|(_, n)| reads_document(n)),
-        Node::Let { values, body, .. } => values.iter().any(reads_document) || reads_document(body),
-        Node::GetField { input, .. } => reads_document(input),
-        Node::SetField { input, value, .. } => {
-            reads_document(input) || value.as_deref().is_some_and(reads_document)
-        }
+        Node::Op(op) => op.args().into_iter().any(reads_document),
     }
 }
 
 // ---- evaluation ----
 
-/// What evaluation sees: the document, the command's variables and the `$let` values in scope.
+/// What evaluation sees: the document, the command's variables and the scoped values in scope.
 #[derive(Clone, Copy)]
 struct Env<'a> {
     root: &'a RawDocument,
@@ -725,14 +664,37 @@ struct Env<'a> {
     frame: Option<&'a Frame<'a>>,
 }
 
-/// The values one `$let` binds, in slots `base..base + values.len()`.
+/// The values one scoped operator binds, in slots `base..base + values.len()`.
 struct Frame<'a> {
     parent: Option<&'a Frame<'a>>,
     base: usize,
     values: Vec<Value>,
 }
 
+impl<'a> Frame<'a> {
+    /// The values of the names [`Scope::bind`] put in scope at `base`, inside `env`'s frames.
+    fn new(env: Env<'a>, base: usize, values: Vec<Value>) -> Frame<'a> {
+        Frame {
+            parent: env.frame,
+            base,
+            values,
+        }
+    }
+}
+
 impl<'a> Env<'a> {
+    /// This environment with `frame`'s values in scope as well.
+    fn with<'b>(self, frame: &'b Frame<'b>) -> Env<'b>
+    where
+        'a: 'b,
+    {
+        Env {
+            frame: Some(frame),
+            root: self.root,
+            vars: self.vars,
+        }
+    }
+
     /// A variable's value (`None`: missing).
     fn var(self, var: VarRef) -> Result<Option<RawBsonRef<'a>>, CommandError> {
         match var {
@@ -813,39 +775,18 @@ fn eval(node: &Node, env: Env<'_>) -> Result<Value, CommandError> {
             }
             Ok(Some(RawBson::Document(out)))
         }
-        Node::Op(op, args) => eval_op(*op, args, env),
-        Node::Let { values, base, body } => {
-            let mut bound = Vec::with_capacity(values.len());
-            for v in values {
-                bound.push(eval(v, env)?);
-            }
-            let frame = Frame {
-                parent: env.frame,
-                base: *base,
-                values: bound,
-            };
-            eval(
-                body,
-                Env {
-                    frame: Some(&frame),
-                    ..env
-                },
-            )
-        }
-        Node::GetField { field, input } => fields::get_field(field, eval(input, env)?),
-        Node::SetField {
-            field,
-            input,
-            value,
-        } => {
-            let input = eval(input, env)?;
-            fields::set_field(field, input, || match value {
-                Some(v) => eval(v, env),
-                None => Ok(None),
-            })
-        }
-        Node::Rand => Ok(Some(RawBson::Double(random_unit()))),
+        Node::Op(op) => op.eval(env),
     }
+}
+
+/// Evaluates argument `i` (missing if absent).
+fn arg(args: &[Node], i: usize, env: Env<'_>) -> Result<Value, CommandError> {
+    args.get(i).map_or(Ok(None), |n| eval(n, env))
+}
+
+/// Evaluates every argument, in order.
+fn eval_all(args: &[Node], env: Env<'_>) -> Result<Vec<Value>, CommandError> {
+    args.iter().map(|a| eval(a, env)).collect()
 }
 
 /// Comparison in aggregation: missing sorts (and equals) as undefined.
@@ -863,151 +804,6 @@ fn boolean(b: bool) -> Value {
 
 fn truthy(v: &Value) -> bool {
     r(v).is_some_and(true_value)
-}
-
-fn eval_op(op: Op, args: &[Node], env: Env<'_>) -> Result<Value, CommandError> {
-    let arg = |i: usize| -> Result<Value, CommandError> {
-        args.get(i).map_or(Ok(None), |n| eval(n, env))
-    };
-    match op {
-        Op::Eq | Op::Ne | Op::Gt | Op::Gte | Op::Lt | Op::Lte | Op::Cmp => {
-            let (a, b) = (arg(0)?, arg(1)?);
-            let ord = agg_compare(r(&a), r(&b));
-            Ok(match op {
-                Op::Eq => boolean(ord.is_eq()),
-                Op::Ne => boolean(ord.is_ne()),
-                Op::Gt => boolean(ord.is_gt()),
-                Op::Gte => boolean(ord.is_ge()),
-                Op::Lt => boolean(ord.is_lt()),
-                Op::Lte => boolean(ord.is_le()),
-                _ => Some(RawBson::Int32(match ord {
-                    Ordering::Less => -1,
-                    Ordering::Equal => 0,
-                    Ordering::Greater => 1,
-                })),
-            })
-        }
-        Op::And => {
-            for a in args {
-                if !truthy(&eval(a, env)?) {
-                    return Ok(boolean(false));
-                }
-            }
-            Ok(boolean(true))
-        }
-        Op::Or => {
-            for a in args {
-                if truthy(&eval(a, env)?) {
-                    return Ok(boolean(true));
-                }
-            }
-            Ok(boolean(false))
-        }
-        Op::Not => Ok(boolean(!truthy(&arg(0)?))),
-        Op::Cond => {
-            if truthy(&arg(0)?) {
-                arg(1)
-            } else {
-                arg(2)
-            }
-        }
-        Op::IfNull => {
-            let (last, init) = args.split_last().unwrap_or((&Node::Missing, &[]));
-            for a in init {
-                let v = eval(a, env)?;
-                if !nullish(r(&v)) {
-                    return Ok(v);
-                }
-            }
-            eval(last, env)
-        }
-        Op::Add | Op::Multiply => {
-            let mut values = Vec::with_capacity(args.len());
-            for a in args {
-                values.push(eval(a, env)?);
-            }
-            arith::sum_or_product(op == Op::Add, &values)
-        }
-        Op::Subtract => arith::subtract(r(&arg(0)?), r(&arg(1)?)),
-        Op::Divide => arith::divide(r(&arg(0)?), r(&arg(1)?)),
-        Op::Mod => arith::modulo(r(&arg(0)?), r(&arg(1)?)),
-        Op::Abs => arith::abs(r(&arg(0)?)),
-        Op::In => {
-            let (x, arr) = (arg(0)?, arg(1)?);
-            let Some(RawBsonRef::Array(a)) = r(&arr) else {
-                return Err(loc(
-                    40081,
-                    format!(
-                        "$in requires an array as a second argument, found: {}",
-                        tname(r(&arr))
-                    ),
-                ));
-            };
-            let x = r(&x);
-            Ok(boolean(
-                a.into_iter()
-                    .map_while(Result::ok)
-                    .any(|e| agg_compare(Some(e), x).is_eq()),
-            ))
-        }
-        Op::Size => {
-            let v = arg(0)?;
-            let Some(RawBsonRef::Array(a)) = r(&v) else {
-                return Err(loc(
-                    17124,
-                    format!(
-                        "The argument to $size must be an array. Type of argument: {}",
-                        tname(r(&v))
-                    ),
-                ));
-            };
-            let n = a.into_iter().count();
-            Ok(Some(RawBson::Int32(i32::try_from(n).unwrap_or(i32::MAX))))
-        }
-        Op::Type => Ok(Some(RawBson::String(tname(r(&arg(0)?)).to_owned()))),
-        Op::Concat => {
-            let mut out = String::new();
-            for a in args {
-                let v = eval(a, env)?;
-                match r(&v) {
-                    v if nullish(v) => return Ok(Some(RawBson::Null)),
-                    Some(RawBsonRef::String(s)) => out.push_str(s),
-                    other => {
-                        return Err(loc(
-                            16702,
-                            format!("$concat only supports strings, not {}", tname(other)),
-                        ));
-                    }
-                }
-            }
-            Ok(Some(RawBson::String(out)))
-        }
-        Op::ToLower | Op::ToUpper => {
-            let s = coerce_to_string(r(&arg(0)?))?;
-            Ok(Some(RawBson::String(if op == Op::ToLower {
-                s.to_ascii_lowercase()
-            } else {
-                s.to_ascii_uppercase()
-            })))
-        }
-        Op::StrLenCp => {
-            let v = arg(0)?;
-            let Some(RawBsonRef::String(s)) = r(&v) else {
-                return Err(loc(
-                    34471,
-                    format!(
-                        "$strLenCP requires a string argument, found: {}",
-                        tname(r(&v))
-                    ),
-                ));
-            };
-            Ok(Some(RawBson::Int32(
-                i32::try_from(s.chars().count()).unwrap_or(i32::MAX),
-            )))
-        }
-        Op::SubstrCp => substr_cp(r(&arg(0)?), r(&arg(1)?), r(&arg(2)?)),
-        Op::ArrayElemAt => array_elem_at(r(&arg(0)?), r(&arg(1)?)),
-    }
 }
 
 /// mongod's `Value::coerceToString` for the types Ebb converts.
@@ -1061,380 +857,6 @@ fn is_number(v: Option<RawBsonRef<'_>>) -> bool {
                 | RawBsonRef::Decimal128(_)
         )
     )
-}
-
-fn substr_cp(
-    s: Option<RawBsonRef<'_>>,
-    start: Option<RawBsonRef<'_>>,
-    len: Option<RawBsonRef<'_>>,
-) -> Result<Value, CommandError> {
-    let s = coerce_to_string(s)?;
-    let shown = |v: Option<RawBsonRef<'_>>| v.map_or_else(|| "MISSING".to_owned(), display::value);
-    if !is_number(start) {
-        return Err(loc(
-            34450,
-            format!(
-                "$substrCP: starting index must be a numeric type (is BSON type {})",
-                tname(start)
-            ),
-        ));
-    }
-    let Some(start_i) = start.and_then(integral_i32) else {
-        return Err(loc(
-            34451,
-            format!(
-                "$substrCP: starting index cannot be represented as a 32-bit integral value: {}",
-                shown(start)
-            ),
-        ));
-    };
-    if !is_number(len) {
-        return Err(loc(
-            34452,
-            format!(
-                "$substrCP: length must be a numeric type (is BSON type {})",
-                tname(len)
-            ),
-        ));
-    }
-    let Some(len_i) = len.and_then(integral_i32) else {
-        return Err(loc(
-            34453,
-            format!(
-                "$substrCP: length cannot be represented as a 32-bit integral value: {}",
-                shown(len)
-            ),
-        ));
-    };
-    if len_i < 0 {
-        return Err(loc(
-            34454,
-            "$substrCP: length must be a nonnegative integer.",
-        ));
-    }
-    if start_i < 0 {
-        return Err(loc(
-            34455,
-            "$substrCP: the starting index must be nonnegative integer.",
-        ));
-    }
-    let start_u = usize::try_from(start_i).unwrap_or(0);
-    let len_u = usize::try_from(len_i).unwrap_or(0);
-    Ok(Some(RawBson::String(
-        s.chars().skip(start_u).take(len_u).collect(),
-    )))
-}
-
-fn array_elem_at(
-    arr: Option<RawBsonRef<'_>>,
-    idx: Option<RawBsonRef<'_>>,
-) -> Result<Value, CommandError> {
-    if nullish(arr) || nullish(idx) {
-        return Ok(Some(RawBson::Null));
-    }
-    let Some(RawBsonRef::Array(a)) = arr else {
-        return Err(loc(
-            28689,
-            format!(
-                "$arrayElemAt's first argument must be an array, but is {}",
-                tname(arr)
-            ),
-        ));
-    };
-    if !is_number(idx) {
-        return Err(loc(
-            28690,
-            format!(
-                "$arrayElemAt's second argument must be a numeric value, but is {}",
-                tname(idx)
-            ),
-        ));
-    }
-    let Some(i) = idx.and_then(integral_i32) else {
-        let d = idx
-            .and_then(super::compare::number_as_f64)
-            .unwrap_or(f64::NAN);
-        return Err(loc(
-            28691,
-            format!(
-                "$arrayElemAt's second argument must be representable as a 32-bit integer: {}",
-                format_g6(d)
-            ),
-        ));
-    };
-    let items: Vec<RawBsonRef<'_>> = a.into_iter().map_while(Result::ok).collect();
-    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
-    let i = i64::from(i);
-    let pos = if i < 0 { len + i } else { i };
-    Ok(usize::try_from(pos)
-        .ok()
-        .and_then(|p| items.get(p))
-        .map(|v| RawBson::from(*v)))
-}
-
-/// Numeric arithmetic with mongod's type promotion.
-mod arith {
-    use super::{CommandError, RawBson, RawBsonRef, Value, loc, nullish, tname};
-    use crate::query::compare::decimal_to_f64;
-    use std::str::FromStr;
-
-    /// A number by its result type, narrowest first.
-    #[derive(Clone, Copy, Debug)]
-    pub(super) enum Num {
-        Int(i32),
-        Long(i64),
-        Double(f64),
-        /// Decimal128, computed through `f64`.
-        Decimal(f64),
-    }
-
-    impl Num {
-        pub(super) fn of(v: RawBsonRef<'_>) -> Option<Num> {
-            match v {
-                RawBsonRef::Int32(i) => Some(Num::Int(i)),
-                RawBsonRef::Int64(i) => Some(Num::Long(i)),
-                RawBsonRef::Double(d) => Some(Num::Double(d)),
-                RawBsonRef::Decimal128(d) => Some(Num::Decimal(decimal_to_f64(d))),
-                _ => None,
-            }
-        }
-
-        #[expect(clippy::cast_precision_loss, reason = "promotion to double, as mongod")]
-        fn f64(self) -> f64 {
-            match self {
-                Num::Int(i) => f64::from(i),
-                Num::Long(i) => i as f64,
-                Num::Double(d) | Num::Decimal(d) => d,
-            }
-        }
-
-        fn rank(self) -> u8 {
-            match self {
-                Num::Int(_) => 0,
-                Num::Long(_) => 1,
-                Num::Double(_) => 2,
-                Num::Decimal(_) => 3,
-            }
-        }
-
-        fn i64(self) -> Option<i64> {
-            match self {
-                Num::Int(i) => Some(i64::from(i)),
-                Num::Long(i) => Some(i),
-                Num::Double(_) | Num::Decimal(_) => None,
-            }
-        }
-
-        pub(super) fn bson(self) -> RawBson {
-            match self {
-                Num::Int(i) => RawBson::Int32(i),
-                Num::Long(i) => RawBson::Int64(i),
-                Num::Double(d) => RawBson::Double(d),
-                Num::Decimal(d) => decimal(d),
-            }
-        }
-    }
-
-    fn decimal(d: f64) -> RawBson {
-        let text = if d.is_nan() {
-            "NaN".to_owned()
-        } else if d.is_infinite() {
-            if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
-        } else {
-            format!("{d:e}")
-        };
-        bson::Decimal128::from_str(&text).map_or(RawBson::Double(d), RawBson::Decimal128)
-    }
-
-    /// An integer result of the given width, promoted when it does not fit.
-    fn int_result(v: Option<i64>, widest: u8, fallback: f64) -> Num {
-        match v {
-            Some(v) if widest == 0 => i32::try_from(v).map_or(Num::Long(v), Num::Int),
-            Some(v) => Num::Long(v),
-            None => Num::Double(fallback),
-        }
-    }
-
-    /// Combines two numbers with an integer operation (checked) and a float operation.
-    fn combine(
-        a: Num,
-        b: Num,
-        int_op: impl Fn(i64, i64) -> Option<i64>,
-        float_op: impl Fn(f64, f64) -> f64,
-    ) -> Num {
-        let widest = a.rank().max(b.rank());
-        match (a.i64(), b.i64()) {
-            (Some(x), Some(y)) => int_result(int_op(x, y), widest, float_op(a.f64(), b.f64())),
-            _ if widest == 3 => Num::Decimal(float_op(a.f64(), b.f64())),
-            _ => Num::Double(float_op(a.f64(), b.f64())),
-        }
-    }
-
-    #[expect(clippy::cast_possible_truncation, reason = "mongod rounds to whole ms")]
-    fn round_ms(n: Num) -> i64 {
-        n.i64().unwrap_or_else(|| n.f64().round() as i64)
-    }
-
-    /// `$add` (numbers and at most one date) and `$multiply` (numbers).
-    pub(super) fn sum_or_product(add: bool, values: &[Value]) -> Result<Value, CommandError> {
-        let mut acc = if add { Num::Int(0) } else { Num::Int(1) };
-        let mut date: Option<i64> = None;
-        for v in values {
-            let v = v.as_ref().map(RawBson::as_raw_bson_ref);
-            if nullish(v) {
-                return Ok(Some(RawBson::Null));
-            }
-            if let (true, Some(RawBsonRef::DateTime(d))) = (add, v) {
-                if date.is_some() {
-                    return Err(loc(16612, "only one date allowed in an $add expression"));
-                }
-                date = Some(d.timestamp_millis());
-                continue;
-            }
-            let Some(n) = v.and_then(Num::of) else {
-                return Err(if add {
-                    loc(
-                        16554,
-                        format!("$add only supports numeric or date types, not {}", tname(v)),
-                    )
-                } else {
-                    loc(
-                        16555,
-                        format!("$multiply only supports numeric types, not {}", tname(v)),
-                    )
-                });
-            };
-            acc = if add {
-                combine(acc, n, i64::checked_add, |x, y| x + y)
-            } else {
-                combine(acc, n, i64::checked_mul, |x, y| x * y)
-            };
-        }
-        Ok(Some(match date {
-            Some(ms) => {
-                RawBson::DateTime(bson::DateTime::from_millis(ms.wrapping_add(round_ms(acc))))
-            }
-            None => acc.bson(),
-        }))
-    }
-
-    pub(super) fn subtract(
-        a: Option<RawBsonRef<'_>>,
-        b: Option<RawBsonRef<'_>>,
-    ) -> Result<Value, CommandError> {
-        if nullish(a) || nullish(b) {
-            return Ok(Some(RawBson::Null));
-        }
-        match (a, b) {
-            (Some(RawBsonRef::DateTime(x)), Some(RawBsonRef::DateTime(y))) => Ok(Some(
-                RawBson::Int64(x.timestamp_millis().wrapping_sub(y.timestamp_millis())),
-            )),
-            (Some(RawBsonRef::DateTime(x)), Some(y)) if Num::of(y).is_some() => {
-                let n = Num::of(y).unwrap_or(Num::Int(0));
-                Ok(Some(RawBson::DateTime(bson::DateTime::from_millis(
-                    x.timestamp_millis().wrapping_sub(round_ms(n)),
-                ))))
-            }
-            (Some(RawBsonRef::DateTime(_)), Some(_)) => Err(loc(
-                16613,
-                format!("cant $subtract a {} from a Date", tname(b)),
-            )),
-            (Some(x), Some(y)) => match (Num::of(x), Num::of(y)) {
-                (Some(x), Some(y)) => {
-                    Ok(Some(combine(x, y, i64::checked_sub, |x, y| x - y).bson()))
-                }
-                _ => Err(loc(
-                    16556,
-                    format!("cant $subtract a {} from a {}", tname(b), tname(a)),
-                )),
-            },
-            _ => Ok(Some(RawBson::Null)),
-        }
-    }
-
-    fn both_numbers<'a>(
-        op: &str,
-        code: i32,
-        a: Option<RawBsonRef<'a>>,
-        b: Option<RawBsonRef<'a>>,
-    ) -> Result<(Num, Num), CommandError> {
-        match (a.and_then(Num::of), b.and_then(Num::of)) {
-            (Some(x), Some(y)) => Ok((x, y)),
-            _ => Err(loc(
-                code,
-                format!(
-                    "{op} only supports numeric types, not {} and {}",
-                    tname(a),
-                    tname(b)
-                ),
-            )),
-        }
-    }
-
-    pub(super) fn divide(
-        a: Option<RawBsonRef<'_>>,
-        b: Option<RawBsonRef<'_>>,
-    ) -> Result<Value, CommandError> {
-        if nullish(a) || nullish(b) {
-            return Ok(Some(RawBson::Null));
-        }
-        let (x, y) = both_numbers("$divide", 16609, a, b)?;
-        if y.f64() == 0.0 {
-            return Err(loc(16608, "can't $divide by zero"));
-        }
-        let q = x.f64() / y.f64();
-        Ok(Some(if x.rank().max(y.rank()) == 3 {
-            decimal(q)
-        } else {
-            RawBson::Double(q)
-        }))
-    }
-
-    pub(super) fn modulo(
-        a: Option<RawBsonRef<'_>>,
-        b: Option<RawBsonRef<'_>>,
-    ) -> Result<Value, CommandError> {
-        if nullish(a) || nullish(b) {
-            return Ok(Some(RawBson::Null));
-        }
-        let (x, y) = both_numbers("$mod", 16611, a, b)?;
-        if y.f64() == 0.0 {
-            return Err(loc(16610, "can't $mod by zero"));
-        }
-        // `i64::MIN % -1` overflows; its remainder is 0.
-        Ok(Some(
-            combine(
-                x,
-                y,
-                |p, q| Some(p.checked_rem(q).unwrap_or(0)),
-                |p, q| p % q,
-            )
-            .bson(),
-        ))
-    }
-
-    pub(super) fn abs(v: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
-        if nullish(v) {
-            return Ok(Some(RawBson::Null));
-        }
-        let Some(n) = v.and_then(Num::of) else {
-            return Err(loc(
-                28765,
-                format!("$abs only supports numeric types, not {}", tname(v)),
-            ));
-        };
-        Ok(Some(match n {
-            Num::Int(i) => i
-                .checked_abs()
-                .map_or(RawBson::Int64(i64::from(i).abs()), RawBson::Int32),
-            Num::Long(i) => RawBson::Int64(
-                i.checked_abs()
-                    .ok_or_else(|| loc(28680, "can't take $abs of long long min"))?,
-            ),
-            Num::Double(d) => RawBson::Double(d.abs()),
-            Num::Decimal(d) => decimal(d.abs()),
-        }))
-    }
 }
 
 #[cfg(test)]

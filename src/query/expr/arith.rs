@@ -1,0 +1,303 @@
+//! Arithmetic operators with mongod's type promotion (int → long → double on overflow):
+//! `$add` (numbers and at most one date), `$subtract` (numbers, dates), `$multiply $divide
+//! $mod $abs`.
+
+use std::str::FromStr;
+
+use bson::{RawBson, RawBsonRef};
+
+use super::{
+    CommandError, Env, Node, PositionalOp, Scope, Value, arg, call, eval_all, exactly, loc,
+    nullish, parse_args, r, tname,
+};
+use crate::query::compare::decimal_to_f64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Add,
+    Subtract,
+    Multiply,
+    Divide,
+    Mod,
+    Abs,
+}
+
+pub(super) fn parse_op(
+    name: &str,
+    v: RawBsonRef<'_>,
+    sc: &mut Scope<'_>,
+) -> Option<Result<Node, CommandError>> {
+    let (op, arity) = match name {
+        "add" => (Op::Add, None),
+        "multiply" => (Op::Multiply, None),
+        "subtract" => (Op::Subtract, Some(2)),
+        "divide" => (Op::Divide, Some(2)),
+        "mod" => (Op::Mod, Some(2)),
+        "abs" => (Op::Abs, Some(1)),
+        _ => return None,
+    };
+    Some(parse_args(v, sc).and_then(|args| {
+        if let Some(n) = arity {
+            exactly(name, &args, n)?;
+        }
+        Ok(call(op, args))
+    }))
+}
+
+impl PositionalOp for Op {
+    fn eval(self, args: &[Node], env: Env<'_>) -> Result<Value, CommandError> {
+        let arg = |i: usize| arg(args, i, env);
+        match self {
+            Op::Add | Op::Multiply => sum_or_product(self == Op::Add, &eval_all(args, env)?),
+            Op::Subtract => subtract(r(&arg(0)?), r(&arg(1)?)),
+            Op::Divide => divide(r(&arg(0)?), r(&arg(1)?)),
+            Op::Mod => modulo(r(&arg(0)?), r(&arg(1)?)),
+            Op::Abs => abs(r(&arg(0)?)),
+        }
+    }
+}
+
+/// A number by its result type, narrowest first.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Num {
+    Int(i32),
+    Long(i64),
+    Double(f64),
+    /// Decimal128, computed through `f64`.
+    Decimal(f64),
+}
+
+impl Num {
+    pub(super) fn of(v: RawBsonRef<'_>) -> Option<Num> {
+        match v {
+            RawBsonRef::Int32(i) => Some(Num::Int(i)),
+            RawBsonRef::Int64(i) => Some(Num::Long(i)),
+            RawBsonRef::Double(d) => Some(Num::Double(d)),
+            RawBsonRef::Decimal128(d) => Some(Num::Decimal(decimal_to_f64(d))),
+            _ => None,
+        }
+    }
+
+    #[expect(clippy::cast_precision_loss, reason = "promotion to double, as mongod")]
+    pub(super) fn f64(self) -> f64 {
+        match self {
+            Num::Int(i) => f64::from(i),
+            Num::Long(i) => i as f64,
+            Num::Double(d) | Num::Decimal(d) => d,
+        }
+    }
+
+    fn rank(self) -> u8 {
+        match self {
+            Num::Int(_) => 0,
+            Num::Long(_) => 1,
+            Num::Double(_) => 2,
+            Num::Decimal(_) => 3,
+        }
+    }
+
+    pub(super) fn i64(self) -> Option<i64> {
+        match self {
+            Num::Int(i) => Some(i64::from(i)),
+            Num::Long(i) => Some(i),
+            Num::Double(_) | Num::Decimal(_) => None,
+        }
+    }
+
+    pub(super) fn bson(self) -> RawBson {
+        match self {
+            Num::Int(i) => RawBson::Int32(i),
+            Num::Long(i) => RawBson::Int64(i),
+            Num::Double(d) => RawBson::Double(d),
+            Num::Decimal(d) => decimal(d),
+        }
+    }
+}
+
+pub(super) fn decimal(d: f64) -> RawBson {
+    let text = if d.is_nan() {
+        "NaN".to_owned()
+    } else if d.is_infinite() {
+        if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
+    } else {
+        format!("{d:e}")
+    };
+    bson::Decimal128::from_str(&text).map_or(RawBson::Double(d), RawBson::Decimal128)
+}
+
+/// An integer result of the given width, promoted when it does not fit.
+fn int_result(v: Option<i64>, widest: u8, fallback: f64) -> Num {
+    match v {
+        Some(v) if widest == 0 => i32::try_from(v).map_or(Num::Long(v), Num::Int),
+        Some(v) => Num::Long(v),
+        None => Num::Double(fallback),
+    }
+}
+
+/// Combines two numbers with an integer operation (checked) and a float operation.
+fn combine(
+    a: Num,
+    b: Num,
+    int_op: impl Fn(i64, i64) -> Option<i64>,
+    float_op: impl Fn(f64, f64) -> f64,
+) -> Num {
+    let widest = a.rank().max(b.rank());
+    match (a.i64(), b.i64()) {
+        (Some(x), Some(y)) => int_result(int_op(x, y), widest, float_op(a.f64(), b.f64())),
+        _ if widest == 3 => Num::Decimal(float_op(a.f64(), b.f64())),
+        _ => Num::Double(float_op(a.f64(), b.f64())),
+    }
+}
+
+#[expect(clippy::cast_possible_truncation, reason = "mongod rounds to whole ms")]
+fn round_ms(n: Num) -> i64 {
+    n.i64().unwrap_or_else(|| n.f64().round() as i64)
+}
+
+/// `$add` (numbers and at most one date) and `$multiply` (numbers).
+fn sum_or_product(add: bool, values: &[Value]) -> Result<Value, CommandError> {
+    let mut acc = if add { Num::Int(0) } else { Num::Int(1) };
+    let mut date: Option<i64> = None;
+    for v in values {
+        let v = v.as_ref().map(RawBson::as_raw_bson_ref);
+        if nullish(v) {
+            return Ok(Some(RawBson::Null));
+        }
+        if let (true, Some(RawBsonRef::DateTime(d))) = (add, v) {
+            if date.is_some() {
+                return Err(loc(16612, "only one date allowed in an $add expression"));
+            }
+            date = Some(d.timestamp_millis());
+            continue;
+        }
+        let Some(n) = v.and_then(Num::of) else {
+            return Err(if add {
+                loc(
+                    16554,
+                    format!("$add only supports numeric or date types, not {}", tname(v)),
+                )
+            } else {
+                loc(
+                    16555,
+                    format!("$multiply only supports numeric types, not {}", tname(v)),
+                )
+            });
+        };
+        acc = if add {
+            combine(acc, n, i64::checked_add, |x, y| x + y)
+        } else {
+            combine(acc, n, i64::checked_mul, |x, y| x * y)
+        };
+    }
+    Ok(Some(match date {
+        Some(ms) => RawBson::DateTime(bson::DateTime::from_millis(ms.wrapping_add(round_ms(acc)))),
+        None => acc.bson(),
+    }))
+}
+
+fn subtract(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
+    if nullish(a) || nullish(b) {
+        return Ok(Some(RawBson::Null));
+    }
+    match (a, b) {
+        (Some(RawBsonRef::DateTime(x)), Some(RawBsonRef::DateTime(y))) => Ok(Some(RawBson::Int64(
+            x.timestamp_millis().wrapping_sub(y.timestamp_millis()),
+        ))),
+        (Some(RawBsonRef::DateTime(x)), Some(y)) if Num::of(y).is_some() => {
+            let n = Num::of(y).unwrap_or(Num::Int(0));
+            Ok(Some(RawBson::DateTime(bson::DateTime::from_millis(
+                x.timestamp_millis().wrapping_sub(round_ms(n)),
+            ))))
+        }
+        (Some(RawBsonRef::DateTime(_)), Some(_)) => Err(loc(
+            16613,
+            format!("cant $subtract a {} from a Date", tname(b)),
+        )),
+        (Some(x), Some(y)) => match (Num::of(x), Num::of(y)) {
+            (Some(x), Some(y)) => Ok(Some(combine(x, y, i64::checked_sub, |x, y| x - y).bson())),
+            _ => Err(loc(
+                16556,
+                format!("cant $subtract a {} from a {}", tname(b), tname(a)),
+            )),
+        },
+        _ => Ok(Some(RawBson::Null)),
+    }
+}
+
+fn both_numbers<'a>(
+    op: &str,
+    code: i32,
+    a: Option<RawBsonRef<'a>>,
+    b: Option<RawBsonRef<'a>>,
+) -> Result<(Num, Num), CommandError> {
+    match (a.and_then(Num::of), b.and_then(Num::of)) {
+        (Some(x), Some(y)) => Ok((x, y)),
+        _ => Err(loc(
+            code,
+            format!(
+                "{op} only supports numeric types, not {} and {}",
+                tname(a),
+                tname(b)
+            ),
+        )),
+    }
+}
+
+fn divide(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
+    if nullish(a) || nullish(b) {
+        return Ok(Some(RawBson::Null));
+    }
+    let (x, y) = both_numbers("$divide", 16609, a, b)?;
+    if y.f64() == 0.0 {
+        return Err(loc(16608, "can't $divide by zero"));
+    }
+    let q = x.f64() / y.f64();
+    Ok(Some(if x.rank().max(y.rank()) == 3 {
+        decimal(q)
+    } else {
+        RawBson::Double(q)
+    }))
+}
+
+fn modulo(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
+    if nullish(a) || nullish(b) {
+        return Ok(Some(RawBson::Null));
+    }
+    let (x, y) = both_numbers("$mod", 16611, a, b)?;
+    if y.f64() == 0.0 {
+        return Err(loc(16610, "can't $mod by zero"));
+    }
+    // `i64::MIN % -1` overflows; its remainder is 0.
+    Ok(Some(
+        combine(
+            x,
+            y,
+            |p, q| Some(p.checked_rem(q).unwrap_or(0)),
+            |p, q| p % q,
+        )
+        .bson(),
+    ))
+}
+
+fn abs(v: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
+    if nullish(v) {
+        return Ok(Some(RawBson::Null));
+    }
+    let Some(n) = v.and_then(Num::of) else {
+        return Err(loc(
+            28765,
+            format!("$abs only supports numeric types, not {}", tname(v)),
+        ));
+    };
+    Ok(Some(match n {
+        Num::Int(i) => i
+            .checked_abs()
+            .map_or(RawBson::Int64(i64::from(i).abs()), RawBson::Int32),
+        Num::Long(i) => RawBson::Int64(
+            i.checked_abs()
+                .ok_or_else(|| loc(28680, "can't take $abs of long long min"))?,
+        ),
+        Num::Double(d) => RawBson::Double(d.abs()),
+        Num::Decimal(d) => decimal(d.abs()),
+    }))
+}
