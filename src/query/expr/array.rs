@@ -1618,6 +1618,20 @@ mod tests {
         );
     }
 
+    /// `$sampleRate` is a query operator (`$match`), not an expression: mongod's expression
+    /// parser does not know it.
+    #[test]
+    fn sample_rate_is_not_an_expression() {
+        let err = eval(&rawbson!({"$sampleRate": 0.5})).unwrap_err();
+        assert_eq!(
+            (err.code, err.errmsg.as_str()),
+            (
+                ErrorCode::InvalidPipelineOperator,
+                "Unrecognized expression '$sampleRate'"
+            )
+        );
+    }
+
     #[test]
     fn named_errors() {
         check_errors(vec![

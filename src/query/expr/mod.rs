@@ -320,7 +320,6 @@ const KNOWN: &[&str] = &[
     "reverseArray",
     "round",
     "rtrim",
-    "sampleRate",
     "second",
     "setDifference",
     "setEquals",
