@@ -1168,6 +1168,38 @@ fn validate_n(v: Option<RawBsonRef<'_>>) -> Result<usize, CommandError> {
     Ok(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
+/// The `n` largest (`max`) or smallest non-null elements, as mongod's `AccumulatorMinMaxN`
+/// keeps them: an ordered multiset (equal elements in arrival order) that, once full, admits an
+/// element only if it beats the worst kept one; largest first for `max`, smallest first for
+/// `min`.
+fn min_max_n(max: bool, n: usize, elems: Vec<RawBsonRef<'_>>) -> Vec<RawBsonRef<'_>> {
+    let cmp = |a: RawBsonRef<'_>, b: RawBsonRef<'_>| agg_compare(Some(a), Some(b));
+    let mut kept: Vec<RawBsonRef<'_>> = Vec::new();
+    for e in elems.into_iter().filter(|e| !nullish(Some(*e))) {
+        if kept.len() >= n {
+            let beats_worst = if max {
+                kept.first().is_some_and(|w| cmp(*w, e).is_lt())
+            } else {
+                kept.last().is_some_and(|w| cmp(*w, e).is_gt())
+            };
+            if !beats_worst {
+                continue;
+            }
+            if max {
+                kept.remove(0);
+            } else {
+                kept.pop();
+            }
+        }
+        let at = kept.partition_point(|k| cmp(*k, e).is_le());
+        kept.insert(at, e);
+    }
+    if max {
+        kept.reverse();
+    }
+    kept
+}
+
 impl Operator for TakeN {
     fn eval(&self, env: Env<'_>) -> Result<Value, CommandError> {
         let n = validate_n(r(&eval(&self.n, env)?))?;
@@ -1183,12 +1215,7 @@ impl Operator for TakeN {
                 elems.drain(..skip);
             }
             NKind::Max | NKind::Min => {
-                elems.retain(|e| !nullish(Some(*e)));
-                elems.sort_by(|x, y| agg_compare(Some(*x), Some(*y)));
-                if self.kind == NKind::Max {
-                    elems.reverse();
-                }
-                elems.truncate(n);
+                return array_of(min_max_n(self.kind == NKind::Max, n, elems));
             }
         }
         array_of(elems)
@@ -1431,6 +1458,19 @@ mod tests {
             (
                 rawbson!({"$minN": {"n": 2, "input": [3, null, 1, 5]}}),
                 Some(rawbson!([1, 3])),
+            ),
+            // Of equal values, the first ones seen stay once the set is full.
+            (
+                rawbson!({"$maxN": {"n": 1, "input": [2, 2.0, 1]}}),
+                Some(rawbson!([2])),
+            ),
+            (
+                rawbson!({"$minN": {"n": 2, "input": [2, 1.0, 1]}}),
+                Some(rawbson!([1.0, 1])),
+            ),
+            (
+                rawbson!({"$maxN": {"n": 3, "input": [2, 2.0, 1]}}),
+                Some(rawbson!([2.0, 2, 1])),
             ),
         ]);
     }
