@@ -25,7 +25,12 @@
 //!   $abs`, with int → long → double promotion on overflow.
 //! - `cond`: `$cond` (array and `{if, then, else}` forms), `$ifNull`.
 //! - `string`: `$concat $toLower $toUpper $strLenCP $substrCP`.
-//! - `array`: `$in $size $arrayElemAt`.
+//! - `array`: `$in $size $arrayElemAt $first $last $isArray $concatArrays $reverseArray $slice
+//!   $range $indexOfArray $arrayToObject $objectToArray $allElementsTrue $anyElementTrue $zip
+//!   $sortArray $firstN $lastN $maxN $minN`.
+//! - `iterate`: `$map $filter $reduce`, which bind the element (`as:`, `$$this`, `$$value`).
+//! - `set`: `$setEquals $setIntersection $setUnion $setDifference $setIsSubset`.
+//! - `object`: `$mergeObjects`.
 //! - `types`: `$type`.
 //! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`
 //!   or starting with `$`.
@@ -67,9 +72,12 @@ mod arith;
 mod array;
 mod cond;
 mod fields;
+mod iterate;
 mod logic;
 mod math;
 mod misc;
+mod object;
+mod set;
 mod string;
 mod text;
 mod types;
@@ -101,6 +109,9 @@ const FAMILIES: &[ParseFn] = &[
     types::parse_op,
     fields::parse_op,
     misc::parse_op,
+    iterate::parse_op,
+    set::parse_op,
+    object::parse_op,
 ];
 
 /// A family's parser: the operator name without `$`, its argument, the scope.
@@ -313,7 +324,6 @@ const KNOWN: &[&str] = &[
     "reverseArray",
     "round",
     "rtrim",
-    "sampleRate",
     "second",
     "setDifference",
     "setEquals",
