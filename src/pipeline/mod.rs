@@ -17,6 +17,7 @@
 //! the command injects, never through IO of their own.
 
 pub mod accumulators;
+pub mod doc;
 pub mod stages;
 
 use std::sync::Arc;

@@ -1,12 +1,19 @@
 //! One module per stage, and the parser that picks the module by the stage's name.
 
+mod bucket;
+mod bucket_auto;
 mod count;
+mod facet;
 mod group;
 mod limit_skip;
 mod match_;
 mod project;
+mod redact;
 mod reshape;
+mod sample;
 mod sort;
+mod sort_by_count;
+mod unwind;
 
 use std::sync::Arc;
 
@@ -56,6 +63,13 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$project" => Box::new(project::Project::parse(arg, vars)?),
         "$count" => Box::new(count::Count::parse(arg)?),
         "$group" => Box::new(group::Group::parse(doc_arg(arg, "$group")?, vars)?),
+        "$unwind" => Box::new(unwind::Unwind::parse(arg)?),
+        "$sortByCount" => Box::new(sort_by_count::SortByCount::parse(arg, vars)?),
+        "$bucket" => Box::new(bucket::Bucket::parse(arg, vars)?),
+        "$bucketAuto" => Box::new(bucket_auto::BucketAuto::parse(arg, vars)?),
+        "$facet" => Box::new(facet::Facet::parse(arg, vars)?),
+        "$sample" => Box::new(sample::Sample::parse(arg)?),
+        "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
         }
@@ -87,3 +101,6 @@ pub fn coalesce(mut stages: Stages) -> Stages {
     }
     stages
 }
+
+#[cfg(test)]
+mod tests;
