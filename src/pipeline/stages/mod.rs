@@ -24,6 +24,7 @@ use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::Variables;
 
 pub use self::group::Group;
+pub(crate) use self::group::collation_key;
 
 /// A malformed stage document (40323).
 fn bad_stage(msg: impl Into<String>) -> CommandError {
@@ -103,4 +104,4 @@ pub fn coalesce(mut stages: Stages) -> Stages {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
