@@ -268,7 +268,7 @@ impl Stage for Bucket {
                 let (doc, _) = item?;
                 let v = self.group_by.evaluate(&doc).map_err(aggregation_error)?;
                 let key = self.bucket_of(v.as_ref()).map_err(aggregation_error)?;
-                groups.add(key, &doc)?;
+                groups.add(key, &doc).map_err(aggregation_error)?;
             }
             let mut out = groups.finish()?;
             out.sort_by(|a, b| compare(id_of(a), id_of(b)));

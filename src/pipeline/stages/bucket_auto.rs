@@ -1,13 +1,15 @@
 //! `$bucketAuto`: sorts documents by `groupBy` and cuts them into `buckets` ranges of about
-//! equal counts (equal values never split), each `{_id: {min, max}, <output>…}`.
+//! equal counts (equal values never split), each `{_id: {min, max}, <output>…}`, with bounds
+//! rounded to a `granularity` series when one is given.
 
 use std::sync::Arc;
 
 use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
 
 use super::bucket::{is_group_by, parse_output};
+use super::granularity::Rounder;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::accumulators::{Accumulator, value_bytes};
+use crate::pipeline::accumulators::{Accumulator, as_f64, value_bytes};
 use crate::pipeline::{Context, Stage, Stream, aggregation_error, blocking, computed};
 use crate::query::compare::compare_collated;
 use crate::query::display::{self, type_name};
@@ -17,6 +19,7 @@ use crate::query::{Collation, Expression, Variables};
 pub struct BucketAuto {
     group_by: Expression,
     buckets: usize,
+    granularity: Option<Rounder>,
     fields: Vec<(String, Accumulator)>,
     collation: Option<Arc<Collation>>,
 }
@@ -82,7 +85,7 @@ impl BucketAuto {
                             ),
                         ));
                     };
-                    granularity = Some(g.to_owned());
+                    granularity = Some(Rounder::parse(g)?);
                 }
                 other => {
                     return Err(loc(
@@ -106,23 +109,21 @@ impl BucketAuto {
                 ),
             ));
         }
-        if let Some(g) = granularity {
-            return Err(crate::query::not_implemented(&format!(
-                "$bucketAuto with granularity '{g}'"
-            )));
-        }
         Ok(BucketAuto {
             group_by,
             buckets: usize::try_from(buckets).unwrap_or(1),
+            granularity,
             fields: parse_output(output, vars)?,
             collation: None,
         })
     }
 
-    fn bucket(&self, entries: &[(RawBson, RawDocumentBuf)]) -> CommandResult<RawDocumentBuf> {
-        let (Some((min, _)), Some((max, _))) = (entries.first(), entries.last()) else {
-            return Err(CommandError::internal("empty bucket"));
-        };
+    fn bucket(
+        &self,
+        entries: &[(RawBson, RawDocumentBuf)],
+        min: RawBson,
+        max: RawBson,
+    ) -> CommandResult<RawDocumentBuf> {
         let empty = RawBson::Null;
         let mut states = self
             .fields
@@ -135,10 +136,7 @@ impl BucketAuto {
             }
         }
         let mut out = RawDocumentBuf::new();
-        out.append(
-            bson::raw::cstr!("_id"),
-            rawdoc! {"min": min.clone(), "max": max.clone()},
-        );
+        out.append(bson::raw::cstr!("_id"), rawdoc! {"min": min, "max": max});
         for ((name, acc), state) in self.fields.iter().zip(states) {
             if let Ok(name) = <&bson::raw::CStr>::try_from(name.as_str()) {
                 out.append(name, acc.finish(state)?);
@@ -146,6 +144,34 @@ impl BucketAuto {
         }
         Ok(out)
     }
+}
+
+/// mongod's checks of a key that a granularity will round.
+fn check_rounded(key: &RawBson) -> CommandResult<()> {
+    let Some(x) = as_f64(key) else {
+        return Err(loc(
+            40258,
+            format!(
+                "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a \
+                 value with type: {}",
+                type_name(key.element_type())
+            ),
+        ));
+    };
+    if x.is_nan() {
+        return Err(loc(
+            40259,
+            "$bucketAuto can specify a 'granularity' with numeric boundaries only, but found a NaN",
+        ));
+    }
+    if x < 0.0 {
+        return Err(loc(
+            40260,
+            "$bucketAuto can specify a 'granularity' with non-negative numbers only, but found a \
+             negative number",
+        ));
+    }
+    Ok(())
 }
 
 fn parse_buckets(v: RawBsonRef<'_>) -> CommandResult<i64> {
@@ -195,6 +221,9 @@ impl Stage for BucketAuto {
                     .evaluate(&doc)
                     .map_err(aggregation_error)?
                     .unwrap_or(RawBson::Null);
+                if self.granularity.is_some() {
+                    check_rounded(&key).map_err(aggregation_error)?;
+                }
                 bytes = bytes.saturating_add(doc.as_bytes().len() + value_bytes(Some(&key)));
                 if let Some(max) = max_bytes
                     && bytes > max
@@ -218,6 +247,8 @@ impl Stage for BucketAuto {
             let mut out = Vec::new();
             let mut start = 0;
             let mut number = 0;
+            let mut previous_max: Option<RawBson> = None;
+            let key = |i: usize| entries.get(i).map(|(k, _)| k);
             while start < n {
                 number += 1;
                 let mut end = if number == self.buckets {
@@ -225,24 +256,43 @@ impl Stage for BucketAuto {
                 } else {
                     start.saturating_add(approx).min(n)
                 };
-                // Values equal to the bucket's last one stay in it.
-                while end < n
-                    && compare_collated(
-                        entries[end].0.as_raw_bson_ref(),
-                        entries[end - 1].0.as_raw_bson_ref(),
-                        coll,
-                    )
-                    .is_eq()
-                {
-                    end += 1;
-                }
-                let mut doc = self.bucket(&entries[start..end])?;
-                // A bucket's max is the next bucket's min (exclusive), except for the last.
-                if let Some((next, _)) = entries.get(end) {
-                    let min = entries[start].0.clone();
-                    let id = rawdoc! {"min": min, "max": next.clone()};
-                    doc = crate::pipeline::doc::set(&doc, &["_id"], Some(RawBson::Document(id)));
-                }
+                let (Some(first), Some(last)) = (key(start), key(end - 1)) else {
+                    break;
+                };
+                let (min, max) = if let Some(r) = self.granularity {
+                    let min = previous_max.take().unwrap_or_else(|| r.round_down(first));
+                    // Values below the rounded-up boundary join this bucket.
+                    let boundary = r.round_up(last);
+                    while let Some(next) = key(end)
+                        && compare_collated(
+                            boundary.as_raw_bson_ref(),
+                            next.as_raw_bson_ref(),
+                            coll,
+                        )
+                        .is_gt()
+                    {
+                        end += 1;
+                    }
+                    let max = match key(end) {
+                        Some(next) if as_f64(&boundary) == Some(0.0) => r.round_down(next),
+                        _ => boundary,
+                    };
+                    (min, max)
+                } else {
+                    // Values equal to the bucket's last one stay in it; a bucket's max is the
+                    // next bucket's min (exclusive), except for the last.
+                    while let Some(next) = key(end)
+                        && compare_collated(next.as_raw_bson_ref(), last.as_raw_bson_ref(), coll)
+                            .is_eq()
+                    {
+                        end += 1;
+                    }
+                    (first.clone(), key(end).unwrap_or(last).clone())
+                };
+                previous_max = Some(max.clone());
+                let doc = self
+                    .bucket(&entries[start..end], min, max)
+                    .map_err(aggregation_error)?;
                 out.push(computed(doc));
                 start = end;
             }

@@ -9,7 +9,7 @@ use bson::{RawArrayBuf, RawBson, RawDocument, RawDocumentBuf};
 
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::pipeline::accumulators::{Accumulator, State, value_bytes};
-use crate::pipeline::{Context, Doc, Stage, Stream, blocking, computed};
+use crate::pipeline::{Context, Doc, Stage, Stream, aggregation_error, blocking, computed};
 use crate::query::{Collation, Expression, Variables, keystring};
 
 /// `$group: {_id: <expression>, <field>: {<accumulator>: <argument>}, …}`.
@@ -65,8 +65,12 @@ impl Group {
         let mut groups = Groups::new(self, ctx);
         for item in docs {
             let (doc, _) = item?;
-            let key = self.id.evaluate(&doc)?.unwrap_or(RawBson::Null);
-            groups.add(key, &doc)?;
+            let key = self
+                .id
+                .evaluate(&doc)
+                .map_err(aggregation_error)?
+                .unwrap_or(RawBson::Null);
+            groups.add(key, &doc).map_err(aggregation_error)?;
         }
         groups.finish()
     }
@@ -163,13 +167,14 @@ impl<'g> Groups<'g> {
     }
 }
 
-/// mongod's error for a `$group` past its memory limit without `allowDiskUse`.
+/// mongod's error for a `$group` past its memory limit without `allowDiskUse` (callers add
+/// aggregation's prefix, [`aggregation_error`]).
 pub(crate) fn exceeded() -> CommandError {
-    crate::pipeline::aggregation_error(CommandError::new(
+    CommandError::new(
         ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
         "Exceeded memory limit for $group, but didn't allow external sort. Pass \
          allowDiskUse:true to opt in.",
-    ))
+    )
 }
 
 impl Stage for Group {

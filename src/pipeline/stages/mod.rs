@@ -4,6 +4,7 @@ mod bucket;
 mod bucket_auto;
 mod count;
 mod facet;
+mod granularity;
 mod group;
 mod limit_skip;
 mod match_;

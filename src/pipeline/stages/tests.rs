@@ -204,6 +204,47 @@ fn bucket_auto_cuts_equal_counts() {
 }
 
 #[test]
+fn bucket_auto_granularity() {
+    let docs: Vec<Document> = (1..=10).map(|i| doc! {"_id": i, "v": i}).collect();
+    let out = aggregate(
+        &[doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "E6"}}],
+        &docs,
+    )
+    .unwrap();
+    // mongod scales the series by repeated division by ten, so 6.8 is 68 × 0.1.
+    let (low, mid) = (68.0 * (1.0 / 10.0 / 10.0), 68.0 * (1.0 / 10.0));
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": {"min": low, "max": mid}, "count": 6},
+            doc! {"_id": {"min": mid, "max": 15.0}, "count": 4},
+        ]
+    );
+    let out = aggregate(
+        &[doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "POWERSOF2"}}],
+        &docs,
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": {"min": 0.5, "max": 8}, "count": 7},
+            doc! {"_id": {"min": 8, "max": 16}, "count": 3},
+        ]
+    );
+    let g = |granularity: &str, v: Bson| {
+        code(
+            doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": granularity}},
+            &[doc! {"v": v}],
+        )
+    };
+    assert_eq!(g("E7", Bson::Int32(1)), 40257);
+    assert_eq!(g("E6", Bson::from("a")), 40258);
+    assert_eq!(g("E6", Bson::Double(f64::NAN)), 40259);
+    assert_eq!(g("R5", Bson::Int32(-1)), 40260);
+}
+
+#[test]
 fn bucket_auto_errors() {
     let b = |spec: Document| code(doc! {"$bucketAuto": spec}, &[]);
     assert_eq!(code(doc! {"$bucketAuto": "x"}, &[]), 40240);
