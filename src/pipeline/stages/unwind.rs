@@ -147,6 +147,9 @@ impl Unwind {
     }
 }
 
+/// The most components a field path may have.
+const MAX_PATH_PARTS: usize = 200;
+
 /// A field path's components, with mongod's checks on each.
 pub(crate) fn field_path(path: &str) -> CommandResult<Vec<String>> {
     if path.is_empty() {
@@ -157,6 +160,14 @@ pub(crate) fn field_path(path: &str) -> CommandResult<Vec<String>> {
     }
     if path.ends_with('.') {
         return Err(loc(40353, "FieldPath must not end with a '.'."));
+    }
+    // mongod's bound (`BSONDepth::getMaxAllowableDepth`), which also bounds the recursion of
+    // reading and writing such a path.
+    if path.split('.').count() > MAX_PATH_PARTS {
+        return Err(CommandError::new(
+            ErrorCode::Overflow,
+            "FieldPath is too long",
+        ));
     }
     path.split('.')
         .map(|part| {
@@ -286,5 +297,12 @@ mod tests {
             28822
         );
         assert_eq!(code(doc! {"path": "$a", "foo": 1}.into()), 28811);
+        let deep = format!("${}", vec!["a"; 201].join("."));
+        assert_eq!(code(deep.into()), 15);
+        let deep_index = vec!["i"; 5000].join(".");
+        assert_eq!(
+            code(doc! {"path": "$a", "includeArrayIndex": deep_index}.into()),
+            15
+        );
     }
 }
