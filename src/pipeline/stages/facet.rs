@@ -15,8 +15,11 @@ use crate::query::{Collation, Variables};
 /// `$facet: {<name>: [<stage>, …], …}`.
 pub struct Facet(Vec<(String, Stages)>);
 
-/// The largest document mongod builds (16 MiB).
-const MAX_DOC_BYTES: usize = 16 * 1024 * 1024;
+/// mongod's `internalQueryFacetMaxOutputDocSizeBytes`: what the facets' results may add up to.
+const MAX_DOC_BYTES: usize = 100 * 1024 * 1024;
+
+/// The largest document mongod hands on (16 MiB and the 16 KiB it allows for overhead).
+const MAX_BSON_BYTES: usize = 16 * 1024 * 1024 + 16 * 1024;
 
 /// Stages mongod refuses inside a `$facet` (40600).
 const NOT_IN_FACET: &[&str] = &[
@@ -181,6 +184,16 @@ impl Facet {
             if let Ok(key) = <&CStr>::try_from(name.as_str()) {
                 out.append(key, results);
             }
+        }
+        let size = out.as_bytes().len();
+        if size > MAX_BSON_BYTES {
+            return Err(crate::pipeline::aggregation_error(CommandError::new(
+                ErrorCode::BSONObjectTooLarge,
+                format!(
+                    "BSONObj size: {size} (0x{size:X}) is invalid. Size must be between 0 and \
+                     {MAX_BSON_BYTES}(16MB)"
+                ),
+            )));
         }
         Ok(out)
     }
