@@ -225,3 +225,53 @@ async fn group_past_the_memory_limit_needs_disk_use() -> TestResult {
     assert_eq!(run(&c, pipeline).await?.len(), 500);
     Ok(())
 }
+
+#[tokio::test]
+async fn bucket_and_group_compare_under_the_collation() -> TestResult {
+    let (_server, client) = start().await?;
+    let c = coll(&client, "names");
+    c.insert_many(vec![
+        doc! {"_id": 1, "name": "Bob"},
+        doc! {"_id": 2, "name": "bob"},
+        doc! {"_id": 3, "name": "alice"},
+    ])
+    .await?;
+    let pipeline = vec![doc! {"$bucket": {
+        "groupBy": "$name", "boundaries": ["a", "m", "z"], "default": "zz",
+        "output": {"ids": {"$push": "$_id"}}
+    }}];
+    // Binary: "Bob" sorts before "a".
+    let binary = run(&c, pipeline.clone()).await?;
+    assert_eq!(
+        binary,
+        vec![
+            doc! {"_id": "a", "ids": [2, 3]},
+            doc! {"_id": "zz", "ids": [1]}
+        ]
+    );
+    let reply = common::run_command(
+        &client,
+        DB,
+        doc! {"aggregate": "names", "pipeline": pipeline, "cursor": {},
+        "collation": {"locale": "en", "strength": 1}},
+    )
+    .await?;
+    let batch = reply.get_document("cursor")?.get_array("firstBatch")?;
+    assert_eq!(
+        batch,
+        &vec![Bson::Document(doc! {"_id": "a", "ids": [1, 2, 3]})]
+    );
+    let out = drain(
+        c.aggregate(vec![doc! {"$sortByCount": "$name"}])
+            .collation(
+                mongodb::options::Collation::builder()
+                    .locale("en")
+                    .strength(mongodb::options::CollationStrength::Primary)
+                    .build(),
+            )
+            .await?,
+    )
+    .await?;
+    assert_eq!(out[0].get_i32("count")?, 2);
+    Ok(())
+}

@@ -1,6 +1,6 @@
 //! `$bucket`: groups documents into the ranges `boundaries` give (lower bound inclusive,
 //! upper exclusive), others into `default`; sorted by bucket (mongod's `$group` with a
-//! `$switch` `_id`, then `$sort: {_id: 1}`).
+//! `$switch` `_id`, then `$sort: {_id: 1}`), comparing under the command's collation.
 
 use std::sync::Arc;
 
@@ -10,7 +10,7 @@ use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::pipeline::accumulators::Accumulator;
 use crate::pipeline::stages::group::Groups;
 use crate::pipeline::{Context, Stage, Stream, aggregation_error, blocking, computed};
-use crate::query::compare::{canonical_type, compare};
+use crate::query::compare::{canonical_type, compare, compare_collated};
 use crate::query::display::{self, type_name};
 use crate::query::{Collation, Expression, Variables};
 
@@ -243,9 +243,10 @@ impl Bucket {
     /// The bucket of a `groupBy` value: the lower boundary of its range, or the default.
     fn bucket_of(&self, v: Option<&RawBson>) -> CommandResult<RawBson> {
         let v = v.map_or(RawBsonRef::Null, RawBson::as_raw_bson_ref);
+        let coll = self.collation.as_deref();
         for pair in self.boundaries.windows(2) {
-            if compare(v, pair[0].as_raw_bson_ref()).is_ge()
-                && compare(v, pair[1].as_raw_bson_ref()).is_lt()
+            if compare_collated(v, pair[0].as_raw_bson_ref(), coll).is_ge()
+                && compare_collated(v, pair[1].as_raw_bson_ref(), coll).is_lt()
             {
                 return Ok(pair[0].clone());
             }
@@ -271,7 +272,8 @@ impl Stage for Bucket {
                 groups.add(key, &doc).map_err(aggregation_error)?;
             }
             let mut out = groups.finish()?;
-            out.sort_by(|a, b| compare(id_of(a), id_of(b)));
+            let coll = self.collation.as_deref();
+            out.sort_by(|a, b| compare_collated(id_of(a), id_of(b), coll));
             Ok(out.into_iter().map(computed).collect())
         })
     }
