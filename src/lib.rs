@@ -23,6 +23,7 @@ pub mod dispatch;
 pub mod error;
 pub mod index;
 pub mod interrupt;
+pub mod pipeline;
 pub mod query;
 pub mod server;
 pub mod sessions;

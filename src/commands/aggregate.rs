@@ -1,17 +1,13 @@
-//! `aggregate`, first cut: `$match`, `$sort`, `$skip`, `$limit`, `$project`, `$count`,
-//! `$group` (accumulators `$sum`, `$avg`, `$min`, `$max`, `$first`, `$last`, `$push`), with the
-//! engine's aggregation expressions ([`Expression`]), which see the command's `let` variables
-//! and `$$NOW`; `$set`/`$addFields`, `$unset`,
-//! `$replaceRoot`/`$replaceWith` (the stages pipeline-style updates share); the writing stages
-//! `$out` and `$merge` ([`output`]); and collection-less aggregation (`{aggregate: 1}`) from
-//! `$documents` or `$listLocalSessions` ([`sources`]). Unknown stages answer MongoDB's error.
+//! `aggregate`: parses the command, pushes the leading stages a find could run into the query
+//! layer, runs the rest in the pipeline layer ([`crate::pipeline`]), and answers what needs the
+//! server itself: the writing stages `$out` and `$merge` ([`output`]) and collection-less
+//! aggregation (`{aggregate: 1}`) from `$documents` or `$listLocalSessions` ([`sources`]).
 
 mod output;
 mod sources;
 
 use std::sync::Arc;
 
-use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use super::args::{WriteConcern, collection_name, field, opt_bool, opt_doc, variables, wrong_type};
@@ -21,28 +17,13 @@ use crate::catalog::{validate_db_name, validate_namespace};
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::pipeline::{self, Kind, Stage as PipelineStage, Stages, aggregation_error};
 use crate::query::Collation;
-use crate::query::compare::compare_collated;
-use crate::query::filter::{Filter, FilterContext};
-use crate::query::projection::Projection;
+use crate::query::Variables;
+use crate::query::filter::Filter;
 use crate::query::shape::ShapeInput;
 use crate::query::sort::SortSpec;
-use crate::query::update::Update;
-use crate::query::{Expression, Variables};
-use crate::sorter::{SortLimits, Sorter};
-
-enum Stage {
-    Match(Filter),
-    Sort(SortSpec),
-    Skip(usize),
-    Limit(usize),
-    Project(Projection),
-    Count(String),
-    Group(Group),
-    /// `$set`/`$addFields`, `$unset`, `$replaceRoot`/`$replaceWith`: one pipeline-update stage,
-    /// run with aggregation's rules ([`Update::run_stages`]).
-    Reshape(Update),
-}
+use crate::sorter::Sorter;
 
 /// Where a pipeline's documents come from.
 enum Input {
@@ -67,111 +48,8 @@ enum Output {
 /// A parsed pipeline: its input, its stages, its output.
 struct Pipeline {
     input: Input,
-    stages: Vec<Stage>,
+    stages: Stages,
     output: Output,
-}
-
-struct Group {
-    id: Expression,
-    fields: Vec<(String, Acc, Expression)>,
-    /// The command's collation: keys equal under it group together; `$min`/`$max` use it.
-    collation: Option<Arc<Collation>>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Acc {
-    Sum,
-    Avg,
-    Min,
-    Max,
-    First,
-    Last,
-    Push,
-}
-
-/// A malformed stage document (40323).
-fn bad_stage(msg: impl Into<String>) -> CommandError {
-    CommandError::new(ErrorCode::Location(40323), msg)
-}
-
-fn parse_group(spec: &RawDocument, vars: &Arc<Variables>) -> CommandResult<Group> {
-    let mut id = None;
-    let mut fields = Vec::new();
-    for elem in spec {
-        let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
-        if k.as_str() == "_id" {
-            id = Some(Expression::parse_in(v, vars)?);
-            continue;
-        }
-        let RawBsonRef::Document(acc) = v else {
-            return Err(CommandError::new(
-                ErrorCode::Location(40234),
-                format!("The field '{}' must be an accumulator object", k.as_str()),
-            ));
-        };
-        let mut it = acc.iter();
-        let (Some(Ok((op, arg))), None) = (it.next(), it.next()) else {
-            return Err(CommandError::new(
-                ErrorCode::Location(40238),
-                format!("The field '{}' must specify one accumulator", k.as_str()),
-            ));
-        };
-        let acc = match op.as_str() {
-            "$sum" => Acc::Sum,
-            "$avg" => Acc::Avg,
-            "$min" => Acc::Min,
-            "$max" => Acc::Max,
-            "$first" => Acc::First,
-            "$last" => Acc::Last,
-            "$push" => Acc::Push,
-            other => {
-                return Err(CommandError::new(
-                    ErrorCode::Location(15952),
-                    format!("unknown group operator '{other}'"),
-                ));
-            }
-        };
-        fields.push((k.as_str().to_owned(), acc, Expression::parse_in(arg, vars)?));
-    }
-    let id = id.ok_or_else(|| {
-        CommandError::new(
-            ErrorCode::Location(15955),
-            "a group specification must include an _id",
-        )
-    })?;
-    Ok(Group {
-        id,
-        fields,
-        collation: None,
-    })
-}
-
-fn count_arg(stage: &str, v: RawBsonRef<'_>) -> CommandResult<usize> {
-    let n = match v {
-        RawBsonRef::Int32(n) => i64::from(n),
-        RawBsonRef::Int64(n) => n,
-        #[expect(clippy::cast_possible_truncation, reason = "checked to be integral")]
-        RawBsonRef::Double(d) if d.fract() == 0.0 => d as i64,
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::Location(if stage == "$skip" { 15972 } else { 15957 }),
-                format!(
-                    "invalid argument to {stage} stage: Expected a number in: {stage}: {other:?}"
-                ),
-            ));
-        }
-    };
-    match (stage, n) {
-        ("$limit", n) if n <= 0 => Err(CommandError::new(
-            ErrorCode::Location(15958),
-            "the limit must be positive",
-        )),
-        ("$skip", n) if n < 0 => Err(CommandError::new(
-            ErrorCode::Location(15956),
-            "invalid argument to $skip stage: Expected a non-negative number in: $skip",
-        )),
-        _ => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
-    }
 }
 
 /// Parses the `pipeline` of an aggregate on a collection, or collection-less when
@@ -253,7 +131,7 @@ fn parse_pipeline(
 /// One parsed stage, by role.
 enum Parsed {
     Input(Input),
-    Stage(Stage),
+    Stage(Box<dyn PipelineStage>),
     Output(Output),
 }
 
@@ -263,51 +141,8 @@ fn parse_stage(
     collectionless: bool,
     vars: &Arc<Variables>,
 ) -> CommandResult<(String, Parsed)> {
-    let mut it = stage.iter();
-    let (Some(Ok((name, arg))), None) = (it.next(), it.next()) else {
-        return Err(bad_stage(
-            "A pipeline stage specification object must contain exactly one field.",
-        ));
-    };
-    let doc_arg = |what: &str| match arg {
-        RawBsonRef::Document(d) => Ok(d),
-        _ => Err(CommandError::new(
-            ErrorCode::Location(15959),
-            format!("the {what} specification must be an object"),
-        )),
-    };
-    let parsed = match name.as_str() {
-        "$match" => Parsed::Stage(Stage::Match(Filter::compile_in(
-            doc_arg("match filter")?,
-            FilterContext::Pipeline,
-            vars,
-        )?)),
-        "$sort" => Parsed::Stage(Stage::Sort(SortSpec::compile_for_pipeline(doc_arg(
-            "$sort key",
-        )?)?)),
-        "$skip" => Parsed::Stage(Stage::Skip(count_arg("$skip", arg)?)),
-        "$limit" => Parsed::Stage(Stage::Limit(count_arg("$limit", arg)?)),
-        "$project" => Parsed::Stage(Stage::Project(Projection::compile_for_pipeline_in(
-            doc_arg("$project")?,
-            vars,
-        )?)),
-        "$count" => match arg {
-            RawBsonRef::String(s) if !s.is_empty() && !s.starts_with('$') && !s.contains('.') => {
-                Parsed::Stage(Stage::Count(s.to_owned()))
-            }
-            _ => {
-                return Err(CommandError::new(
-                    ErrorCode::Location(40156),
-                    "the count field must be a non-empty string",
-                ));
-            }
-        },
-        "$group" => Parsed::Stage(Stage::Group(parse_group(doc_arg("$group")?, vars)?)),
-        "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
-            let mut one = RawArrayBuf::new();
-            one.push(stage.to_owned());
-            Parsed::Stage(Stage::Reshape(Update::compile_pipeline_in(&one, vars)?))
-        }
+    let (name, arg) = pipeline::stages::stage_name_arg(stage)?;
+    let parsed = match name {
         "$documents" => Parsed::Input(Input::Documents(sources::documents(arg)?)),
         "$listLocalSessions" => {
             if !collectionless {
@@ -321,294 +156,19 @@ fn parse_stage(
         }
         "$out" => Parsed::Output(Output::Out(output::parse_out(arg, req.db)?)),
         "$merge" => Parsed::Output(Output::Merge(output::parse_merge(arg, req.db)?)),
-        other => {
-            return Err(CommandError::new(
-                ErrorCode::Location(40324),
-                format!("Unrecognized pipeline stage name: '{other}'"),
-            ));
-        }
+        _ => Parsed::Stage(pipeline::parse_stage(stage, vars)?),
     };
-    Ok((name.as_str().to_owned(), parsed))
-}
-
-fn add(acc: RawBson, v: &RawBson) -> RawBson {
-    match (acc, v) {
-        (RawBson::Int32(a), RawBson::Int32(b)) => a
-            .checked_add(*b)
-            .map_or(RawBson::Int64(i64::from(a) + i64::from(*b)), RawBson::Int32),
-        (RawBson::Int32(a), RawBson::Int64(b)) => a.checked_add_i64(*b),
-        (RawBson::Int64(a), RawBson::Int32(b)) => RawBson::Int64(a).checked_add_i64(i64::from(*b)),
-        (RawBson::Int64(a), RawBson::Int64(b)) => RawBson::Int64(a).checked_add_i64(*b),
-        (a, b) => RawBson::Double(as_f64(&a).unwrap_or(0.0) + as_f64(b).unwrap_or(0.0)),
-    }
-}
-
-trait CheckedAdd {
-    fn checked_add_i64(self, b: i64) -> RawBson;
-}
-
-impl CheckedAdd for i32 {
-    fn checked_add_i64(self, b: i64) -> RawBson {
-        RawBson::Int64(i64::from(self)).checked_add_i64(b)
-    }
-}
-
-impl CheckedAdd for RawBson {
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "overflow falls back to double, as MongoDB does"
-    )]
-    fn checked_add_i64(self, b: i64) -> RawBson {
-        match self {
-            RawBson::Int64(a) => a
-                .checked_add(b)
-                .map_or(RawBson::Double(a as f64 + b as f64), RawBson::Int64),
-            other => other,
-        }
-    }
-}
-
-#[expect(
-    clippy::cast_precision_loss,
-    reason = "averages and mixed sums are doubles"
-)]
-fn as_f64(v: &RawBson) -> Option<f64> {
-    match v {
-        RawBson::Int32(i) => Some(f64::from(*i)),
-        RawBson::Int64(i) => Some(*i as f64),
-        RawBson::Double(d) => Some(*d),
-        RawBson::Decimal128(d) => d.to_string().parse().ok(),
-        _ => None,
-    }
-}
-
-struct GroupState {
-    key: RawBson,
-    values: Vec<RawBson>,
-    counts: Vec<u64>,
-}
-
-#[expect(clippy::cast_precision_loss, reason = "averages are doubles")]
-fn run_group(group: &Group, docs: &[RawDocumentBuf]) -> CommandResult<Vec<RawDocumentBuf>> {
-    let mut groups: Vec<GroupState> = Vec::new();
-    let mut index: std::collections::HashMap<Vec<u8>, usize> = std::collections::HashMap::new();
-    for doc in docs {
-        let key = group.id.evaluate(doc)?.unwrap_or(RawBson::Null);
-        let ks = match &group.collation {
-            Some(c) => crate::query::keystring::to_key(collation_key(&key, c).as_raw_bson_ref()),
-            None => crate::query::keystring::to_key(key.as_raw_bson_ref()),
-        };
-        let slot = *index.entry(ks).or_insert_with(|| {
-            groups.push(GroupState {
-                key: key.clone(),
-                values: group
-                    .fields
-                    .iter()
-                    .map(|(_, acc, _)| match acc {
-                        Acc::Sum | Acc::Avg => RawBson::Int32(0),
-                        Acc::Push => RawBson::Array(RawArrayBuf::new()),
-                        _ => RawBson::Null,
-                    })
-                    .collect(),
-                counts: vec![0; group.fields.len()],
-            });
-            groups.len() - 1
-        });
-        let state = &mut groups[slot];
-        for (i, (_, acc, expr)) in group.fields.iter().enumerate() {
-            let v = expr.evaluate(doc)?;
-            let current = std::mem::replace(&mut state.values[i], RawBson::Null);
-            state.values[i] = match (acc, v) {
-                (Acc::Sum | Acc::Avg, Some(v)) if as_f64(&v).is_some() => {
-                    state.counts[i] += 1;
-                    add(current, &v)
-                }
-                (Acc::Sum | Acc::Avg, _) => current,
-                (Acc::Min | Acc::Max, Some(v)) if !matches!(v, RawBson::Null) => {
-                    let replace = state.counts[i] == 0 || {
-                        let ord = compare_collated(
-                            v.as_raw_bson_ref(),
-                            current.as_raw_bson_ref(),
-                            group.collation.as_deref(),
-                        );
-                        if *acc == Acc::Min {
-                            ord.is_lt()
-                        } else {
-                            ord.is_gt()
-                        }
-                    };
-                    state.counts[i] += 1;
-                    if replace { v } else { current }
-                }
-                (Acc::Min | Acc::Max, _) => current,
-                (Acc::First, v) => {
-                    state.counts[i] += 1;
-                    if state.counts[i] == 1 {
-                        v.unwrap_or(RawBson::Null)
-                    } else {
-                        current
-                    }
-                }
-                (Acc::Last, v) => v.unwrap_or(RawBson::Null),
-                (Acc::Push, v) => {
-                    let mut arr = match current {
-                        RawBson::Array(a) => a,
-                        _ => RawArrayBuf::new(),
-                    };
-                    if let Some(v) = v {
-                        arr.push(v);
-                    }
-                    RawBson::Array(arr)
-                }
-            };
-        }
-    }
-    Ok(groups
-        .into_iter()
-        .map(|g| {
-            let mut out = RawDocumentBuf::new();
-            out.append(bson::raw::cstr!("_id"), g.key);
-            for (i, ((name, acc, _), value)) in group.fields.iter().zip(g.values).enumerate() {
-                let value = match acc {
-                    Acc::Avg if g.counts[i] == 0 => RawBson::Null,
-                    Acc::Avg => RawBson::Double(as_f64(&value).unwrap_or(0.0) / g.counts[i] as f64),
-                    _ => value,
-                };
-                if let Ok(key) = <&CStr>::try_from(name.as_str()) {
-                    out.append(key, value);
-                }
-            }
-            out
-        })
-        .collect())
-}
-
-/// `v` with every string (at any depth) replaced by the hex digits of its collation sort key, so
-/// that values equal under the collation have equal keystrings.
-fn collation_key(v: &RawBson, c: &Collation) -> RawBson {
-    use std::fmt::Write;
-    match v {
-        RawBson::String(s) | RawBson::Symbol(s) => {
-            let mut hex = String::new();
-            for b in c.sort_key(s) {
-                let _ = write!(hex, "{b:02x}");
-            }
-            RawBson::String(hex)
-        }
-        RawBson::Document(d) => {
-            let mut out = RawDocumentBuf::new();
-            for (k, v) in d.iter().map_while(Result::ok) {
-                out.append(k, collation_key(&RawBson::from(v), c));
-            }
-            RawBson::Document(out)
-        }
-        RawBson::Array(a) => {
-            let mut out = RawArrayBuf::new();
-            for v in a.into_iter().map_while(Result::ok) {
-                out.push(collation_key(&RawBson::from(v), c));
-            }
-            RawBson::Array(out)
-        }
-        other => other.clone(),
-    }
+    Ok((name.to_owned(), parsed))
 }
 
 /// The stages with the command's collation applied where strings are compared.
-fn collate(stages: Vec<Stage>, collation: Option<&Arc<Collation>>) -> Vec<Stage> {
-    let Some(c) = collation else {
-        return stages;
-    };
-    stages
-        .into_iter()
-        .map(|stage| match stage {
-            Stage::Match(f) => Stage::Match(f.with_collation(Some(c.clone()))),
-            Stage::Sort(s) => Stage::Sort(s.with_collation(Some(c.clone()))),
-            Stage::Group(mut g) => {
-                g.collation = Some(c.clone());
-                Stage::Group(g)
-            }
-            other => other,
-        })
-        .collect()
-}
-
-/// Runs the stages over documents paired with the expiry instant of the stored document they
-/// show; documents a stage computes (`$group`, `$count`) never expire.
-/// A `$sort` holds at most `sort_limits.max_bytes` of documents (a `$sort` followed by `$limit`
-/// only the first documents), or fails with mongod's 292 without `allowDiskUse`.
-fn run_pipeline(
-    stages: &[Stage],
-    mut docs: Vec<(RawDocumentBuf, i64)>,
-    sort_limits: &SortLimits,
-) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
-    let computed = |d: RawDocumentBuf| (d, crate::storage::record::NEVER);
-    for (i, stage) in stages.iter().enumerate() {
-        docs = match stage {
-            Stage::Match(f) => {
-                let mut kept = Vec::with_capacity(docs.len());
-                for (d, e) in docs {
-                    if f.try_matches(&d)? {
-                        kept.push((d, e));
-                    }
-                }
-                kept
-            }
-            Stage::Sort(s) => {
-                // mongod coalesces `$sort` and a following `$limit` into a top-k sort.
-                let keep = match stages.get(i + 1) {
-                    Some(Stage::Limit(n)) => Some(*n),
-                    _ => None,
-                };
-                let mut sorter = Sorter::new(s.clone(), keep, sort_limits.clone());
-                for (d, e) in docs {
-                    sorter.push(d, e).map_err(aggregation_error)?;
-                }
-                sorter.finish()?.into_vec()?
-            }
-            Stage::Skip(n) => docs.into_iter().skip(*n).collect(),
-            Stage::Limit(n) => docs.into_iter().take(*n).collect(),
-            Stage::Project(p) => docs
-                .iter()
-                .map(|(d, e)| p.try_apply(d).map(|d| (d, *e)))
-                .collect::<CommandResult<_>>()?,
-            Stage::Count(name) => {
-                if docs.is_empty() {
-                    Vec::new()
-                } else {
-                    let mut out = RawDocumentBuf::new();
-                    if let Ok(key) = <&CStr>::try_from(name.as_str()) {
-                        out.append(key, i32::try_from(docs.len()).unwrap_or(i32::MAX));
-                    }
-                    vec![computed(out)]
-                }
-            }
-            Stage::Group(g) => {
-                let plain: Vec<RawDocumentBuf> = docs.into_iter().map(|(d, _)| d).collect();
-                run_group(g, &plain)?.into_iter().map(computed).collect()
-            }
-            Stage::Reshape(update) => {
-                let mut out = Vec::with_capacity(docs.len());
-                for (d, e) in docs {
-                    // `$$NOW` is the command's, fixed when the stage was compiled.
-                    let reshaped = update
-                        .run_stages(&d)
-                        .ok_or_else(|| CommandError::internal("not a pipeline stage"))??;
-                    out.push((reshaped, e));
-                }
-                out
-            }
-        };
+fn collate(mut stages: Stages, collation: Option<&Arc<Collation>>) -> Stages {
+    if let Some(c) = collation {
+        for stage in &mut stages {
+            stage.collate(c);
+        }
     }
-    Ok(docs)
-}
-
-/// An error raised while the pipeline runs, as mongod's aggregation reports it.
-fn aggregation_error(mut e: CommandError) -> CommandError {
-    e.errmsg = format!(
-        "PlanExecutor error during aggregation :: caused by :: {}",
-        e.errmsg
-    );
-    e
+    stages
 }
 
 pub(super) async fn aggregate(
@@ -813,8 +373,9 @@ pub(super) async fn aggregate_explained(
     let out = if stages.is_empty() {
         docs
     } else {
-        let sort_limits = state.config.sort_limits(allow_disk_use);
-        tokio::task::spawn_blocking(move || run_pipeline(&stages, docs, &sort_limits))
+        let ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
+        let stages = pipeline::stages::coalesce(stages);
+        tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
             .await
             .map_err(|e| CommandError::internal(e.to_string()))??
     };
@@ -877,7 +438,7 @@ struct Pushdown {
 
 impl Pushdown {
     /// Takes the pushed stages off the front of `stages` (whose documents are `raw`).
-    fn take(stages: &mut Vec<Stage>, raw: &[RawDocumentBuf]) -> Pushdown {
+    fn take(stages: &mut Stages, raw: &[RawDocumentBuf]) -> Pushdown {
         let mut push = Pushdown {
             filter: None,
             match_doc: None,
@@ -896,35 +457,35 @@ impl Pushdown {
         let mut n = 0;
         // A `$match` right after a leading `$sort` moves before it (mongod swaps them: the
         // order does not change what matches).
-        let match_at = match (stages.first(), stages.get(1)) {
-            (Some(Stage::Match(_)), _) => Some(0),
-            (Some(Stage::Sort(_)), Some(Stage::Match(_))) => Some(1),
+        let match_at = match (kind(stages, 0), kind(stages, 1)) {
+            (Some(Kind::Match(_)), _) => Some(0),
+            (Some(Kind::Sort(_)), Some(Kind::Match(_))) => Some(1),
             _ => None,
         };
         if let Some(at) = match_at
-            && let Stage::Match(f) = stages.remove(at)
+            && let Some(Kind::Match(f)) = kind(stages, at)
         {
-            push.filter = Some(f);
+            push.filter = Some(f.clone());
+            stages.remove(at);
             push.match_doc = body(at, "$match");
             n += 1;
         }
-        if let Some(Stage::Sort(_)) = stages.first()
-            && let Stage::Sort(s) = stages.remove(0)
-        {
-            push.sort = Some(s);
+        if let Some(Kind::Sort(s)) = kind(stages, 0) {
+            push.sort = Some(s.clone());
+            stages.remove(0);
             push.sort_doc = body(if match_at == Some(1) { 0 } else { n }, "$sort");
             n += 1;
         }
         loop {
             let as_u64 = |k: usize| u64::try_from(k).unwrap_or(u64::MAX);
-            match stages.first() {
-                Some(Stage::Skip(k)) => {
-                    let k = as_u64(*k);
+            match kind(stages, 0) {
+                Some(Kind::Skip(k)) => {
+                    let k = as_u64(k);
                     push.skip = push.skip.saturating_add(k);
                     push.limit = push.limit.map(|l| l.saturating_sub(k));
                 }
-                Some(Stage::Limit(k)) => {
-                    let k = as_u64(*k);
+                Some(Kind::Limit(k)) => {
+                    let k = as_u64(k);
                     push.limit = Some(push.limit.map_or(k, |l| l.min(k)));
                 }
                 _ => break,
@@ -932,7 +493,7 @@ impl Pushdown {
             stages.remove(0);
             n += 1;
         }
-        if let (1, Some(Stage::Project(_))) = (stages.len(), stages.first())
+        if let (1, Some(Kind::Project)) = (stages.len(), kind(stages, 0))
             && let Some(p) = body(n, "$project")
             && simple_projection(&p)
         {
@@ -942,6 +503,11 @@ impl Pushdown {
         push.pushed = n;
         push
     }
+}
+
+/// What the query layer may know of stage `i`.
+fn kind(stages: &Stages, i: usize) -> Option<Kind<'_>> {
+    stages.get(i).map(|s| s.kind())
 }
 
 /// An inclusion or exclusion of fields (no computed values): what mongod runs in the query
@@ -1101,31 +667,5 @@ fn number_is_one(n: RawBsonRef<'_>) -> bool {
         RawBsonRef::Int64(i) => i == 1,
         RawBsonRef::Double(d) => d == 1.0,
         _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bson::rawdoc;
-
-    use super::*;
-
-    #[test]
-    fn group_sums_and_counts() {
-        let docs = vec![
-            rawdoc! {"k": "a", "v": 1},
-            rawdoc! {"k": "a", "v": 2.5},
-            rawdoc! {"k": "b", "v": 3},
-        ];
-        let spec = rawdoc! {"_id": "$k", "total": {"$sum": "$v"}, "n": {"$sum": 1}, "avg": {"$avg": "$v"}, "max": {"$max": "$v"}};
-        let vars = Arc::new(Variables::system_clock());
-        let out = run_group(&parse_group(&spec, &vars).unwrap(), &docs).unwrap();
-        assert_eq!(out.len(), 2);
-        assert_eq!(out[0].get_str("_id").unwrap(), "a");
-        assert_eq!(out[0].get_f64("total").unwrap(), 3.5);
-        assert_eq!(out[0].get_i32("n").unwrap(), 2);
-        assert_eq!(out[0].get_f64("avg").unwrap(), 1.75);
-        assert_eq!(out[0].get_f64("max").unwrap(), 2.5);
-        assert_eq!(out[1].get_i32("total").unwrap(), 3);
     }
 }

@@ -1,0 +1,154 @@
+//! The aggregation pipeline as a layer of its own: pure and IO-free like [`crate::query`].
+//!
+//! A pipeline is a list of [`Stage`]s, one module per stage in [`stages`], each a function from
+//! a [`Stream`] of documents to a [`Stream`] of documents. Streaming stages (`$match`,
+//! `$project`, `$unwind`…) map their input lazily; blocking stages (`$group`, `$sort`,
+//! `$bucketAuto`, `$facet`…) read their whole input on the first pull, then yield what they
+//! computed ([`blocking`]). `$group`'s accumulators live in [`accumulators`], where `$bucket`
+//! and `$bucketAuto` find them too.
+//!
+//! Documents travel with the expiry instant of the stored document they show ([`Doc`]):
+//! documents a stage computes (`$group`, `$count`, `$facet`…) never expire.
+//!
+//! The command layer (`commands::aggregate`) parses the command, answers the stages that need
+//! the server (`$documents`, `$listLocalSessions`, `$out`, `$merge`), pushes the leading
+//! stages down into the query planner, and runs the rest here. Stages that will read other
+//! collections (`$lookup`, `$unionWith`) get them through [`Context::reader`], a [`Reader`]
+//! the command injects, never through IO of their own.
+
+pub mod accumulators;
+pub mod doc;
+pub mod stages;
+
+use std::sync::Arc;
+
+use bson::RawDocumentBuf;
+
+use crate::error::CommandResult;
+use crate::query::Collation;
+use crate::query::filter::Filter;
+use crate::query::sort::SortSpec;
+use crate::sorter::SortLimits;
+
+pub use self::stages::{parse_pipeline, parse_stage};
+
+/// A document with the expiry instant (milliseconds; [`crate::storage::record::NEVER`] for
+/// none) of the stored document it shows.
+pub type Doc = (RawDocumentBuf, i64);
+
+/// A stream of documents between two stages; the first error ends it.
+pub type Stream<'a> = Box<dyn Iterator<Item = CommandResult<Doc>> + 'a>;
+
+/// Reads another collection's documents for a stage (`$lookup`, `$unionWith`, later), as of
+/// the command's instant: the command layer implements it over the catalog and the planner.
+pub trait Reader: Send + Sync {
+    /// Every live document of `db.coll` matching `filter` (`None`: all).
+    fn read(
+        &self,
+        db: &str,
+        coll: &str,
+        filter: Option<&Filter>,
+    ) -> CommandResult<Vec<RawDocumentBuf>>;
+}
+
+/// What every stage of one command's pipeline sees.
+#[derive(Clone)]
+pub struct Context {
+    /// The memory blocking stages may hold, and whether they may spill (`allowDiskUse`).
+    pub limits: SortLimits,
+    /// Other collections, for the stages that read them (none yet).
+    pub reader: Option<Arc<dyn Reader>>,
+}
+
+impl Context {
+    /// A context with these limits and no reader.
+    pub fn new(limits: SortLimits) -> Context {
+        Context {
+            limits,
+            reader: None,
+        }
+    }
+}
+
+/// What the command layer may know of a stage: the stages the query layer can answer
+/// (pushdown) and those that coalesce (`$sort` then `$limit`).
+pub enum Kind<'a> {
+    /// `$match`.
+    Match(&'a Filter),
+    /// `$sort`.
+    Sort(&'a SortSpec),
+    /// `$skip`.
+    Skip(usize),
+    /// `$limit`.
+    Limit(usize),
+    /// `$project`.
+    Project,
+    /// Anything else.
+    Other,
+}
+
+/// One stage of a pipeline.
+pub trait Stage: Send + Sync {
+    /// Runs the stage over `input`.
+    fn run<'a>(&'a self, input: Stream<'a>, ctx: &'a Context) -> Stream<'a>;
+
+    /// What the command layer may know of this stage.
+    fn kind(&self) -> Kind<'_> {
+        Kind::Other
+    }
+
+    /// Compares strings under the command's collation from now on, where the stage compares.
+    fn collate(&mut self, _collation: &Arc<Collation>) {}
+}
+
+/// A parsed pipeline (the stages the pipeline layer runs).
+pub type Stages = Vec<Box<dyn Stage>>;
+
+/// Runs `stages` over `docs` (prepared by [`stages::coalesce`]).
+pub fn run(stages: &[Box<dyn Stage>], docs: Vec<Doc>, ctx: &Context) -> CommandResult<Vec<Doc>> {
+    let mut stream: Stream<'_> = Box::new(docs.into_iter().map(Ok));
+    for stage in stages {
+        stream = stage.run(stream, ctx);
+    }
+    stream.collect()
+}
+
+/// Runs `stages` over a stream (a `$facet`'s sub-pipeline).
+pub fn run_stream<'a>(
+    stages: &'a [Box<dyn Stage>],
+    input: Stream<'a>,
+    ctx: &'a Context,
+) -> Stream<'a> {
+    let mut stream = input;
+    for stage in stages {
+        stream = stage.run(stream, ctx);
+    }
+    stream
+}
+
+/// A blocking stage's output: `compute` runs at the first pull.
+pub fn blocking<'a, F>(compute: F) -> Stream<'a>
+where
+    F: FnOnce() -> CommandResult<Vec<Doc>> + 'a,
+{
+    Box::new(std::iter::once_with(compute).flat_map(|r| -> Stream<'a> {
+        match r {
+            Ok(docs) => Box::new(docs.into_iter().map(Ok)),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
+    }))
+}
+
+/// A document a stage computed: it never expires.
+pub fn computed(doc: RawDocumentBuf) -> Doc {
+    (doc, crate::storage::record::NEVER)
+}
+
+/// An error raised while the pipeline runs, as mongod's aggregation reports it.
+pub fn aggregation_error(mut e: crate::error::CommandError) -> crate::error::CommandError {
+    e.errmsg = format!(
+        "PlanExecutor error during aggregation :: caused by :: {}",
+        e.errmsg
+    );
+    e
+}

@@ -1,0 +1,108 @@
+//! One module per stage, and the parser that picks the module by the stage's name.
+
+mod bucket;
+mod bucket_auto;
+mod count;
+mod facet;
+mod granularity;
+mod group;
+mod limit_skip;
+mod match_;
+mod project;
+mod redact;
+mod reshape;
+mod sample;
+mod sort;
+mod sort_by_count;
+mod unwind;
+
+use std::sync::Arc;
+
+use bson::{RawBsonRef, RawDocument};
+
+use super::{Kind, Stage, Stages};
+use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::query::Variables;
+
+pub use self::group::Group;
+pub(crate) use self::group::collation_key;
+
+/// A malformed stage document (40323).
+fn bad_stage(msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::Location(40323), msg)
+}
+
+/// The stage's argument as an object, or mongod's 15959.
+pub(crate) fn doc_arg<'a>(arg: RawBsonRef<'a>, what: &str) -> CommandResult<&'a RawDocument> {
+    match arg {
+        RawBsonRef::Document(d) => Ok(d),
+        _ => Err(CommandError::new(
+            ErrorCode::Location(15959),
+            format!("the {what} specification must be an object"),
+        )),
+    }
+}
+
+/// The one field of a stage document: its name and argument.
+pub fn stage_name_arg(stage: &RawDocument) -> CommandResult<(&str, RawBsonRef<'_>)> {
+    let mut it = stage.iter();
+    let (Some(Ok((name, arg))), None) = (it.next(), it.next()) else {
+        return Err(bad_stage(
+            "A pipeline stage specification object must contain exactly one field.",
+        ));
+    };
+    Ok((name.as_str(), arg))
+}
+
+/// Parses one stage the pipeline layer runs; an unknown name answers mongod's 40324.
+pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<Box<dyn Stage>> {
+    let (name, arg) = stage_name_arg(stage)?;
+    Ok(match name {
+        "$match" => Box::new(match_::Match::parse(arg, vars)?),
+        "$sort" => Box::new(sort::Sort::parse(arg)?),
+        "$skip" => Box::new(limit_skip::Skip::parse(arg)?),
+        "$limit" => Box::new(limit_skip::Limit::parse(arg)?),
+        "$project" => Box::new(project::Project::parse(arg, vars)?),
+        "$count" => Box::new(count::Count::parse(arg)?),
+        "$group" => Box::new(group::Group::parse(doc_arg(arg, "$group")?, vars)?),
+        "$unwind" => Box::new(unwind::Unwind::parse(arg)?),
+        "$sortByCount" => Box::new(sort_by_count::SortByCount::parse(arg, vars)?),
+        "$bucket" => Box::new(bucket::Bucket::parse(arg, vars)?),
+        "$bucketAuto" => Box::new(bucket_auto::BucketAuto::parse(arg, vars)?),
+        "$facet" => Box::new(facet::Facet::parse(arg, vars)?),
+        "$sample" => Box::new(sample::Sample::parse(arg)?),
+        "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
+        "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
+            Box::new(reshape::Reshape::parse(stage, vars)?)
+        }
+        other => {
+            return Err(CommandError::new(
+                ErrorCode::Location(40324),
+                format!("Unrecognized pipeline stage name: '{other}'"),
+            ));
+        }
+    })
+}
+
+/// Parses a whole pipeline the pipeline layer runs (each element a stage document).
+pub fn parse_pipeline(stages: &[&RawDocument], vars: &Arc<Variables>) -> CommandResult<Stages> {
+    stages.iter().map(|s| parse_stage(s, vars)).collect()
+}
+
+/// Prepares parsed stages to run: a `$sort` right before a `$limit` keeps only that many
+/// documents (mongod coalesces them into a top-k sort).
+pub fn coalesce(mut stages: Stages) -> Stages {
+    for i in 0..stages.len().saturating_sub(1) {
+        let keep = match (stages[i].kind(), stages[i + 1].kind()) {
+            (Kind::Sort(spec), Kind::Limit(n)) => Some(sort::Sort::new(spec.clone(), Some(n))),
+            _ => None,
+        };
+        if let Some(top_k) = keep {
+            stages[i] = Box::new(top_k);
+        }
+    }
+    stages
+}
+
+#[cfg(test)]
+pub(crate) mod tests;
