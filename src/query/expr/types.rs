@@ -147,7 +147,14 @@ impl Operator for Convert {
         let Some(target) = target else {
             return Ok(Some(RawBson::Null));
         };
-        match convert(input, target) {
+        let converted = match target {
+            Some(t) => convert(input, t),
+            None => Err(conversion_failure(format!(
+                "Unsupported conversion from {} to missing in $convert with no onError value",
+                type_name(input.element_type())
+            ))),
+        };
+        match converted {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.code == ErrorCode::ConversionFailure => match &self.on_error {
                 Some(n) => eval(n, env),
@@ -199,13 +206,16 @@ fn element_type(code: i32) -> Option<ElementType> {
         .flatten()
 }
 
-/// `to` as a type: a type name or number, with mongod's errors.
-fn target_type(to: RawBsonRef<'_>) -> Result<ElementType, CommandError> {
+/// `to` as a type: a type name or number, with mongod's errors; `None` for `"missing"`, a
+/// name mongod accepts and no value converts to.
+fn target_type(to: RawBsonRef<'_>) -> Result<Option<ElementType>, CommandError> {
     match to {
+        RawBsonRef::String("missing") => Ok(None),
         RawBsonRef::String(name) => TYPE_NAMES
             .iter()
             .find(|(n, _)| *n == name)
             .and_then(|(_, code)| element_type(*code))
+            .map(Some)
             .ok_or_else(|| CommandError::bad_value(format!("Unknown type name: {name}"))),
         RawBsonRef::Int32(_)
         | RawBsonRef::Int64(_)
@@ -216,7 +226,7 @@ fn target_type(to: RawBsonRef<'_>) -> Result<ElementType, CommandError> {
                     "In $convert, numeric 'to' argument is not an integer",
                 ));
             };
-            element_type(code).ok_or_else(|| {
+            element_type(code).map(Some).ok_or_else(|| {
                 failed_to_parse(format!(
                     "In $convert, numeric value for 'to' does not correspond to a BSON type: {code}"
                 ))
@@ -511,8 +521,9 @@ fn parse_oid(s: &str) -> Result<ObjectId, CommandError> {
     ObjectId::parse_str(s).map_err(|e| fail(e.to_string()))
 }
 
-/// A double as mongod's `$convert` writes it (`fmt`'s shortest form): `1`, `2.5`, `1e+16`,
-/// `1.5e-07`, `-0`, `Infinity`, `NaN`.
+/// A double as mongod 7.0's `$convert` writes it: C's `%g` (6 significant digits, through
+/// `str::stream`), with `Infinity`, `-Infinity`, `NaN` and `-0` spelled out. (Later versions
+/// print the shortest round-trip form.)
 fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "NaN".to_owned();
@@ -520,35 +531,10 @@ fn format_double(d: f64) -> String {
     if d.is_infinite() {
         return if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
     }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    if d == 0.0 && d.is_sign_negative() {
+        return "-0".to_owned();
     }
-    let sci = format!("{d:e}");
-    let Some((mant, exp)) = sci.split_once('e') else {
-        return sci;
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-5..16).contains(&exp) {
-        let (sign, digits) = mant
-            .strip_prefix('-')
-            .map_or(("", mant), |rest| ("-", rest));
-        let digits: String = digits.chars().filter(char::is_ascii_digit).collect();
-        let n = i32::try_from(digits.len()).unwrap_or(i32::MAX);
-        let body = if exp < 0 {
-            let zeros = "0".repeat(usize::try_from(-exp - 1).unwrap_or(0));
-            format!("0.{zeros}{digits}")
-        } else if exp + 1 >= n {
-            let zeros = "0".repeat(usize::try_from(exp + 1 - n).unwrap_or(0));
-            format!("{digits}{zeros}")
-        } else {
-            let at = usize::try_from(exp + 1).unwrap_or(0);
-            format!("{}.{}", &digits[..at], &digits[at..])
-        };
-        format!("{sign}{body}")
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", exp.abs())
-    }
+    format_g(d, 6)
 }
 
 /// Days since 1970-01-01 of a civil date (proleptic Gregorian).
@@ -732,7 +718,11 @@ mod tests {
             (rawbson!({"$toString": 1e16}), rawbson!("1e+16")),
             (rawbson!({"$toString": 1.5e-7}), rawbson!("1.5e-07")),
             (rawbson!({"$toString": 0.0001}), rawbson!("0.0001")),
-            (rawbson!({"$toString": 123_456.789}), rawbson!("123456.789")),
+            (rawbson!({"$toString": 123_456.789}), rawbson!("123457")),
+            (
+                rawbson!({"$toString": 1_234_567.89}),
+                rawbson!("1.23457e+06"),
+            ),
             (rawbson!({"$toString": -0.0}), rawbson!("-0")),
             (rawbson!({"$toString": f64::INFINITY}), rawbson!("Infinity")),
             (rawbson!({"$toString": 42}), rawbson!("42")),
@@ -929,6 +919,11 @@ mod tests {
                 rawbson!({"$toDate": "yesterday"}),
                 failure,
                 "Error parsing date string 'yesterday'; Ebb reads only ISO 8601 dates",
+            ),
+            (
+                rawbson!({"$convert": {"input": 1, "to": "missing"}}),
+                failure,
+                "Unsupported conversion from int to missing in $convert with no onError value",
             ),
             (
                 rawbson!({"$convert": {"input": 1, "to": "int128"}}),
