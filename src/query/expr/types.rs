@@ -643,10 +643,10 @@ fn iso_millis(s: &str) -> Option<i64> {
         "" | "Z" => 0,
         o => {
             let neg = o.starts_with('-');
-            let digits: String = o[1..].chars().filter(|c| *c != ':').collect();
+            let digits: String = o.get(1..)?.chars().filter(|c| *c != ':').collect();
             let (oh, om) = match digits.len() {
                 2 => (num(&digits)?, 0),
-                4 => (num(&digits[..2])?, num(&digits[2..])?),
+                4 => (num(digits.get(..2)?)?, num(digits.get(2..)?)?),
                 _ => return None,
             };
             let minutes = oh * 60 + om;
@@ -914,6 +914,12 @@ mod tests {
                 rawbson!({"$toString": [[1]]}),
                 failure,
                 "Unsupported conversion from array to string in $convert with no onError value",
+            ),
+            (
+                rawbson!({"$toDate": "2020-01-01T00:00+1\u{e9}1"}),
+                failure,
+                "Error parsing date string '2020-01-01T00:00+1\u{e9}1'; Ebb reads only ISO 8601 \
+                 dates",
             ),
             (
                 rawbson!({"$toDate": "yesterday"}),
