@@ -466,11 +466,15 @@ fn parse_double(s: &str) -> Result<f64, CommandError> {
         return Err(number_failure(s, "Leading whitespace"));
     }
     let Ok(d) = s.parse::<f64>() else {
-        // The longest prefix `strtod` would take decides between the two messages.
-        let consumed_some = (1..s.len())
-            .rev()
-            .filter(|&i| s.is_char_boundary(i))
-            .any(|i| s[..i].parse::<f64>().is_ok());
+        // Whether `strtod` would take a prefix decides between the two messages: a sign, then
+        // a digit, a `.` and a digit, or `inf`/`nan`.
+        let t = s.strip_prefix(['+', '-']).unwrap_or(s).as_bytes();
+        let digit = |i: usize| t.get(i).is_some_and(u8::is_ascii_digit);
+        let word = t.get(..3).map(<[u8]>::to_ascii_lowercase);
+        let consumed_some = digit(0)
+            || (t.first() == Some(&b'.') && digit(1))
+            || word.as_deref() == Some(b"inf")
+            || word.as_deref() == Some(b"nan");
         return Err(number_failure(
             s,
             if consumed_some {
@@ -861,6 +865,12 @@ mod tests {
                 failure,
                 "Failed to parse number 'abc' in $convert with no onError value: Did not consume \
                  any digits",
+            ),
+            (
+                rawbson!({"$toDouble": "-.5x"}),
+                failure,
+                "Failed to parse number '-.5x' in $convert with no onError value: Did not consume \
+                 whole string.",
             ),
             (
                 rawbson!({"$toDouble": "1e400"}),
