@@ -22,16 +22,21 @@
 //!   missing equals undefined and sorts below null, as in mongod's `Value::compare`); boolean
 //!   `$and $or $not` (mongod's truthiness).
 //! - `arith`: `$add` (numbers and one date) `$subtract` (numbers, dates) `$multiply $divide $mod
-//!   $abs`, with int → long → double promotion on overflow.
-//! - `cond`: `$cond` (array and `{if, then, else}` forms), `$ifNull`.
+//!   $abs`, with int → long → double promotion on overflow; its `Num` serves the other numeric
+//!   families.
+//! - `math`: `$ceil $floor $trunc $round $sqrt $pow $exp $ln $log $log10` and trigonometry.
+//! - `cond`: `$cond` (array and `{if, then, else}` forms), `$ifNull`, `$switch`.
 //! - `string`: `$concat $toLower $toUpper $strLenCP $substrCP`.
+//! - `text`: `$split $trim $ltrim $rtrim $indexOfBytes $indexOfCP $strLenBytes $substrBytes
+//!   $substr $strcasecmp $replaceOne $replaceAll $regexFind $regexFindAll $regexMatch`.
 //! - `array`: `$in $size $arrayElemAt $first $last $isArray $concatArrays $reverseArray $slice
 //!   $range $indexOfArray $arrayToObject $objectToArray $allElementsTrue $anyElementTrue $zip
 //!   $sortArray $firstN $lastN $maxN $minN`.
 //! - `iterate`: `$map $filter $reduce`, which bind the element (`as:`, `$$this`, `$$value`).
 //! - `set`: `$setEquals $setIntersection $setUnion $setDifference $setIsSubset`.
 //! - `object`: `$mergeObjects`.
-//! - `types`: `$type`.
+//! - `types`: `$type $isNumber $convert $toBool $toDate $toDecimal $toDouble $toInt $toLong
+//!   $toObjectId $toString`.
 //! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`
 //!   or starting with `$`.
 //! - `misc`: `$let` (scoped variables) and `$rand`.
@@ -57,9 +62,12 @@
 //!   check each name with `variables::check_write_name`, parse the inner expression between
 //!   `let base = scope.bind(names)` and `scope.unbind(base)`; when evaluating, build a
 //!   `Frame::new(env, base, values)` (the names' values in the same order) and evaluate the
-//!   inner expression in `env.with(&frame)`.
+//!   inner expression in `env.with(&frame)`;
+//! - work mongod does once at parse time for constant arguments (compiling a constant regex,
+//!   with its errors then): match `Node::Const` in `parse_op` and keep the result in the node.
 //!
-//! An operator of `KNOWN` that no family parses answers `NotImplemented`, naming it.
+//! Each family file has its own table-driven unit tests (values, and errors with mongod's codes
+//! and messages). An operator of `KNOWN` that no family parses answers `NotImplemented`, naming it.
 //!
 //! Not supported: the other MongoDB operators (`NotImplemented`, named), `$$USER_ROLES`, and
 //! server-side JavaScript (`$function`, `$accumulator`: mongod's error for a server without

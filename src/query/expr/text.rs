@@ -14,6 +14,9 @@ use super::{
 use crate::error::ErrorCode;
 use crate::query::regex::Regex;
 
+/// mongod's `BufferMaxSize`, the most a result buffer may hold (64MB).
+const BUFFER_MAX_SIZE: usize = 64 * 1024 * 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
     Split,
@@ -511,6 +514,21 @@ impl Operator for Replace {
         else {
             return Ok(Some(RawBson::Null));
         };
+        if self.all {
+            // mongod builds the result in a buffer that may not pass 64MB.
+            let count = if f.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(*f).count()
+            };
+            let size = s.len().saturating_add(count.saturating_mul(t.len()));
+            if size > BUFFER_MAX_SIZE {
+                return Err(loc(
+                    13548,
+                    format!("BufBuilder attempted to grow() to {size} bytes, past the 64MB limit."),
+                ));
+            }
+        }
         Ok(Some(RawBson::String(if self.all {
             s.replace(f, t)
         } else {
@@ -745,7 +763,18 @@ impl Operator for RegexExpr {
             RegexOp::FindAll => {
                 let mut out = RawArrayBuf::new();
                 let mut from = 0;
+                let mut size = 0_usize;
                 while let Some((doc, start, end)) = find_at(re, s, from) {
+                    size = size.saturating_add(doc.as_bytes().len());
+                    if size > BUFFER_MAX_SIZE {
+                        return Err(loc(
+                            51151,
+                            format!(
+                                "{name}: the size of buffer to store output exceeded the 64MB \
+                                 limit"
+                            ),
+                        ));
+                    }
                     out.push(doc);
                     // An empty match moves on by one code point; others continue after it.
                     from = if end == start {
@@ -1167,6 +1196,28 @@ mod tests {
                 "{expr:?}"
             );
         }
+        // Results past mongod's 64MB buffer are refused, not built.
+        let big = "x".repeat(1 << 20);
+        let res = eval(
+            &rawbson!({"$replaceAll": {"input": big.as_str(), "find": "", "replacement": big.as_str()}}),
+        );
+        assert!(
+            matches!(&res, Err(e) if e.code == ErrorCode::Location(13548)),
+            "$replaceAll past 64MB was not refused"
+        );
+        // 1024 matches of 1024 bytes, each captured by 70 nested groups: over 64MB of output.
+        let pattern = format!("{}x{{1024}}{}", "(".repeat(70), ")".repeat(70));
+        let res = eval(&rawbson!({"$regexFindAll": {"input": big.as_str(), "regex": pattern}}));
+        let Err(err) = res else {
+            panic!("$regexFindAll past 64MB was not refused");
+        };
+        assert_eq!(
+            (err.code, err.errmsg.as_str()),
+            (
+                ErrorCode::Location(51151),
+                "$regexFindAll: the size of buffer to store output exceeded the 64MB limit"
+            )
+        );
         // A bad pattern: mongod's code and prefix (the rest is PCRE's text).
         let err = eval(&rawbson!({"$regexMatch": {"input": "a", "regex": "("}})).unwrap_err();
         assert_eq!(err.code, ErrorCode::Location(51111));

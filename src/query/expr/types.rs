@@ -147,7 +147,14 @@ impl Operator for Convert {
         let Some(target) = target else {
             return Ok(Some(RawBson::Null));
         };
-        match convert(input, target) {
+        let converted = match target {
+            Some(t) => convert(input, t),
+            None => Err(conversion_failure(format!(
+                "Unsupported conversion from {} to missing in $convert with no onError value",
+                type_name(input.element_type())
+            ))),
+        };
+        match converted {
             Ok(v) => Ok(Some(v)),
             Err(e) if e.code == ErrorCode::ConversionFailure => match &self.on_error {
                 Some(n) => eval(n, env),
@@ -199,13 +206,16 @@ fn element_type(code: i32) -> Option<ElementType> {
         .flatten()
 }
 
-/// `to` as a type: a type name or number, with mongod's errors.
-fn target_type(to: RawBsonRef<'_>) -> Result<ElementType, CommandError> {
+/// `to` as a type: a type name or number, with mongod's errors; `None` for `"missing"`, a
+/// name mongod accepts and no value converts to.
+fn target_type(to: RawBsonRef<'_>) -> Result<Option<ElementType>, CommandError> {
     match to {
+        RawBsonRef::String("missing") => Ok(None),
         RawBsonRef::String(name) => TYPE_NAMES
             .iter()
             .find(|(n, _)| *n == name)
             .and_then(|(_, code)| element_type(*code))
+            .map(Some)
             .ok_or_else(|| CommandError::bad_value(format!("Unknown type name: {name}"))),
         RawBsonRef::Int32(_)
         | RawBsonRef::Int64(_)
@@ -216,7 +226,7 @@ fn target_type(to: RawBsonRef<'_>) -> Result<ElementType, CommandError> {
                     "In $convert, numeric 'to' argument is not an integer",
                 ));
             };
-            element_type(code).ok_or_else(|| {
+            element_type(code).map(Some).ok_or_else(|| {
                 failed_to_parse(format!(
                     "In $convert, numeric value for 'to' does not correspond to a BSON type: {code}"
                 ))
@@ -456,11 +466,15 @@ fn parse_double(s: &str) -> Result<f64, CommandError> {
         return Err(number_failure(s, "Leading whitespace"));
     }
     let Ok(d) = s.parse::<f64>() else {
-        // The longest prefix `strtod` would take decides between the two messages.
-        let consumed_some = (1..s.len())
-            .rev()
-            .filter(|&i| s.is_char_boundary(i))
-            .any(|i| s[..i].parse::<f64>().is_ok());
+        // Whether `strtod` would take a prefix decides between the two messages: a sign, then
+        // a digit, a `.` and a digit, or `inf`/`nan`.
+        let t = s.strip_prefix(['+', '-']).unwrap_or(s).as_bytes();
+        let digit = |i: usize| t.get(i).is_some_and(u8::is_ascii_digit);
+        let word = t.get(..3).map(<[u8]>::to_ascii_lowercase);
+        let consumed_some = digit(0)
+            || (t.first() == Some(&b'.') && digit(1))
+            || word.as_deref() == Some(b"inf")
+            || word.as_deref() == Some(b"nan");
         return Err(number_failure(
             s,
             if consumed_some {
@@ -511,8 +525,9 @@ fn parse_oid(s: &str) -> Result<ObjectId, CommandError> {
     ObjectId::parse_str(s).map_err(|e| fail(e.to_string()))
 }
 
-/// A double as mongod's `$convert` writes it (`fmt`'s shortest form): `1`, `2.5`, `1e+16`,
-/// `1.5e-07`, `-0`, `Infinity`, `NaN`.
+/// A double as mongod 7.0's `$convert` writes it: C's `%g` (6 significant digits, through
+/// `str::stream`), with `Infinity`, `-Infinity`, `NaN` and `-0` spelled out. (Later versions
+/// print the shortest round-trip form.)
 fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "NaN".to_owned();
@@ -520,35 +535,10 @@ fn format_double(d: f64) -> String {
     if d.is_infinite() {
         return if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
     }
-    if d == 0.0 {
-        return if d.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    if d == 0.0 && d.is_sign_negative() {
+        return "-0".to_owned();
     }
-    let sci = format!("{d:e}");
-    let Some((mant, exp)) = sci.split_once('e') else {
-        return sci;
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-5..16).contains(&exp) {
-        let (sign, digits) = mant
-            .strip_prefix('-')
-            .map_or(("", mant), |rest| ("-", rest));
-        let digits: String = digits.chars().filter(char::is_ascii_digit).collect();
-        let n = i32::try_from(digits.len()).unwrap_or(i32::MAX);
-        let body = if exp < 0 {
-            let zeros = "0".repeat(usize::try_from(-exp - 1).unwrap_or(0));
-            format!("0.{zeros}{digits}")
-        } else if exp + 1 >= n {
-            let zeros = "0".repeat(usize::try_from(exp + 1 - n).unwrap_or(0));
-            format!("{digits}{zeros}")
-        } else {
-            let at = usize::try_from(exp + 1).unwrap_or(0);
-            format!("{}.{}", &digits[..at], &digits[at..])
-        };
-        format!("{sign}{body}")
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mant}e{sign}{:02}", exp.abs())
-    }
+    format_g(d, 6)
 }
 
 /// Days since 1970-01-01 of a civil date (proleptic Gregorian).
@@ -657,10 +647,10 @@ fn iso_millis(s: &str) -> Option<i64> {
         "" | "Z" => 0,
         o => {
             let neg = o.starts_with('-');
-            let digits: String = o[1..].chars().filter(|c| *c != ':').collect();
+            let digits: String = o.get(1..)?.chars().filter(|c| *c != ':').collect();
             let (oh, om) = match digits.len() {
                 2 => (num(&digits)?, 0),
-                4 => (num(&digits[..2])?, num(&digits[2..])?),
+                4 => (num(digits.get(..2)?)?, num(digits.get(2..)?)?),
                 _ => return None,
             };
             let minutes = oh * 60 + om;
@@ -732,7 +722,11 @@ mod tests {
             (rawbson!({"$toString": 1e16}), rawbson!("1e+16")),
             (rawbson!({"$toString": 1.5e-7}), rawbson!("1.5e-07")),
             (rawbson!({"$toString": 0.0001}), rawbson!("0.0001")),
-            (rawbson!({"$toString": 123_456.789}), rawbson!("123456.789")),
+            (rawbson!({"$toString": 123_456.789}), rawbson!("123457")),
+            (
+                rawbson!({"$toString": 1_234_567.89}),
+                rawbson!("1.23457e+06"),
+            ),
             (rawbson!({"$toString": -0.0}), rawbson!("-0")),
             (rawbson!({"$toString": f64::INFINITY}), rawbson!("Infinity")),
             (rawbson!({"$toString": 42}), rawbson!("42")),
@@ -873,6 +867,12 @@ mod tests {
                  any digits",
             ),
             (
+                rawbson!({"$toDouble": "-.5x"}),
+                failure,
+                "Failed to parse number '-.5x' in $convert with no onError value: Did not consume \
+                 whole string.",
+            ),
+            (
                 rawbson!({"$toDouble": "1e400"}),
                 failure,
                 "Failed to parse number '1e400' in $convert with no onError value: Out of range",
@@ -926,9 +926,20 @@ mod tests {
                 "Unsupported conversion from array to string in $convert with no onError value",
             ),
             (
+                rawbson!({"$toDate": "2020-01-01T00:00+1\u{e9}1"}),
+                failure,
+                "Error parsing date string '2020-01-01T00:00+1\u{e9}1'; Ebb reads only ISO 8601 \
+                 dates",
+            ),
+            (
                 rawbson!({"$toDate": "yesterday"}),
                 failure,
                 "Error parsing date string 'yesterday'; Ebb reads only ISO 8601 dates",
+            ),
+            (
+                rawbson!({"$convert": {"input": 1, "to": "missing"}}),
+                failure,
+                "Unsupported conversion from int to missing in $convert with no onError value",
             ),
             (
                 rawbson!({"$convert": {"input": 1, "to": "int128"}}),
