@@ -373,7 +373,11 @@ pub(super) async fn aggregate_explained(
     let out = if stages.is_empty() {
         docs
     } else {
-        let ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
+        let mut ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
+        ctx.reader = Some(Arc::new(CatalogReader {
+            state: state.clone(),
+            db: req.db.to_owned(),
+        }));
         let stages = pipeline::stages::coalesce(stages);
         tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
             .await
@@ -403,6 +407,25 @@ pub(super) async fn aggregate_explained(
         false,
     )
     .await
+}
+
+/// What `$lookup` and `$unionWith` read: another collection of the command's database,
+/// through the planner (an index on the matched field is used), live documents only.
+struct CatalogReader {
+    state: crate::state::ServerState,
+    db: String,
+}
+
+impl pipeline::Reader for CatalogReader {
+    fn read(&self, coll: &str, filter: Option<&Filter>) -> CommandResult<Vec<RawDocumentBuf>> {
+        validate_namespace(&self.db, coll)?;
+        let Some(collection) = self.state.catalog.get(&self.db, coll) else {
+            return Ok(Vec::new());
+        };
+        let (_, mut source) =
+            super::read::open_planned(&self.state, &collection, filter.cloned(), None, None)?;
+        Ok(source.drain()?.into_iter().map(|(d, _)| d).collect())
+    }
 }
 
 /// The pipeline's stage documents as given.

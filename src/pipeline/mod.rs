@@ -39,16 +39,12 @@ pub type Doc = (RawDocumentBuf, i64);
 /// A stream of documents between two stages; the first error ends it.
 pub type Stream<'a> = Box<dyn Iterator<Item = CommandResult<Doc>> + 'a>;
 
-/// Reads another collection's documents for a stage (`$lookup`, `$unionWith`, later), as of
-/// the command's instant: the command layer implements it over the catalog and the planner.
+/// Reads another collection's documents for a stage (`$lookup`, `$unionWith`), as of the
+/// command's instant: the command layer implements it over the catalog and the planner.
 pub trait Reader: Send + Sync {
-    /// Every live document of `db.coll` matching `filter` (`None`: all).
-    fn read(
-        &self,
-        db: &str,
-        coll: &str,
-        filter: Option<&Filter>,
-    ) -> CommandResult<Vec<RawDocumentBuf>>;
+    /// Every live document of `coll` (in the command's database) matching `filter` (`None`:
+    /// all); none when the collection does not exist.
+    fn read(&self, coll: &str, filter: Option<&Filter>) -> CommandResult<Vec<RawDocumentBuf>>;
 }
 
 /// What every stage of one command's pipeline sees.

@@ -7,6 +7,7 @@ mod facet;
 mod granularity;
 mod group;
 mod limit_skip;
+mod lookup;
 mod match_;
 mod project;
 mod redact;
@@ -14,6 +15,7 @@ mod reshape;
 mod sample;
 mod sort;
 mod sort_by_count;
+mod union_with;
 mod unwind;
 
 use std::sync::Arc;
@@ -72,6 +74,8 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$facet" => Box::new(facet::Facet::parse(arg, vars)?),
         "$sample" => Box::new(sample::Sample::parse(arg)?),
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
+        "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
+        "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
         }

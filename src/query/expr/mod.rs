@@ -99,6 +99,11 @@ use bson::raw::CString;
 use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 pub use self::variables::Variables;
+
+/// mongod's check on a variable name a stage defines (`$lookup`'s `let`): as `$let`'s.
+pub fn check_let_name(name: &str) -> Result<(), CommandError> {
+    variables::check_write_name(name)
+}
 use super::compare::compare;
 use super::display::{self, type_name};
 use super::{invalid_bson, not_implemented, true_value};

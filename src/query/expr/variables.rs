@@ -109,6 +109,14 @@ impl Variables {
         Ok(self)
     }
 
+    /// Defines user variable `name` (already checked) as `value` (`None`: missing), as a stage
+    /// that binds variables per document does (`$lookup`'s `let`).
+    #[must_use]
+    pub fn with_value(mut self, name: &str, value: Option<RawBson>) -> Variables {
+        self.user.push((name.to_owned(), value));
+        self
+    }
+
     /// The index of the user variable `name` (its latest definition).
     pub(super) fn find(&self, name: &str) -> Option<usize> {
         self.user.iter().rposition(|(n, _)| n == name)
