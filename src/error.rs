@@ -79,6 +79,7 @@ error_codes! {
     NotExactValueField = 111,
     UnsupportedFormat = 115,
     NotAReplicaSet = 123,
+    DurationOverflow = 159,
     IncompatibleCollationVersion = 161,
     InvalidPipelineOperator = 168,
     CannotIndexParallelArrays = 171,

@@ -30,6 +30,8 @@
 //! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`
 //!   or starting with `$`.
 //! - `misc`: `$let` (scoped variables) and `$rand`.
+//! - `date`: the date parts (`$year` … `$isoDayOfWeek`), `$dateToString $dateToParts
+//!   $dateFromParts $dateAdd $dateSubtract $dateDiff $dateTrunc`, with IANA time zones.
 //!
 //! `$literal` (and its alias `$const`) is a constant, parsed here. Errors carry mongod's codes
 //! and messages.
@@ -66,6 +68,7 @@
 mod arith;
 mod array;
 mod cond;
+mod date;
 mod fields;
 mod logic;
 mod misc;
@@ -97,6 +100,7 @@ const FAMILIES: &[ParseFn] = &[
     types::parse_op,
     fields::parse_op,
     misc::parse_op,
+    date::parse_op,
 ];
 
 /// A family's parser: the operator name without `$`, its argument, the scope.
@@ -1013,9 +1017,9 @@ mod tests {
                 "Unrecognized expression '$foo'",
             ),
             (
-                rawbson!({"$dateAdd": {}}),
+                rawbson!({"$toHashedIndexKey": 1}),
                 ErrorCode::NotImplemented,
-                "the $dateAdd expression is not supported by Ebb yet",
+                "the $toHashedIndexKey expression is not supported by Ebb yet",
             ),
             (
                 rawbson!({"$function": {"body": "x", "args": [], "lang": "js"}}),
