@@ -72,6 +72,24 @@ impl Part {
         })
     }
 
+    fn name(self) -> &'static str {
+        match self {
+            Part::Year => "$year",
+            Part::Month => "$month",
+            Part::DayOfMonth => "$dayOfMonth",
+            Part::Hour => "$hour",
+            Part::Minute => "$minute",
+            Part::Second => "$second",
+            Part::Millisecond => "$millisecond",
+            Part::DayOfYear => "$dayOfYear",
+            Part::DayOfWeek => "$dayOfWeek",
+            Part::Week => "$week",
+            Part::IsoWeek => "$isoWeek",
+            Part::IsoWeekYear => "$isoWeekYear",
+            Part::IsoDayOfWeek => "$isoDayOfWeek",
+        }
+    }
+
     fn value(self, ms: i64, tz: &Tz) -> RawBson {
         let t = Local::of(ms, tz);
         match self {
@@ -510,8 +528,26 @@ impl DateExpr {
             return Ok(Some(RawBson::Null));
         };
         let ms = coerce_date(date)?;
-        let Some(tz) = make_tz(self.slot(1), env)? else {
-            return Ok(Some(RawBson::Null));
+        // mongod 7.0's `DateExpressionAcceptingTimeZone::evaluate`: its own 40533 for a
+        // timezone that is not a string.
+        let tz = match self.slot(1) {
+            None => Tz::Utc,
+            Some(node) => match r(&eval(node, env)?) {
+                v if nullish(v) => return Ok(Some(RawBson::Null)),
+                Some(RawBsonRef::String(s)) => Tz::named(s)?,
+                other => {
+                    return Err(loc(
+                        40533,
+                        format!(
+                            "{} requires a string for the timezone argument, but was given a {} \
+                             ({})",
+                            part.name(),
+                            tname(other),
+                            other.map_or_else(String::new, display::value)
+                        ),
+                    ));
+                }
+            },
         };
         Ok(Some(part.value(ms, &tz)))
     }
@@ -698,32 +734,36 @@ impl DateExpr {
             .ok_or_else(add_overflow_parts)
     }
 
+    /// Argument `i` when given and not nullish (`None`: the operator answers null).
+    fn present(&self, i: usize, env: Env<'_>) -> Result<Option<RawBson>, CommandError> {
+        Ok(self
+            .arg(i, env)?
+            .filter(|v| !nullish(Some(v.as_raw_bson_ref()))))
+    }
+
+    /// `$dateAdd`/`$dateSubtract` in mongod 7.0's order: any nullish argument (or zone) is
+    /// null, then the zone, the start date, the unit and the amount are checked.
     fn arithmetic(&self, env: Env<'_>) -> Result<Value, CommandError> {
         let null = Ok(Some(RawBson::Null));
         let name = op_name(self.kind);
-        let start = self.arg(0, env)?;
-        let Some(start) = r(&start).filter(|v| !nullish(Some(*v))) else {
-            return null;
-        };
-        let unit = self.arg(1, env)?;
-        let Some(unit) = r(&unit).filter(|v| !nullish(Some(*v))) else {
-            return null;
-        };
-        let unit = parse_unit(unit, name)?;
-        let amount = self.arg(2, env)?;
-        let Some(amount) = r(&amount).filter(|v| !nullish(Some(*v))) else {
+        let (Some(start), Some(unit), Some(amount)) = (
+            self.present(0, env)?,
+            self.present(1, env)?,
+            self.present(2, env)?,
+        ) else {
             return null;
         };
         let Some(tz) = make_tz(self.slot(3), env)? else {
             return null;
         };
-        let Some(ms) = as_date(start) else {
+        let Some(ms) = as_date(start.as_raw_bson_ref()) else {
             return Err(loc(
                 5_166_403,
                 format!("{name} requires startDate to be convertible to a date"),
             ));
         };
-        let Some(mut amount) = integral64(amount) else {
+        let unit = parse_unit(unit.as_raw_bson_ref(), name)?;
+        let Some(mut amount) = integral64(amount.as_raw_bson_ref()) else {
             return Err(loc(
                 5_166_405,
                 format!("{name} expects integer amount of time units"),
@@ -741,31 +781,29 @@ impl DateExpr {
         Ok(Some(RawBson::DateTime(bson::DateTime::from_millis(out))))
     }
 
+    /// `$dateDiff` in mongod 7.0's order.
     fn diff(&self, env: Env<'_>) -> Result<Value, CommandError> {
         let null = Ok(Some(RawBson::Null));
-        let start = self.arg(0, env)?;
-        let Some(start) = r(&start).filter(|v| !nullish(Some(*v))) else {
+        let (Some(start), Some(end), Some(unit)) = (
+            self.present(0, env)?,
+            self.present(1, env)?,
+            self.present(2, env)?,
+        ) else {
             return null;
         };
-        let end = self.arg(1, env)?;
-        let Some(end) = r(&end).filter(|v| !nullish(Some(*v))) else {
+        let start_of_week = self.start_of_week(4, &unit, env)?;
+        if matches!(start_of_week, WeekStart::Null) {
             return null;
-        };
-        let unit = self.arg(2, env)?;
-        let Some(unit) = r(&unit).filter(|v| !nullish(Some(*v))) else {
-            return null;
-        };
-        let unit = parse_unit(unit, "$dateDiff")?;
-        let Some(start_of_week) = self.start_of_week(4, unit, env, "$dateDiff")? else {
-            return null;
-        };
+        }
         let tz = make_tz(self.slot(3), env)
             .map_err(|e| with_context(&e, "$dateDiff parameter 'timezone' value parsing failed"))?;
         let Some(tz) = tz else {
             return null;
         };
-        let start = convert_date(start, 5_166_307, "$dateDiff", "startDate")?;
-        let end = convert_date(end, 5_166_307, "$dateDiff", "endDate")?;
+        let start = convert_date(start.as_raw_bson_ref(), 5_166_307, "$dateDiff", "startDate")?;
+        let end = convert_date(end.as_raw_bson_ref(), 5_166_307, "$dateDiff", "endDate")?;
+        let unit = parse_unit(unit.as_raw_bson_ref(), "$dateDiff")?;
+        let start_of_week = parse_week_start(start_of_week, "$dateDiff")?;
         Ok(Some(RawBson::Int64(date_diff(
             start,
             end,
@@ -775,78 +813,97 @@ impl DateExpr {
         )?)))
     }
 
-    /// The `startOfWeek` argument when the unit is a week (Sunday by default); `None` when
-    /// nullish.
+    /// The `startOfWeek` argument, read (mongod's `isTimeUnitWeek`) only when the unit is the
+    /// string `"week"`.
     fn start_of_week(
         &self,
         i: usize,
-        unit: Unit,
+        unit: &RawBson,
         env: Env<'_>,
-        op: &str,
-    ) -> Result<Option<i64>, CommandError> {
+    ) -> Result<WeekStart, CommandError> {
         match self.slot(i) {
-            Some(node) if unit == Unit::Week => match r(&eval(node, env)?) {
-                v if nullish(v) => Ok(None),
-                Some(v) => parse_start_of_week(v, op).map(Some),
-                None => Ok(None),
-            },
-            _ => Ok(Some(7)),
+            Some(node) if matches!(unit, RawBson::String(s) if s == "week") => {
+                match eval(node, env)? {
+                    Some(v) if !nullish(Some(v.as_raw_bson_ref())) => Ok(WeekStart::Given(v)),
+                    _ => Ok(WeekStart::Null),
+                }
+            }
+            _ => Ok(WeekStart::Default),
         }
     }
 
+    /// `$dateTrunc` in mongod 7.0's order.
     fn trunc(&self, env: Env<'_>) -> Result<Value, CommandError> {
         let null = Ok(Some(RawBson::Null));
-        let date = self.arg(0, env)?;
-        let Some(date) = r(&date).filter(|v| !nullish(Some(*v))) else {
+        let (Some(date), Some(unit)) = (self.present(0, env)?, self.present(1, env)?) else {
             return null;
         };
         let bin_size = match self.slot(2) {
-            None => 1,
-            Some(node) => {
-                let v = eval(node, env)?;
-                let Some(v) = r(&v).filter(|v| !nullish(Some(*v))) else {
-                    return null;
-                };
-                let Some(n) = integral64(v) else {
-                    return Err(loc(
-                        5_439_017,
-                        format!(
-                            "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value \
-                             '{}' of type {}",
-                            display::value(v),
-                            tname(Some(v))
-                        ),
-                    ));
-                };
-                if n <= 0 {
-                    return Err(loc(
-                        5_439_018,
-                        format!(
-                            "$dateTrunc requires 'binSize' to be greater than 0, but got value {n}"
-                        ),
-                    ));
-                }
-                n
-            }
+            None => None,
+            Some(_) => match self.present(2, env)? {
+                None => return null,
+                some => some,
+            },
         };
-        let unit = self.arg(1, env)?;
-        let Some(unit) = r(&unit).filter(|v| !nullish(Some(*v))) else {
+        let start_of_week = self.start_of_week(4, &unit, env)?;
+        if matches!(start_of_week, WeekStart::Null) {
             return null;
-        };
-        let unit = parse_unit(unit, "$dateTrunc")?;
-        let Some(start_of_week) = self.start_of_week(4, unit, env, "$dateTrunc")? else {
-            return null;
-        };
+        }
         let tz = make_tz(self.slot(3), env).map_err(|e| {
             with_context(&e, "$dateTrunc parameter 'timezone' value parsing failed")
         })?;
         let Some(tz) = tz else {
             return null;
         };
-        let ms = convert_date(date, 5_439_012, "$dateTrunc", "date")?;
+        let ms = convert_date(date.as_raw_bson_ref(), 5_439_012, "$dateTrunc", "date")?;
+        let unit = parse_unit(unit.as_raw_bson_ref(), "$dateTrunc")?;
+        let bin_size = match bin_size {
+            None => 1,
+            Some(v) => trunc_bin_size(v.as_raw_bson_ref())?,
+        };
+        let start_of_week = parse_week_start(start_of_week, "$dateTrunc")?;
         let out = date_trunc(ms, unit, bin_size, &tz, start_of_week)?;
         Ok(Some(RawBson::DateTime(bson::DateTime::from_millis(out))))
     }
+}
+
+/// An evaluated `startOfWeek`.
+enum WeekStart {
+    /// Not read (not given, or the unit is not `"week"`): Sunday.
+    Default,
+    /// Null or missing: the operator answers null.
+    Null,
+    Given(RawBson),
+}
+
+/// An evaluated `startOfWeek` as an ISO day.
+fn parse_week_start(v: WeekStart, op: &str) -> Result<i64, CommandError> {
+    match v {
+        WeekStart::Given(v) => parse_start_of_week(v.as_raw_bson_ref(), op),
+        WeekStart::Default | WeekStart::Null => Ok(7),
+    }
+}
+
+/// mongod's `convertDateTruncBinSizeValue`.
+fn trunc_bin_size(v: RawBsonRef<'_>) -> Result<i64, CommandError> {
+    let Some(n) = integral64(v) else {
+        return Err(loc(
+            5_439_017,
+            format!(
+                "$dateTrunc requires 'binSize' to be a 64-bit integer, but got value '{}' of type \
+                 {}",
+                display::value(v),
+                tname(Some(v))
+            ),
+        ));
+    };
+    if n <= 0 {
+        return Err(loc(
+            5_439_018,
+            format!("$dateTrunc requires 'binSize' to be greater than 0, but got value {n}"),
+        ));
+    }
+    Ok(n)
 }
 
 /// mongod's `Duration` cast check, which `$dateFromParts` meets with huge seconds or

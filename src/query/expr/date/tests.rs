@@ -257,8 +257,8 @@ fn part_errors_and_time_zones() {
             ),
             (
                 rawbson!({"$year": {"date": "$d", "timezone": 5}}),
-                ErrorCode::Location(40517),
-                "timezone must evaluate to a string, found int",
+                ErrorCode::Location(40533),
+                "$year requires a string for the timezone argument, but was given a int (5)",
             ),
             (
                 rawbson!({"$year": ["$d", "$d"]}),
@@ -325,6 +325,11 @@ fn date_to_parts() {
                 rawbson!({"$dateToParts": {"date": "$p", "iso8601": 1}}),
                 ErrorCode::Location(40521),
                 "iso8601 must evaluate to a bool, found int",
+            ),
+            (
+                rawbson!({"$dateToParts": {"date": "$p", "timezone": 5}}),
+                ErrorCode::Location(40517),
+                "timezone must evaluate to a string, found int",
             ),
             (
                 rawbson!({"$dateToParts": {}}),
@@ -671,6 +676,18 @@ fn date_diff() {
                 rawbson!({"$dateDiff": {"startDate": "$s", "endDate": "$b", "unit": "day"}}),
                 ErrorCode::Location(5_166_307),
                 "$dateDiff requires 'startDate' to be a date, but got string",
+            ),
+            // mongod 7.0 checks the dates before the unit.
+            (
+                rawbson!({"$dateDiff": {"startDate": "$s", "endDate": "$b", "unit": "days"}}),
+                ErrorCode::Location(5_166_307),
+                "$dateDiff requires 'startDate' to be a date, but got string",
+            ),
+            (
+                rawbson!({"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "days"}}),
+                ErrorCode::FailedToParse,
+                "$dateDiff parameter 'unit' value parsing failed :: caused by :: unknown time \
+                 unit value: days",
             ),
             (
                 rawbson!({"$dateDiff": {"startDate": "$a", "endDate": "$b", "unit": "day", "timezone": "Nowhere"}}),
