@@ -149,6 +149,10 @@ fn date_to_string_specifiers() {
                 Some(rawbson!("03:15:39:736-0500")),
             ),
             (
+                rawbson!({"$dateToString": {"format": "%H %z %Z", "date": {"$add": ["$d", 180_i64 * 86_400_000]}, "timezone": "America/New_York"}}),
+                Some(rawbson!("04 -0400 -240")),
+            ),
+            (
                 rawbson!({"$dateToString": {"format": "%Z", "date": "$d", "timezone": "America/New_York"}}),
                 Some(rawbson!("-300")),
             ),
@@ -803,4 +807,33 @@ fn calendar_round_trips() {
     assert_eq!(civil_from_days(-1), (1969, 12, 31));
     assert_eq!(iso_week(days_from_civil(2008, 12, 29)), (2009, 1));
     assert_eq!(iso_week(days_from_civil(2010, 1, 3)), (2009, 53));
+}
+
+/// Every operator on the extreme dates, in every kind of zone, answers without panicking.
+#[test]
+fn extremes_never_panic() {
+    let exprs = [
+        rawbson!({"$dateToParts": {"date": "$x", "timezone": "$z", "iso8601": true}}),
+        rawbson!({"$dateToString": {"date": "$x", "timezone": "$z", "format": "%G %V %U %j %Z"}}),
+        rawbson!({"$week": {"date": "$x", "timezone": "$z"}}),
+        rawbson!({"$dateAdd": {"startDate": "$x", "unit": "month", "amount": 7, "timezone": "$z"}}),
+        rawbson!({"$dateSubtract": {"startDate": "$x", "unit": "year", "amount": 584_942_417, "timezone": "$z"}}),
+        rawbson!({"$dateAdd": {"startDate": "$x", "unit": "second", "amount": -18_446_744_073_709_i64, "timezone": "$z"}}),
+        rawbson!({"$dateDiff": {"startDate": "$x", "endDate": 0_i64, "unit": "week", "timezone": "$z"}}),
+        rawbson!({"$dateDiff": {"startDate": {"$toDate": 0}, "endDate": "$x", "unit": "second", "timezone": "$z"}}),
+        rawbson!({"$dateTrunc": {"date": "$x", "unit": "quarter", "binSize": 100_000_000_000_i64, "timezone": "$z"}}),
+        rawbson!({"$dateTrunc": {"date": "$x", "unit": "millisecond", "binSize": i64::MAX, "timezone": "$z"}}),
+        rawbson!({"$dateFromParts": {"year": 9999, "month": 32767, "day": 32767, "hour": 32767, "minute": 32767, "second": i64::MAX / 1000, "timezone": "$z"}}),
+        rawbson!({"$dateFromParts": {"isoWeekYear": 1, "isoWeek": -32768, "isoDayOfWeek": -32768, "second": i64::MIN / 1000, "millisecond": i64::MIN / 1000, "timezone": "$z"}}),
+    ];
+    for ms in [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX] {
+        for zone in ["UTC", "America/New_York", "Asia/Kolkata", "+99:99", "-99"] {
+            let mut doc = rawdoc! {"z": zone};
+            doc.append(cstr!("x"), RawBson::DateTime(DateTime::from_millis(ms)));
+            for expr in &exprs {
+                // Errors are fine (overflow, unsupported $toDate); panics are not.
+                let _ = eval_on(expr, &doc);
+            }
+        }
+    }
 }
