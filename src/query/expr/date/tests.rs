@@ -100,6 +100,19 @@ fn parts_match_the_manual() {
                 rawbson!({"$year": {"date": "$d", "timezone": "Pacific/Kiritimati"}}),
                 Some(rawbson!(2014)),
             ),
+            // Backward-compatible links of the IANA database, and GMT, as mongod's timelib has.
+            (
+                rawbson!({"$hour": {"date": "$d", "timezone": "US/Eastern"}}),
+                Some(rawbson!(3)),
+            ),
+            (
+                rawbson!({"$minute": {"date": "$d", "timezone": "Asia/Calcutta"}}),
+                Some(rawbson!(45)),
+            ),
+            (
+                rawbson!({"$hour": {"date": "$d", "timezone": "GMT"}}),
+                Some(rawbson!(8)),
+            ),
             (
                 rawbson!({"$hour": {"date": "$d", "timezone": "$n"}}),
                 Some(RawBson::Null),
