@@ -88,6 +88,7 @@ error_codes! {
     IllegalOpMsgFlag = 223,
     QueryFeatureNotAllowed = 224,
     NotImplemented = 238,
+    ConversionFailure = 241,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIVersionError = 322,
     APIStrictError = 323,

@@ -146,3 +146,34 @@ async fn an_unknown_zone_is_mongods_error() -> TestResult {
     assert_eq!(err.code, 18536);
     Ok(())
 }
+
+#[tokio::test]
+async fn strings_to_dates_with_on_error() -> TestResult {
+    let (_server, client) = start().await?;
+    let c: Collection<Document> = client.database(DB).collection("logs");
+    c.insert_many(vec![
+        doc! { "_id": 1, "s": "2017-02-08T12:10:40.787", "tz": "America/New_York" },
+        doc! { "_id": 2, "s": 42, "tz": "UTC" },
+        doc! { "_id": 3, "tz": "UTC" },
+    ])
+    .await?;
+    let got = aggregate(
+        &c,
+        vec![
+            doc! { "$sort": { "_id": 1 } },
+            doc! { "$project": { "d": { "$dateFromString": {
+                "dateString": "$s", "timezone": "$tz", "onError": "bad", "onNull": "none",
+            } } } },
+        ],
+    )
+    .await?;
+    assert_eq!(
+        got,
+        vec![
+            doc! { "_id": 1, "d": date("2017-02-08T17:10:40.787Z")? },
+            doc! { "_id": 2, "d": "bad" },
+            doc! { "_id": 3, "d": "none" },
+        ]
+    );
+    Ok(())
+}

@@ -20,6 +20,7 @@ use super::{
 use crate::error::ErrorCode;
 
 mod calendar;
+mod from_string;
 #[cfg(test)]
 mod tests;
 
@@ -129,6 +130,8 @@ enum Kind {
     Diff,
     /// Slots: date, unit, binSize, timezone, startOfWeek.
     Trunc,
+    /// Slots: dateString, format, timezone, onNull, onError.
+    FromString,
 }
 
 const TO_STRING: &[&str] = &["date", "format", "timezone", "onNull"];
@@ -148,6 +151,7 @@ const FROM_PARTS: &[&str] = &[
 ];
 const ARITH: &[&str] = &["startDate", "unit", "amount", "timezone"];
 const DIFF: &[&str] = &["startDate", "endDate", "unit", "timezone", "startOfWeek"];
+const FROM_STRING: &[&str] = &["dateString", "format", "timezone", "onNull", "onError"];
 const TRUNC: &[&str] = &["date", "unit", "binSize", "timezone", "startOfWeek"];
 
 /// A parsed date operator: its kind and its arguments by slot (`None`: not given).
@@ -173,6 +177,7 @@ pub(super) fn parse_op(
         "dateSubtract" => parse_named(v, sc, Kind::Subtract, ARITH),
         "dateDiff" => parse_named(v, sc, Kind::Diff, DIFF),
         "dateTrunc" => parse_named(v, sc, Kind::Trunc, TRUNC),
+        "dateFromString" => parse_named(v, sc, Kind::FromString, FROM_STRING),
         _ => return None,
     };
     Some(result.map(Node::op))
@@ -269,6 +274,13 @@ fn parse_named(
                 40519,
                 "$dateFromParts only supports an object as its argument",
             ),
+            Kind::FromString => loc(
+                40540,
+                format!(
+                    "$dateFromString only supports an object as an argument, found: {}",
+                    tname(Some(v))
+                ),
+            ),
             Kind::Add => loc(5_166_400, "$dateAdd expects an object as its argument"),
             Kind::Subtract => loc(5_166_400, "$dateSubtract expects an object as its argument"),
             Kind::Diff => loc(
@@ -296,6 +308,12 @@ fn parse_named(
     match kind {
         Kind::ToString if !has(0) => {
             return Err(loc(18628, "Missing 'date' parameter to $dateToString"));
+        }
+        Kind::FromString if !has(0) => {
+            return Err(loc(
+                40542,
+                "Missing 'dateString' parameter to $dateFromString",
+            ));
         }
         Kind::ToParts if !has(0) => {
             return Err(loc(40522, "Missing 'date' parameter to $dateToParts"));
@@ -365,6 +383,7 @@ fn op_name(kind: Kind) -> &'static str {
         Kind::Add => "$dateAdd",
         Kind::Subtract => "$dateSubtract",
         Kind::Diff => "$dateDiff",
+        Kind::FromString => "$dateFromString",
         Kind::Trunc | Kind::Part(_) => "$dateTrunc",
     }
 }
@@ -375,6 +394,7 @@ fn unknown_argument(kind: Kind, field: &str) -> CommandError {
         Kind::ToString => loc(18534, format!("Unrecognized argument to {name}: {field}")),
         Kind::ToParts => loc(40520, format!("Unrecognized argument to {name}: {field}")),
         Kind::FromParts => loc(40518, format!("Unrecognized argument to {name}: {field}")),
+        Kind::FromString => loc(40541, format!("Unrecognized argument to {name}: {field}")),
         Kind::Add | Kind::Subtract => loc(
             5_166_401,
             format!(
@@ -867,6 +887,128 @@ impl DateExpr {
     }
 }
 
+impl DateExpr {
+    /// `$dateFromString` in mongod 7.0's order; `onError` answers for its `ConversionFailure`s.
+    fn parse_string(&self, env: Env<'_>) -> Result<Value, CommandError> {
+        let string = self.arg(0, env)?;
+        let format = match self.slot(1) {
+            None => None,
+            Some(node) => {
+                let v = eval(node, env)?;
+                match r(&v) {
+                    None | Some(RawBsonRef::Null | RawBsonRef::Undefined) => {}
+                    Some(RawBsonRef::String(f)) => validate_from_format(f)?,
+                    Some(other) => {
+                        return Err(loc(
+                            40684,
+                            format!(
+                                "$dateFromString requires that 'format' be a string, found: {} \
+                                 with value {}",
+                                tname(Some(other)),
+                                display::value(other)
+                            ),
+                        ));
+                    }
+                }
+                Some(v)
+            }
+        };
+        let tz = make_tz(self.slot(2), env)?;
+        if nullish(r(&string)) {
+            return match self.slot(3) {
+                Some(on_null) => eval(on_null, env),
+                None => Ok(Some(RawBson::Null)),
+            };
+        }
+        match convert_string(r(&string), format.as_ref(), tz.as_ref()) {
+            Err(e) if e.code == ErrorCode::ConversionFailure => match self.slot(4) {
+                Some(on_error) => eval(on_error, env),
+                None => Err(e),
+            },
+            other => other,
+        }
+    }
+}
+
+/// mongod's `checkFormatString` for `$dateFromString` (no `%w` nor `%U`).
+fn validate_from_format(format: &str) -> Result<(), CommandError> {
+    validate_format(format)?;
+    let mut chars = format.chars();
+    while let Some(c) = chars.next() {
+        if c == '%'
+            && let Some(w @ ('w' | 'U')) = chars.next()
+        {
+            return Err(loc(
+                18536,
+                format!("Invalid format character '%{w}' in format string"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn conversion(msg: impl Into<String>) -> CommandError {
+    CommandError::new(ErrorCode::ConversionFailure, msg)
+}
+
+/// The conversion `$dateFromString` guards with `onError`.
+fn convert_string(
+    string: Option<RawBsonRef<'_>>,
+    format: Option<&Value>,
+    tz: Option<&Tz>,
+) -> Result<Value, CommandError> {
+    let s = match string {
+        Some(RawBsonRef::String(s)) => s,
+        other => {
+            return Err(conversion(format!(
+                "$dateFromString requires that 'dateString' be a string, found: {} with value {}",
+                tname(other),
+                other.map_or_else(String::new, display::value)
+            )));
+        }
+    };
+    let Some(tz) = tz else {
+        return Ok(Some(RawBson::Null));
+    };
+    let parsed = match format {
+        Some(f) => match f.as_ref().map(RawBson::as_raw_bson_ref) {
+            Some(RawBsonRef::String(f)) => from_string::parse_with_format(s, f),
+            _ => return Ok(Some(RawBson::Null)),
+        },
+        None => from_string::parse_iso(s),
+    };
+    let Some(p) = parsed else {
+        return Err(super::super::not_implemented(&format!(
+            "$dateFromString of '{s}' (Ebb reads ISO 8601 dates and the numeric format \
+             specifiers)"
+        )));
+    };
+    // mongod's `TimeZone::isUtcZone`: no zone, or an offset of zero.
+    let utc = matches!(tz, Tz::Utc | Tz::Fixed(0));
+    let utc_offset = match (p.zone, tz) {
+        (None, _) => None,
+        (Some(from_string::Zone::Offset(_)), _) if !utc => {
+            return Err(conversion(
+                "you cannot pass in a date/time string with GMT offset together with a timezone \
+                 argument",
+            ));
+        }
+        (Some(from_string::Zone::Z), _) if !utc => {
+            return Err(conversion(
+                "you cannot pass in a date/time string with time zone information ('Z') together \
+                 with a timezone argument",
+            ));
+        }
+        (Some(from_string::Zone::Offset(secs)), _) => Some(secs),
+        (Some(from_string::Zone::Z), _) => Some(0),
+    };
+    let zone = utc_offset.map_or_else(|| tz.clone(), Tz::Fixed);
+    let days = days_from_civil(p.year, p.month, p.day);
+    from_local(&zone, days, p.hour, p.minute, p.second, p.millis)
+        .map(|ms| Some(RawBson::DateTime(bson::DateTime::from_millis(ms))))
+        .ok_or_else(add_overflow_parts)
+}
+
 /// An evaluated `startOfWeek`.
 enum WeekStart {
     /// Not read (not given, or the unit is not `"week"`): Sunday.
@@ -925,6 +1067,7 @@ impl Operator for DateExpr {
             Kind::Add | Kind::Subtract => self.arithmetic(env),
             Kind::Diff => self.diff(env),
             Kind::Trunc => self.trunc(env),
+            Kind::FromString => self.parse_string(env),
         }
     }
 

@@ -31,7 +31,8 @@
 //!   or starting with `$`.
 //! - `misc`: `$let` (scoped variables) and `$rand`.
 //! - `date`: the date parts (`$year` … `$isoDayOfWeek`), `$dateToString $dateToParts
-//!   $dateFromParts $dateAdd $dateSubtract $dateDiff $dateTrunc`, with IANA time zones.
+//!   $dateFromParts $dateFromString $dateAdd $dateSubtract $dateDiff $dateTrunc`, with IANA time
+//!   zones.
 //!
 //! `$literal` (and its alias `$const`) is a constant, parsed here. Errors carry mongod's codes
 //! and messages.

@@ -850,3 +850,114 @@ fn extremes_never_panic() {
         }
     }
 }
+
+#[test]
+fn date_from_string() {
+    let doc = doc();
+    check(
+        &doc,
+        vec![
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40.787"}}),
+                Some(date("2017-02-08T12:10:40.787Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40.787", "timezone": "America/New_York"}}),
+                Some(date("2017-02-08T17:10:40.787Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08"}}),
+                Some(date("2017-02-08T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40+05:30"}}),
+                Some(date("2017-02-08T06:40:40Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40Z", "timezone": "UTC"}}),
+                Some(date("2017-02-08T12:10:40Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "06-15-2018", "format": "%m-%d-%Y"}}),
+                Some(date("2018-06-15T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "15-06-2018", "format": "%d-%m-%Y", "timezone": "+02"}}),
+                Some(date("2018-06-14T22:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "$missing", "onNull": "none"}}),
+                Some(rawbson!("none")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "$n"}}),
+                Some(RawBson::Null),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08", "format": null}}),
+                Some(RawBson::Null),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08", "timezone": null}}),
+                Some(RawBson::Null),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": 5, "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+        ],
+    );
+    check_errors(
+        &doc,
+        vec![
+            (
+                rawbson!({"$dateFromString": {"dateString": 5}}),
+                ErrorCode::ConversionFailure,
+                "$dateFromString requires that 'dateString' be a string, found: int with value 5",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40+05:30", "timezone": "Europe/Paris"}}),
+                ErrorCode::ConversionFailure,
+                "you cannot pass in a date/time string with GMT offset together with a timezone \
+                 argument",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08T12:10:40Z", "timezone": "Europe/Paris"}}),
+                ErrorCode::ConversionFailure,
+                "you cannot pass in a date/time string with time zone information ('Z') \
+                 together with a timezone argument",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Feb 8 2017", "onError": "bad"}}),
+                ErrorCode::NotImplemented,
+                "$dateFromString of 'Feb 8 2017' (Ebb reads ISO 8601 dates and the numeric \
+                 format specifiers) is not supported by Ebb yet",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017", "format": "%w"}}),
+                ErrorCode::Location(18536),
+                "Invalid format character '%w' in format string",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017", "format": 1}}),
+                ErrorCode::Location(40684),
+                "$dateFromString requires that 'format' be a string, found: int with value 1",
+            ),
+            (
+                rawbson!({"$dateFromString": {"format": "%Y"}}),
+                ErrorCode::Location(40542),
+                "Missing 'dateString' parameter to $dateFromString",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "x", "y": 1}}),
+                ErrorCode::Location(40541),
+                "Unrecognized argument to $dateFromString: y",
+            ),
+            (
+                rawbson!({"$dateFromString": "2017"}),
+                ErrorCode::Location(40540),
+                "$dateFromString only supports an object as an argument, found: string",
+            ),
+        ],
+    );
+}
