@@ -80,6 +80,7 @@ error_codes! {
     UnsupportedFormat = 115,
     NotAReplicaSet = 123,
     ExceededMemoryLimit = 146,
+    DurationOverflow = 159,
     IncompatibleCollationVersion = 161,
     InvalidPipelineOperator = 168,
     CannotIndexParallelArrays = 171,

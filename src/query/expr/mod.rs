@@ -40,6 +40,9 @@
 //! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`
 //!   or starting with `$`.
 //! - `misc`: `$let` (scoped variables) and `$rand`.
+//! - `date`: the date parts (`$year` … `$isoDayOfWeek`), `$dateToString $dateToParts
+//!   $dateFromParts $dateFromString $dateAdd $dateSubtract $dateDiff $dateTrunc`, with IANA time
+//!   zones.
 //!
 //! `$literal` (and its alias `$const`) is a constant, parsed here. Errors carry mongod's codes
 //! and messages.
@@ -79,6 +82,7 @@
 mod arith;
 mod array;
 mod cond;
+mod date;
 mod fields;
 mod iterate;
 mod logic;
@@ -125,6 +129,7 @@ const FAMILIES: &[ParseFn] = &[
     iterate::parse_op,
     set::parse_op,
     object::parse_op,
+    date::parse_op,
 ];
 
 /// A family's parser: the operator name without `$`, its argument, the scope.
@@ -1040,9 +1045,9 @@ mod tests {
                 "Unrecognized expression '$foo'",
             ),
             (
-                rawbson!({"$dateAdd": {}}),
+                rawbson!({"$toHashedIndexKey": 1}),
                 ErrorCode::NotImplemented,
-                "the $dateAdd expression is not supported by Ebb yet",
+                "the $toHashedIndexKey expression is not supported by Ebb yet",
             ),
             (
                 rawbson!({"$function": {"body": "x", "args": [], "lang": "js"}}),

@@ -901,9 +901,9 @@ mod tests {
                 "$unset specification must be a string or an array",
             ),
             (
-                rawbson!([{"$set": {"a": {"$dateAdd": {}}}}]),
+                rawbson!([{"$set": {"a": {"$toHashedIndexKey": 1}}}]),
                 ErrorCode::NotImplemented,
-                "Invalid $set :: caused by :: the $dateAdd expression is not supported by Ebb yet",
+                "Invalid $set :: caused by :: the $toHashedIndexKey expression is not supported by Ebb yet",
             ),
             (
                 rawbson!([{"$set": {"a": "$$nope"}}]),
