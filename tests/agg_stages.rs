@@ -145,7 +145,7 @@ async fn stage_and_accumulator_errors() -> TestResult {
         .await?;
     let cases: Vec<(Document, i32, &str)> = vec![
         (
-            doc! {"$lookup": {"from": "x", "as": "y"}},
+            doc! {"$graphLookup": {"from": "x", "as": "y"}},
             40324,
             "Location40324",
         ),
