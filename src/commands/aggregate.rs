@@ -626,6 +626,19 @@ pub(super) async fn aggregate_explained(
     explain: Option<Verbosity>,
 ) -> CommandResult {
     let started = std::time::Instant::now();
+    // On a view: its resolved pipeline, then the request's, over the view's collection.
+    let view = super::views::resolve_aggregate(req, state)?;
+    let view_req;
+    let req = match &view {
+        Some(v) => {
+            view_req = Request {
+                body: &v.body,
+                ..*req
+            };
+            &view_req
+        }
+        None => req,
+    };
     let collectionless = match field(req, "aggregate")? {
         Some(n @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_))) => {
             if !number_is_one(n) {
@@ -704,7 +717,10 @@ pub(super) async fn aggregate_explained(
         Output::Out(_) | Output::Merge(_) => WriteConcern::parse(req)?,
     };
     // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
-    let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
+    let ns = view.as_ref().map_or_else(
+        || format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate")),
+        |v| v.ns.clone(),
+    );
     let now_ms = state.now_ms();
     let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
@@ -842,6 +858,17 @@ pub(super) async fn aggregate_explained(
         false,
     )
     .await
+}
+
+/// Parses a view's pipeline as `create` and `collMod` check it (`req` is an aggregate of it
+/// over the view's `viewOn`); returns whether it ends in a stage that writes.
+pub(super) fn parse_view_pipeline(
+    req: &Request<'_>,
+    state: &crate::state::ServerState,
+) -> CommandResult<bool> {
+    let vars = variables(req, state.now_ms())?;
+    let pipeline = parse_pipeline(req, false, &vars)?;
+    Ok(!matches!(pipeline.output, Output::Cursor))
 }
 
 /// The pipeline's stage documents as given.
