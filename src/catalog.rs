@@ -790,6 +790,9 @@ impl Catalog {
         if let Some(c) = self.get(db, name) {
             return Ok((c, None));
         }
+        if self.is_view(db, name) {
+            return Err(views::not_a_collection(db, name));
+        }
         match self.create(db, name, RawDocumentBuf::new()) {
             Ok((c, ticket)) => Ok((c, Some(ticket))),
             // Another connection created it first.
@@ -983,6 +986,9 @@ impl Catalog {
     ) -> Result<(T, u64), CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
+        if self.is_view(db, name) {
+            return Err(views::not_a_collection(db, name));
+        }
         let old = self.get(db, name);
         if old.is_none() {
             self.open_database(db)?;
@@ -1128,7 +1134,7 @@ impl Catalog {
 mod drops;
 mod views;
 pub use drops::{PurgeCursor, purge_task};
-pub use views::{MAX_VIEW_DEPTH, ResolvedView, View};
+pub use views::{MAX_VIEW_DEPTH, ResolvedView, View, not_a_collection};
 
 #[cfg(test)]
 mod tests {

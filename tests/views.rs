@@ -169,6 +169,35 @@ async fn get_more_continues_a_views_cursor_under_the_views_name() -> TestResult 
             &vec![Bson::Document(doc! { "_id": 7, "g": 1, "v": 70 })]
         );
     }
+    // killCursors by the view's name.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "find": "v1", "sort": { "_id": 1 }, "batchSize": 1 },
+    )
+    .await?;
+    let id = reply.get_document("cursor")?.get_i64("id")?;
+    let killed = run_command(&client, DB, doc! { "killCursors": "v1", "cursors": [id] }).await?;
+    assert_eq!(killed.get_array("cursorsKilled")?, &vec![Bson::Int64(id)]);
+    // explain of a find on a view explains the aggregation over its collection.
+    let explained = run_command(
+        &client,
+        DB,
+        doc! { "explain": { "find": "v1", "filter": { "v": 40 } }, "verbosity": "executionStats" },
+    )
+    .await?;
+    let text = explained.to_string();
+    assert!(text.contains("views.src"), "{explained}");
+    // The view's stage is planned over the collection, the find's filter runs after it.
+    assert!(text.contains(r#""namespace": "views.src""#), "{explained}");
+    assert!(
+        text.contains(r#""parsedQuery": { "g": { "$eq": 1 } }"#),
+        "{explained}"
+    );
+    assert!(
+        text.contains(r#"{ "$match": { "v": { "$eq": 40 } } }"#),
+        "{explained}"
+    );
     // The driver's cursor over many batches.
     let docs = drain(
         db.collection::<Document>("v1")
@@ -318,6 +347,17 @@ async fn a_view_refuses_writes_and_collection_commands() -> TestResult {
     )
     .await?;
     assert_command_error(&e, 167, "OptionNotSupportedOnView");
+    // $out and $merge never write to a view (nor make a collection of its name).
+    for stage in [doc! { "$out": "v1" }, doc! { "$merge": { "into": "v1" } }] {
+        let e = run_command_err(
+            &client,
+            DB,
+            doc! { "aggregate": "src", "pipeline": [stage.clone()], "cursor": {} },
+        )
+        .await?;
+        assert_eq!(e.code, 166, "{stage}: {e:?}");
+        assert!(e.message.ends_with(refused), "{stage}: {e:?}");
+    }
     // Nothing was written anywhere; the view still reads its source.
     assert_eq!(find_ids(&db, "v1", doc! {}).await?, [1, 4, 7]);
     assert_eq!(

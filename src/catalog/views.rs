@@ -207,6 +207,14 @@ pub(super) fn resolve_in(
     ))
 }
 
+/// mongod's refusal of a write or a command that needs a collection, on a view.
+pub fn not_a_collection(db: &str, name: &str) -> CommandError {
+    CommandError::new(
+        ErrorCode::CommandNotSupportedOnView,
+        format!("Namespace {db}.{name} is a view, not a collection"),
+    )
+}
+
 fn namespace_exists(db: &str, name: &str) -> CommandError {
     CommandError::new(
         ErrorCode::NamespaceExists,

@@ -41,13 +41,7 @@ pub(super) fn named_view<'a>(req: &Request<'a>, state: &ServerState) -> Option<&
     state.catalog.is_view(req.db, name).then_some(name)
 }
 
-/// mongod's refusal of a command that needs a collection.
-pub(super) fn not_a_collection(db: &str, name: &str) -> CommandError {
-    CommandError::new(
-        ErrorCode::CommandNotSupportedOnView,
-        format!("Namespace {db}.{name} is a view, not a collection"),
-    )
-}
+pub(super) use crate::catalog::not_a_collection;
 
 /// The reply of a write to a view: every statement (the first alone when ordered) fails with
 /// `CommandNotSupportedOnView`. `None` for an empty batch, which the handler refuses itself.
