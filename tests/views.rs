@@ -358,6 +358,17 @@ async fn a_view_refuses_writes_and_collection_commands() -> TestResult {
         assert_eq!(e.code, 166, "{stage}: {e:?}");
         assert!(e.message.ends_with(refused), "{stage}: {e:?}");
     }
+    // Explained writes too.
+    let e = run_command_err(
+        &client,
+        DB,
+        doc! { "explain": { "delete": "v1", "deletes": [{ "q": {}, "limit": 0 }] } },
+    )
+    .await?;
+    assert_command_error(&e, 166, "CommandNotSupportedOnView");
+    // dbStats counts the views.
+    let stats = run_command(&client, DB, doc! { "dbStats": 1 }).await?;
+    assert_eq!(integer(stats.get("views")), Some(2), "{stats}");
     // Nothing was written anywhere; the view still reads its source.
     assert_eq!(find_ids(&db, "v1", doc! {}).await?, [1, 4, 7]);
     assert_eq!(

@@ -417,7 +417,7 @@ pub(super) async fn db_stats(req: &Request<'_>, state: &ServerState) -> CommandR
     Ok(rawdoc! {
         "db": req.db,
         "collections": collections,
-        "views": 0_i64,
+        "views": i64::try_from(state.catalog.views(req.db).len()).unwrap_or(i64::MAX),
         "objects": objects,
         "avgObjSize": if objects > 0 { size as f64 / objects as f64 } else { 0.0 },
         "dataSize": size as f64,
