@@ -419,6 +419,12 @@ async fn create_and_coll_mod_check_a_definition() -> TestResult {
             "'viewOn' cannot be empty",
         ),
         (
+            doc! { "create": "bad", "viewOn": "a$b" },
+            73,
+            "InvalidNamespace",
+            "invalid name for 'viewOn': a$b",
+        ),
+        (
             doc! { "create": "bad", "viewOn": "bad" },
             5,
             "GraphContainsCycle",

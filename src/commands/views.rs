@@ -179,9 +179,16 @@ fn view_on_of(command: &str, value: RawBsonRef<'_>) -> CommandResult<String> {
     }
 }
 
-/// Checks a view's definition as mongod's `validatePipeline` does: the pipeline parses as an
-/// aggregate's over `viewOn`, and writes nowhere.
+/// Checks a view's definition as mongod's `createView` and `validatePipeline` do: `viewOn` is
+/// a valid collection name, the pipeline parses as an aggregate's over it, and writes nowhere.
 fn check_definition(state: &ServerState, view: &View) -> CommandResult<()> {
+    // mongod's `NamespaceString::validCollectionName`.
+    if view.view_on.contains(['$', '\0']) {
+        return Err(CommandError::new(
+            ErrorCode::InvalidNamespace,
+            format!("invalid name for 'viewOn': {}", view.view_on),
+        ));
+    }
     let body = rawdoc! {
         "aggregate": view.view_on.as_str(),
         "pipeline": view.pipeline_array(),
