@@ -629,3 +629,80 @@ async fn a_view_over_a_ttl_collection_never_shows_an_expired_document() -> TestR
     assert_eq!(ids(&docs), [2]);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_view_reads_under_its_collation() -> TestResult {
+    let (_server, client) = start().await?;
+    let db = client.database(DB);
+    db.collection::<Document>("names")
+        .insert_many([
+            doc! { "_id": 1, "n": "a" },
+            doc! { "_id": 2, "n": "A" },
+            doc! { "_id": 3, "n": "b" },
+        ])
+        .await?;
+    let en2 = doc! { "locale": "en", "strength": 2 };
+    db.run_command(doc! { "create": "ci", "viewOn": "names", "collation": en2.clone() })
+        .await?;
+    assert_eq!(find_ids(&db, "ci", doc! { "n": "a" }).await?, [1, 2]);
+    assert_eq!(
+        db.collection::<Document>("ci")
+            .count_documents(doc! { "n": "A" })
+            .await?,
+        2
+    );
+    let values = db
+        .collection::<Document>("ci")
+        .distinct("n", doc! {})
+        .await?;
+    assert_eq!(values.len(), 2, "{values:?}");
+    // The same collation may be named; another may not.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "find": "ci", "filter": { "n": "b" }, "collation": en2.clone() },
+    )
+    .await?;
+    assert_eq!(
+        reply.get_document("cursor")?.get_array("firstBatch")?.len(),
+        1
+    );
+    let e = run_command_err(
+        &client,
+        DB,
+        doc! { "aggregate": "ci", "pipeline": [], "cursor": {}, "collation": { "locale": "fr" } },
+    )
+    .await?;
+    assert_command_error(&e, 167, "OptionNotSupportedOnView");
+    assert_eq!(e.message, "Cannot override a view's default collation");
+    // listCollections shows the whole collation, as mongod fills it in.
+    let reply = run_command(
+        &client,
+        DB,
+        doc! { "listCollections": 1, "filter": { "name": "ci" } },
+    )
+    .await?;
+    let options = reply.get_document("cursor")?.get_array("firstBatch")?[0]
+        .as_document()
+        .ok_or("an entry is a document")?
+        .get_document("options")?
+        .clone();
+    let collation = options.get_document("collation")?;
+    assert_eq!(collation.get_str("locale")?, "en");
+    assert_eq!(integer(collation.get("strength")), Some(2));
+    assert!(collation.contains_key("caseLevel"), "{collation}");
+    // Views next to each other share a collation.
+    let e = run_command_err(&client, DB, doc! { "create": "ci2", "viewOn": "ci" }).await?;
+    assert_command_error(&e, 167, "OptionNotSupportedOnView");
+    assert_eq!(
+        e.message,
+        "View views.ci2 has a collation that does not match the collation of view views.ci"
+    );
+    db.run_command(doc! { "create": "ci3", "viewOn": "ci", "collation": en2.clone() })
+        .await?;
+    assert_eq!(find_ids(&db, "ci3", doc! { "n": "A" }).await?, [1, 2]);
+    // Collections take no collation yet.
+    let e = run_command_err(&client, DB, doc! { "create": "c", "collation": en2 }).await?;
+    assert_command_error(&e, 238, "NotImplemented");
+    Ok(())
+}

@@ -35,6 +35,9 @@ pub struct View {
     pub view_on: String,
     /// Its stages, in order.
     pub pipeline: Vec<RawDocumentBuf>,
+    /// Its default collation, as mongod reports it (every field filled in); `None` for the
+    /// simple collation.
+    pub collation: Option<RawDocumentBuf>,
 }
 
 impl View {
@@ -49,16 +52,25 @@ impl View {
 
     /// What `listCollections` shows as its `options`.
     pub fn options(&self) -> RawDocumentBuf {
-        rawdoc! { "viewOn": self.view_on.as_str(), "pipeline": self.pipeline_array() }
+        let mut options =
+            rawdoc! { "viewOn": self.view_on.as_str(), "pipeline": self.pipeline_array() };
+        if let Some(c) = &self.collation {
+            options.append(bson::raw::cstr!("collation"), c.clone());
+        }
+        options
     }
 
     fn record(&self) -> RawDocumentBuf {
-        rawdoc! {
+        let mut record = rawdoc! {
             "db": self.db.as_str(),
             "name": self.name.as_str(),
             "viewOn": self.view_on.as_str(),
             "pipeline": self.pipeline_array(),
+        };
+        if let Some(c) = &self.collation {
+            record.append(bson::raw::cstr!("collation"), c.clone());
         }
+        record
     }
 
     fn from_record(doc: &RawDocument) -> Result<Self, StorageError> {
@@ -75,6 +87,7 @@ impl View {
             name: text("name")?,
             view_on: text("viewOn")?,
             pipeline,
+            collation: doc.get_document("collation").ok().map(ToOwned::to_owned),
         })
     }
 }
@@ -86,6 +99,8 @@ pub struct ResolvedView {
     pub collection: String,
     /// Every view's stages, the bottom view's first.
     pub pipeline: Vec<RawDocumentBuf>,
+    /// The views' default collation (they all have the same); `None` for the simple one.
+    pub collation: Option<RawDocumentBuf>,
 }
 
 /// Every view, by database and name.
@@ -170,7 +185,36 @@ pub(super) fn check_graph(views: &ViewNames, candidate: &View) -> Result<(), Com
     if above + below > MAX_VIEW_DEPTH {
         return Err(depth_exceeded());
     }
+    // A view and the views next to it (the one it reads, those that read it) share a
+    // collation (`ViewGraph::_validateChildren`/`_validateParents`).
+    let key = |name: &str| (db.to_owned(), name.to_owned());
+    if let Some(child) = views.get(&key(&candidate.view_on))
+        && child.name != candidate.name
+        && child.collation != candidate.collation
+    {
+        return Err(collation_mismatch(db, &candidate.name, &child.name));
+    }
+    for ((vdb, name), parent) in views.range(key("")..) {
+        if vdb != db {
+            break;
+        }
+        if parent.view_on == candidate.name
+            && name != &candidate.name
+            && parent.collation != candidate.collation
+        {
+            return Err(collation_mismatch(db, &candidate.name, name));
+        }
+    }
     Ok(())
+}
+
+fn collation_mismatch(db: &str, view: &str, other: &str) -> CommandError {
+    CommandError::new(
+        ErrorCode::OptionNotSupportedOnView,
+        format!(
+            "View {db}.{view} has a collation that does not match the collation of view {db}.{other}"
+        ),
+    )
 }
 
 fn depth_exceeded() -> CommandError {
@@ -187,16 +231,21 @@ pub(super) fn resolve_in(
     name: &str,
 ) -> Result<Option<ResolvedView>, CommandError> {
     let mut pipeline: Vec<RawDocumentBuf> = Vec::new();
+    let mut collation = None;
     let mut current = name.to_owned();
     for depth in 0..=MAX_VIEW_DEPTH {
         let Some(view) = views.get(&(db.to_owned(), current.clone())) else {
             return Ok((depth > 0).then_some(ResolvedView {
                 collection: current,
                 pipeline,
+                collation,
             }));
         };
         if depth == MAX_VIEW_DEPTH {
             break;
+        }
+        if depth == 0 {
+            collation.clone_from(&view.collation);
         }
         pipeline.splice(0..0, view.pipeline.iter().cloned());
         current.clone_from(&view.view_on);
@@ -366,6 +415,7 @@ mod tests {
             name: name.into(),
             view_on: on.into(),
             pipeline: vec![rawdoc! { "$match": { "v": name } }],
+            collation: None,
         }
     }
 
@@ -409,6 +459,29 @@ mod tests {
         // Inserting below the chain counts the views above too.
         let e = check_graph(&names, &view("c", "base")).unwrap_err();
         assert_eq!(e.code, ErrorCode::ViewDepthLimitExceeded);
+    }
+
+    #[test]
+    fn views_next_to_each_other_share_a_collation() {
+        let mut fr = view("a", "coll");
+        fr.collation = Some(rawdoc! { "locale": "fr" });
+        let names = graph(&[fr.clone()]);
+        let e = check_graph(&names, &view("b", "a")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::OptionNotSupportedOnView);
+        assert_eq!(
+            e.errmsg,
+            "View t.b has a collation that does not match the collation of view t.a"
+        );
+        let mut b = view("b", "a");
+        b.collation.clone_from(&fr.collation);
+        check_graph(&names, &b).unwrap();
+        // Redefining the lower view away from the collation of one reading it.
+        let names = graph(&[fr, b]);
+        let e = check_graph(&names, &view("a", "coll")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::OptionNotSupportedOnView);
+        // The collation comes from the top view.
+        let r = resolve_in(&names, "t", "b").unwrap().unwrap();
+        assert_eq!(r.collation, Some(rawdoc! { "locale": "fr" }));
     }
 
     #[test]

@@ -51,6 +51,13 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
             "'pipeline' requires 'viewOn' to also be specified",
         ));
     }
+    // Only views take a collation so far.
+    if field(req, "collation")?.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            "create option 'collation' is not supported by Ebb yet",
+        ));
+    }
     let mut options = RawDocumentBuf::new();
     for elem in req.body.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;

@@ -292,7 +292,7 @@ pub static CREATE: Args = Args {
         opt("indexOptionDefaults", Object),
         opt("viewOn", String),
         opt("pipeline", Array),
-        not_yet("collation", Object),
+        opt("collation", Object),
         not_yet("recordPreImages", SafeBool),
         not_yet("changeStreamPreAndPostImages", Object),
         not_yet("timeseries", Object),

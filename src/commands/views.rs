@@ -103,10 +103,13 @@ pub(super) fn resolve_aggregate(
     let Some(resolved) = state.catalog.resolve_view(req.db, name)? else {
         return Ok(None);
     };
-    // Views have the simple collation; mongod refuses any other for an operation on one.
-    if let Ok(Some(RawBsonRef::Document(c))) = req.body.get("collation")
-        && !is_simple_collation(c)
-    {
+    // An operation on a view runs under the view's collation; mongod refuses any other.
+    let asked = match req.body.get("collation") {
+        Ok(Some(c)) => crate::query::Collation::from_option("aggregate.collation", c)?
+            .map(|c| c.spec().to_owned()),
+        _ => resolved.collation.clone(),
+    };
+    if asked != resolved.collation {
         return Err(CommandError::new(
             ErrorCode::OptionNotSupportedOnView,
             "Cannot override a view's default collation",
@@ -130,19 +133,17 @@ pub(super) fn resolve_aggregate(
                 }
                 body.append(key, stages);
             }
+            ("collation", _) => {}
             _ => body.append(key, value),
         }
+    }
+    if let Some(c) = resolved.collation {
+        body.append(cstr!("collation"), c);
     }
     Ok(Some(ViewAggregate {
         body,
         ns: format!("{}.{name}", req.db),
     }))
-}
-
-fn is_simple_collation(c: &RawDocument) -> bool {
-    let mut fields = c.iter();
-    matches!(fields.next(), Some(Ok((k, RawBsonRef::String("simple")))) if k.as_str() == "locale")
-        && fields.next().is_none()
 }
 
 /// A view's `pipeline` as given to `create` or `collMod` (`command`): an array of documents.
@@ -244,12 +245,18 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
             ),
         ));
     }
+    let collation = match field(req, "collation")? {
+        Some(c) => crate::query::Collation::from_option("create.collation", c)?
+            .map(|c| c.spec().to_owned()),
+        None => None,
+    };
     let concern = WriteConcern::parse(req)?;
     let view = View {
         db: req.db.to_owned(),
         name: name.to_owned(),
         view_on,
         pipeline,
+        collation,
     };
     let ns = format!("{}.{name}", req.db);
     if let Some(existing) = state.catalog.view(req.db, name) {
@@ -278,6 +285,23 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
                     "namespace {ns} already exists, but with pipeline {} rather than {}",
                     crate::query::display::value(RawBsonRef::Document(&old)),
                     crate::query::display::value(RawBsonRef::Array(&view.pipeline_array())),
+                ),
+            ));
+        }
+        if existing.collation != view.collation {
+            let shown = |c: &Option<RawDocumentBuf>| {
+                c.as_ref().map_or_else(
+                    || "{}".to_owned(),
+                    |c| crate::query::display::value(RawBsonRef::Document(c)),
+                )
+            };
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!(
+                    "namespace {ns} already exists, but with collation: {} rather than {}",
+                    shown(&existing.collation),
+                    field(req, "collation")?
+                        .map_or_else(|| "{}".to_owned(), crate::query::display::value),
                 ),
             ));
         }
@@ -601,9 +625,20 @@ async fn distinct(
             values.push(RawBson::from(v));
         }
     }
-    // A view has the simple collation (any other was refused).
+    // Values equal under the view's collation count once.
+    let collation = state
+        .catalog
+        .resolve_view(req.db, collection_name(req)?)?
+        .and_then(|r| r.collation)
+        .map(|c| crate::query::Collation::parse(&c))
+        .transpose()?
+        .flatten();
     let ord = |a: &RawBson, b: &RawBson| {
-        crate::query::compare::compare_collated(a.as_raw_bson_ref(), b.as_raw_bson_ref(), None)
+        crate::query::compare::compare_collated(
+            a.as_raw_bson_ref(),
+            b.as_raw_bson_ref(),
+            collation.as_ref(),
+        )
     };
     values.sort_by(|a, b| ord(a, b));
     values.dedup_by(|a, b| ord(a, b).is_eq());
