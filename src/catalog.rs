@@ -22,7 +22,7 @@ const NEXT_ID_KEY: [u8; 1] = [0x03];
 const BUILDING_PREFIX: u8 = 0x04;
 /// `0x05`: the store's key format (u32, big-endian). Stores without it are format 1.
 const FORMAT_KEY: [u8; 1] = [0x05];
-// (`0x08`: see `EXPIRED_AT_KEY`.)
+// (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
 /// Key format 2: decimal128 values have exact keystrings (format 1 keyed a decimal by its
@@ -284,6 +284,8 @@ pub struct Catalog {
     /// `dropDatabase` (dropping a database's last collection leaves it open). Their names
     /// decide `DatabaseDifferCase`; changed under `ddl`.
     open_databases: Mutex<BTreeSet<String>>,
+    /// Every view, by database and name (`views.rs`); changed under `ddl`.
+    views: RwLock<views::ViewNames>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -549,12 +551,18 @@ impl Catalog {
             );
         }
         info!(collections = names.len(), "catalog loaded");
-        let open_databases = names.keys().map(|(db, _)| db.clone()).collect();
+        let views = views::load(&*snapshot)?;
+        let open_databases = names
+            .keys()
+            .chain(views.keys())
+            .map(|(db, _)| db.clone())
+            .collect();
         let catalog = Catalog {
             store,
             names: RwLock::new(names),
             ddl: Mutex::new(()),
             open_databases: Mutex::new(open_databases),
+            views: RwLock::new(views),
         };
         catalog.abandon_builds()?;
         catalog
@@ -658,7 +666,7 @@ impl Catalog {
     /// meanwhile), so that a name differing from it only in case may be used.
     pub fn close_database(&self, db: &str) {
         let _ddl = self.ddl();
-        if self.collections(db).is_empty() {
+        if self.collections(db).is_empty() && self.views(db).is_empty() {
             self.open_databases().remove(db);
         }
     }
@@ -668,9 +676,11 @@ impl Catalog {
         self.read().get(&(db.to_owned(), name.to_owned())).cloned()
     }
 
-    /// Database names that hold at least one collection, sorted.
+    /// Database names that hold at least one collection or view, sorted.
     pub fn databases(&self) -> Vec<String> {
         let mut dbs: Vec<String> = self.read().keys().map(|(db, _)| db.clone()).collect();
+        dbs.extend(self.view_databases());
+        dbs.sort_unstable();
         dbs.dedup();
         dbs
     }
@@ -748,7 +758,7 @@ impl Catalog {
     ) -> Result<(Arc<Collection>, u64), CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
-        if self.get(db, name).is_some() {
+        if self.get(db, name).is_some() || self.is_view(db, name) {
             return Err(CommandError::new(
                 ErrorCode::NamespaceExists,
                 format!("Collection {db}.{name} already exists."),
@@ -779,6 +789,9 @@ impl Catalog {
     ) -> Result<(Arc<Collection>, Option<u64>), CommandError> {
         if let Some(c) = self.get(db, name) {
             return Ok((c, None));
+        }
+        if self.is_view(db, name) {
+            return Err(views::not_a_collection(db, name));
         }
         match self.create(db, name, RawDocumentBuf::new()) {
             Ok((c, ticket)) => Ok((c, Some(ticket))),
@@ -973,6 +986,9 @@ impl Catalog {
     ) -> Result<(T, u64), CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
+        if self.is_view(db, name) {
+            return Err(views::not_a_collection(db, name));
+        }
         let old = self.get(db, name);
         if old.is_none() {
             self.open_database(db)?;
@@ -1045,6 +1061,12 @@ impl Catalog {
                 "Source collection does not exist",
             ));
         };
+        if self.is_view(to.0, to.1) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("a view already exists with that name: {}.{}", to.0, to.1),
+            ));
+        }
         let target = self.get(to.0, to.1);
         if target.is_some() && !drop_target {
             return Err(CommandError::new(
@@ -1110,7 +1132,9 @@ impl Catalog {
 }
 
 mod drops;
+mod views;
 pub use drops::{PurgeCursor, purge_task};
+pub use views::{MAX_VIEW_DEPTH, ResolvedView, View, not_a_collection};
 
 #[cfg(test)]
 mod tests {

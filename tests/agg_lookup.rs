@@ -313,3 +313,58 @@ async fn expired_documents_are_invisible_to_lookup_and_union_with() -> TestResul
     );
     Ok(())
 }
+
+/// `from` naming a view reads the view's documents (its pipeline over its collection), and the
+/// equality applies to what the view gives.
+#[tokio::test]
+async fn lookup_and_union_with_read_views_through_their_pipeline() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let orders = orders_and_inventory(&client).await?;
+    client
+        .database(DB)
+        .run_command(doc! {
+            "create": "stocked",
+            "viewOn": "inventory",
+            "pipeline": [
+                {"$match": {"instock": {"$gte": 70}}},
+                {"$project": {"name": "$sku", "instock": 1}},
+            ],
+        })
+        .await?;
+    let out = run(
+        &orders,
+        vec![
+            doc! {"$lookup": {"from": "stocked", "localField": "item", "foreignField": "name", "as": "s"}},
+            doc! {"$project": {"s": "$s._id"}},
+        ],
+    )
+    .await?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1, "s": [1]},
+            doc! {"_id": 2, "s": [4]},
+            doc! {"_id": 3, "s": []}
+        ]
+    );
+    let out = run(
+        &orders,
+        vec![
+            doc! {"$match": {"_id": 1}},
+            doc! {"$project": {"_id": 1}},
+            doc! {"$unionWith": "stocked"},
+        ],
+    )
+    .await?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1},
+            doc! {"_id": 1, "instock": 120, "name": "almonds"},
+            doc! {"_id": 2, "instock": 80, "name": "bread"},
+            doc! {"_id": 4, "instock": 70, "name": "pecans"},
+        ]
+    );
+    Ok(())
+}

@@ -186,6 +186,19 @@ pub(super) async fn aggregate_explained(
     explain: Option<Verbosity>,
 ) -> CommandResult {
     let started = std::time::Instant::now();
+    // On a view: its resolved pipeline, then the request's, over the view's collection.
+    let view = super::views::resolve_aggregate(req, state)?;
+    let view_req;
+    let req = match &view {
+        Some(v) => {
+            view_req = Request {
+                body: &v.body,
+                ..*req
+            };
+            &view_req
+        }
+        None => req,
+    };
     let collectionless = match field(req, "aggregate")? {
         Some(n @ (RawBsonRef::Int32(_) | RawBsonRef::Int64(_) | RawBsonRef::Double(_))) => {
             if !number_is_one(n) {
@@ -264,7 +277,10 @@ pub(super) async fn aggregate_explained(
         Output::Out(_) | Output::Merge(_) => WriteConcern::parse(req)?,
     };
     // A collection-less aggregate's cursor is on `<db>.$cmd.aggregate`, as in mongod.
-    let ns = format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate"));
+    let ns = view.as_ref().map_or_else(
+        || format!("{}.{}", req.db, name.unwrap_or("$cmd.aggregate")),
+        |v| v.ns.clone(),
+    );
     let now_ms = state.now_ms();
     let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
@@ -377,6 +393,8 @@ pub(super) async fn aggregate_explained(
         ctx.reader = Some(Arc::new(CatalogReader {
             state: state.clone(),
             db: req.db.to_owned(),
+            vars: Arc::clone(&vars),
+            limits: state.config.sort_limits(allow_disk_use),
         }));
         let stages = pipeline::stages::coalesce(stages);
         tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
@@ -410,15 +428,36 @@ pub(super) async fn aggregate_explained(
 }
 
 /// What `$lookup` and `$unionWith` read: another collection of the command's database,
-/// through the planner (an index on the matched field is used), live documents only.
+/// through the planner (an index on the matched field is used), live documents only; a view
+/// through its pipeline (the filter then applies to what the pipeline gives).
+#[derive(Clone)]
 struct CatalogReader {
     state: crate::state::ServerState,
     db: String,
+    vars: Arc<Variables>,
+    limits: crate::sorter::SortLimits,
 }
 
 impl pipeline::Reader for CatalogReader {
     fn read(&self, coll: &str, filter: Option<&Filter>) -> CommandResult<Vec<RawDocumentBuf>> {
         validate_namespace(&self.db, coll)?;
+        if let Some(view) = self.state.catalog.resolve_view(&self.db, coll)? {
+            let base = self.read(&view.collection, None)?;
+            let refs: Vec<&RawDocument> = view.pipeline.iter().map(AsRef::as_ref).collect();
+            let stages = pipeline::stages::coalesce(pipeline::parse_pipeline(&refs, &self.vars)?);
+            let mut ctx = pipeline::Context::new(self.limits.clone());
+            ctx.reader = Some(Arc::new(self.clone()));
+            let docs = base
+                .into_iter()
+                .map(|d| (d, crate::storage::record::NEVER))
+                .collect();
+            let out = pipeline::run(&stages, docs, &ctx)?;
+            return Ok(out
+                .into_iter()
+                .map(|(d, _)| d)
+                .filter(|d| filter.is_none_or(|f| f.matches(d)))
+                .collect());
+        }
         let Some(collection) = self.state.catalog.get(&self.db, coll) else {
             return Ok(Vec::new());
         };
@@ -426,6 +465,17 @@ impl pipeline::Reader for CatalogReader {
             super::read::open_planned(&self.state, &collection, filter.cloned(), None, None)?;
         Ok(source.drain()?.into_iter().map(|(d, _)| d).collect())
     }
+}
+
+/// Parses a view's pipeline as `create` and `collMod` check it (`req` is an aggregate of it
+/// over the view's `viewOn`); returns whether it ends in a stage that writes.
+pub(super) fn parse_view_pipeline(
+    req: &Request<'_>,
+    state: &crate::state::ServerState,
+) -> CommandResult<bool> {
+    let vars = variables(req, state.now_ms())?;
+    let pipeline = parse_pipeline(req, false, &vars)?;
+    Ok(!matches!(pipeline.output, Output::Cursor))
 }
 
 /// The pipeline's stage documents as given.

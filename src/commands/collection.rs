@@ -42,6 +42,22 @@ pub(crate) fn data_size(
 
 pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
+    if field(req, "viewOn")?.is_some() {
+        return super::views::create(req, state).await;
+    }
+    if field(req, "pipeline")?.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "'pipeline' requires 'viewOn' to also be specified",
+        ));
+    }
+    // Only views take a collation so far.
+    if field(req, "collation")?.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::NotImplemented,
+            "create option 'collation' is not supported by Ebb yet",
+        ));
+    }
     let mut options = RawDocumentBuf::new();
     for elem in req.body.iter_elements() {
         let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
@@ -60,6 +76,12 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
         options.append(elem.key(), value);
     }
     let concern = WriteConcern::parse(req)?;
+    if state.catalog.is_view(req.db, name) {
+        return Err(CommandError::new(
+            ErrorCode::NamespaceExists,
+            format!("Collection {}.{name} already exists.", req.db),
+        ));
+    }
     if let Some(existing) = state.catalog.get(req.db, name) {
         // MongoDB treats re-creating with identical options as success.
         if existing.options == options {
@@ -79,6 +101,11 @@ pub(super) async fn drop(req: &Request<'_>, state: &ServerState) -> CommandResul
     let name = collection_name(req)?;
     validate_db_name(req.db)?;
     let concern = WriteConcern::parse(req)?;
+    if let Some(ticket) = state.catalog.drop_view(req.db, name)? {
+        // A view has no indexes to count.
+        concern.wait(state, Some(ticket)).await?;
+        return Ok(rawdoc! { "ns": format!("{}.{name}", req.db), "ok": 1.0 });
+    }
     match state.catalog.drop_collection(req.db, name)? {
         Some(ticket) => {
             state.purge_wake.notify_one();
@@ -98,6 +125,9 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
         if let Some(t) = state.catalog.drop_collection(&c.db, &c.name)? {
             last = Some(t);
         }
+    }
+    if let Some(t) = state.catalog.drop_views(req.db)? {
+        last = last.max(Some(t));
     }
     state.catalog.close_database(req.db);
     if last.is_some() {
@@ -136,6 +166,12 @@ pub(super) fn list_collections(req: &Request<'_>, state: &ServerState) -> Comman
         let full = collection_entry(&c, false);
         if filter.as_ref().is_none_or(|f| f.matches(&full)) {
             batch.push(entry);
+        }
+    }
+    for v in state.catalog.views(req.db) {
+        let full = super::views::list_entry(&v, false);
+        if filter.as_ref().is_none_or(|f| f.matches(&full)) {
+            batch.push(super::views::list_entry(&v, name_only));
         }
     }
     Ok(rawdoc! {
@@ -222,6 +258,12 @@ pub(super) async fn rename_collection(req: &Request<'_>, state: &ServerState) ->
         return Err(CommandError::new(
             ErrorCode::IllegalOperation,
             "Can't rename a collection to itself",
+        ));
+    }
+    if state.catalog.is_view(&from.0, &from.1) {
+        return Err(CommandError::new(
+            ErrorCode::CommandNotSupportedOnView,
+            format!("cannot rename view: {}.{}", from.0, from.1),
         ));
     }
     if state.catalog.get(&from.0, &from.1).is_none() {
@@ -382,7 +424,7 @@ pub(super) async fn db_stats(req: &Request<'_>, state: &ServerState) -> CommandR
     Ok(rawdoc! {
         "db": req.db,
         "collections": collections,
-        "views": 0_i64,
+        "views": i64::try_from(state.catalog.views(req.db).len()).unwrap_or(i64::MAX),
         "objects": objects,
         "avgObjSize": if objects > 0 { size as f64 / objects as f64 } else { 0.0 },
         "dataSize": size as f64,

@@ -631,6 +631,14 @@ pub(super) async fn explain(req: &Request<'_>, state: &ServerState) -> CommandRe
         sequences: &[],
     };
     match name.as_str() {
+        "find" | "count" | "distinct" if super::views::named_view(&sub, state).is_some() => {
+            super::views::run_as_aggregate(&sub, state, Some(verbosity)).await
+        }
+        "update" | "delete" | "findAndModify" | "findandmodify"
+            if let Some(view) = super::views::named_view(&sub, state) =>
+        {
+            Err(super::views::not_a_collection(req.db, view))
+        }
         "find" => super::read::find_explained(&sub, state, Some(verbosity)).await,
         "count" => super::read::count_explained(&sub, state, Some(verbosity)).await,
         "distinct" => super::read::distinct_explained(&sub, state, Some(verbosity)).await,

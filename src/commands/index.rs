@@ -446,6 +446,9 @@ pub(super) async fn drop_indexes(req: &Request<'_>, state: &ServerState) -> Comm
 pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    if state.catalog.is_view(req.db, name) {
+        return super::views::coll_mod(req, state, name).await;
+    }
     let concern = WriteConcern::parse(req)?;
     let mut index = None;
     for entry in req.body {
@@ -454,12 +457,11 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
             (k, _) if k == req.name || super::spec::is_generic(k) => {}
             ("index", RawBsonRef::Document(d)) => index = Some(d),
             ("index", other) => return Err(wrong_type("collMod.index", other, " 'object'")),
+            ("viewOn" | "pipeline", _) => return Err(super::views::only_on_a_view(req)),
             (
                 "validator"
                 | "validationLevel"
                 | "validationAction"
-                | "viewOn"
-                | "pipeline"
                 | "expireAfterSeconds"
                 | "changeStreamPreAndPostImages"
                 | "timeseries"

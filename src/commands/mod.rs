@@ -15,12 +15,14 @@ mod index;
 mod read;
 mod spec;
 mod validate;
+mod views;
 mod write;
 
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::state::ServerState;
 use generic::ReadConcerns;
+use views::OnView;
 
 pub use args::type_name;
 
@@ -97,6 +99,8 @@ pub struct CommandSpec {
     pub write_concern: bool,
     /// Its own fields.
     pub args: &'static spec::Args,
+    /// What it does when the namespace it names is a view.
+    on_view: OnView,
 }
 
 impl CommandSpec {
@@ -135,6 +139,7 @@ impl CommandSpec {
             read_concerns: ReadConcerns::LocalOnly,
             write_concern: false,
             args,
+            on_view: OnView::Own,
         }
     }
 
@@ -191,6 +196,11 @@ impl CommandSpec {
             ..self
         }
     }
+
+    /// What it does on a view (the default: its handler deals with views).
+    const fn on_view(self, on_view: OnView) -> Self {
+        CommandSpec { on_view, ..self }
+    }
 }
 
 use CommandSpec as C;
@@ -224,13 +234,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         Cmd::CollStats,
         &spec::Args::LOOSE,
         "{ collStats:\"blog.posts\" , scale : 1 } scale divides sizes e.g. for KB use 1024",
-    ),
+    )
+    .on_view(OnView::Refuse),
     C::other(
         "compact",
         Cmd::Compact,
         &fields::COMPACT,
         "compact collection: rewrites the storage holding it, dropping deleted and expired data",
-    ),
+    )
+    .on_view(OnView::Refuse),
     C::other(
         "connectionStatus",
         Cmd::ConnectionStatus,
@@ -238,7 +250,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Returns connection-specific information such as logged-in users and their roles",
     )
     .no_auth(),
-    C::read("count", Cmd::Count, &fields::COUNT, "count objects in collection").v1(),
+    C::read("count", Cmd::Count, &fields::COUNT, "count objects in collection")
+        .v1()
+        .on_view(OnView::Aggregate),
     C::write("create", Cmd::Create, &fields::CREATE, "explicitly creates a collection").v1(),
     C::write(
         "createIndexes",
@@ -246,15 +260,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         &fields::CREATE_INDEXES,
         "Create indexes on a collection",
     )
-    .v1(),
+    .v1()
+    .on_view(OnView::Refuse),
     C::read("dbStats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
-    C::write("delete", Cmd::Delete, &fields::DELETE, "delete documents").v1(),
+    C::write("delete", Cmd::Delete, &fields::DELETE, "delete documents")
+        .v1()
+        .on_view(OnView::RefuseStatements("deletes")),
     C::read(
         "distinct",
         Cmd::Distinct,
         &fields::DISTINCT,
         "{ distinct : 'collection name' , key : 'a.b' , query : {} }",
-    ),
+    )
+    .on_view(OnView::Aggregate),
     C::other("explain", Cmd::Explain, &fields::EXPLAIN, "explain database reads and writes").v1(),
     C::write(
         "dropIndexes",
@@ -262,7 +280,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         &fields::DROP_INDEXES,
         "drop indexes for a collection",
     )
-    .v1(),
+    .v1()
+    .on_view(OnView::Refuse),
     C::write("drop", Cmd::Drop, &fields::DROP, "drop a collection").v1(),
     C::write(
         "dropDatabase",
@@ -285,21 +304,25 @@ pub static COMMANDS: &[CommandSpec] = &[
         "end a set of logical sessions",
     )
     .v1(),
-    C::read("find", Cmd::Find, &fields::FIND, "query for documents").v1(),
+    C::read("find", Cmd::Find, &fields::FIND, "query for documents")
+        .v1()
+        .on_view(OnView::Aggregate),
     C::write(
         "findAndModify",
         Cmd::FindAndModify,
         &fields::FIND_AND_MODIFY,
         "{ findAndModify: \"collection\", query: {processed:false}, update: {$set: {processed:true}}, new: true}",
     )
-    .v1(),
+    .v1()
+    .on_view(OnView::Refuse),
     C::write(
         "findandmodify",
         Cmd::FindAndModify,
         &fields::FIND_AND_MODIFY,
         "alias of findAndModify",
     )
-    .v1(),
+    .v1()
+    .on_view(OnView::Refuse),
     C::other("getCmdLineOpts", Cmd::GetCmdLineOpts, &fields::NONE, "get argv").admin(),
     C::other(
         "getLog",
@@ -336,7 +359,9 @@ pub static COMMANDS: &[CommandSpec] = &[
         &fields::NONE,
         "returns information about the daemon's host",
     ),
-    C::write("insert", Cmd::Insert, &fields::INSERT, "insert documents").v1(),
+    C::write("insert", Cmd::Insert, &fields::INSERT, "insert documents")
+        .v1()
+        .on_view(OnView::RefuseStatements("documents")),
     C::other(
         "isMaster",
         Cmd::IsMaster,
@@ -378,7 +403,8 @@ pub static COMMANDS: &[CommandSpec] = &[
         &fields::LIST_INDEXES,
         "list indexes for a collection",
     )
-    .v1(),
+    .v1()
+    .on_view(OnView::Refuse),
     C::read(
         "listDatabases",
         Cmd::ListDatabases,
@@ -415,13 +441,16 @@ pub static COMMANDS: &[CommandSpec] = &[
         "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated.",
     )
     .admin(),
-    C::write("update", Cmd::Update, &fields::UPDATE, "update documents").v1(),
+    C::write("update", Cmd::Update, &fields::UPDATE, "update documents")
+        .v1()
+        .on_view(OnView::RefuseStatements("updates")),
     C::other(
         "validate",
         Cmd::Validate,
         &spec::Args::LOOSE,
         "Validate contents of a namespace by scanning its data structures for correctness.",
-    ),
+    )
+    .on_view(OnView::Refuse),
     C::other("whatsmyuri", Cmd::WhatsMyUri, &spec::Args::LOOSE, "{whatsmyuri:1}").no_auth(),
 ];
 
@@ -534,6 +563,27 @@ async fn run_handler(
     ctx: &mut ConnCtx,
     state: &ServerState,
 ) -> CommandResult {
+    // The one place where a command naming a view is refused or turned into an aggregation.
+    if spec.on_view != OnView::Own
+        && let Some(view) = views::named_view(req, state)
+    {
+        match spec.on_view {
+            OnView::Own => {}
+            OnView::Refuse if spec.cmd == Cmd::Validate => {
+                return Err(CommandError::new(
+                    ErrorCode::CommandNotSupportedOnView,
+                    "Cannot validate a view",
+                ));
+            }
+            OnView::Refuse => return Err(views::not_a_collection(req.db, view)),
+            OnView::RefuseStatements(array) => {
+                if let Some(reply) = views::refused_statements(req, array, view)? {
+                    return Ok(reply);
+                }
+            }
+            OnView::Aggregate => return views::run_as_aggregate(req, state, None).await,
+        }
+    }
     match spec.cmd {
         Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello),
         Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster),
