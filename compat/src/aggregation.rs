@@ -620,6 +620,9 @@ mod tests {
         assert_eq!(bson(json!(3_000_000_000_i64)), Bson::Int64(3_000_000_000));
         assert_eq!(bson(json!(2.0)), Bson::Double(2.0));
         assert_eq!(bson(json!({"$numberLong": "2"})), Bson::Int64(2));
+        // Doubles with 17 significant digits are read exactly (serde_json's float_roundtrip).
+        let text: Value = serde_json::from_str("9.450000000000001").unwrap();
+        assert_eq!(bson(text), Bson::Double(10.5 * 0.9));
         assert!(!same(&Bson::Int32(2), &Bson::Int64(2)));
         assert!(!same(&Bson::Int32(2), &Bson::Double(2.0)));
         assert!(!same(&Bson::Double(0.0), &Bson::Double(-0.0)));
