@@ -14,6 +14,12 @@
 //! every `expect: <text>` line written in the case's comments (`// expect: …` or `# expect: …`).
 //! A TTL case passes for a client when every step's expectation holds; a failure names the step.
 //!
+//! - `aggregation/<family>/*.json`: the manual's aggregation examples as data (see
+//!   [`aggregation`]: input documents, pipeline, expected output with exact types), each run
+//!   twice on its own fresh server: through the `mongodb` crate and through a generated mongosh
+//!   script. Examples listed in `aggregation/pending.txt` (with the reason) are reported as
+//!   `PENDING` when they fail, and fail the run when they pass, so the list stays true; the
+//!   run prints their count on an `aggregation:` line before the summary.
 //! - `conformance/*.json`: the rules of one command (see `conformance/run_case.py`), each a
 //!   command sent through pymongo with the exact reply fields or error code mongod gives; the
 //!   file passes when every rule holds, and a failure lists the rules that did not.
@@ -23,6 +29,7 @@
 //! Arguments that are not flags select the cases whose name or path contains one of them;
 //! `--jobs=N` runs N cases at a time (default: the number of CPUs), each on its own server.
 
+mod aggregation;
 mod ttl;
 
 use std::path::{Path, PathBuf};
@@ -44,6 +51,10 @@ enum Kind {
     TtlMongosh,
     /// A `conformance/*.json` file run through pymongo by `conformance/run_case.py`.
     Conformance,
+    /// An `aggregation/*/*.json` example run through the `mongodb` crate.
+    AggDriver,
+    /// An `aggregation/*/*.json` example run by a generated mongosh script.
+    AggMongosh,
 }
 
 struct Case {
@@ -51,6 +62,8 @@ struct Case {
     name: String,
     path: PathBuf,
     kind: Kind,
+    /// For an aggregation example listed in `aggregation/pending.txt`: the entry and reason.
+    pending: Option<(String, String)>,
 }
 
 fn main() -> Result<()> {
@@ -89,6 +102,8 @@ fn main() -> Result<()> {
     // Cases run `jobs` at a time (each on its own server); results print in case order.
     let run_started = Instant::now();
     let (mut passed, mut failed, mut missing) = (0, 0, 0);
+    // Aggregation example runs: passed, pending, failed.
+    let mut agg = (0, 0, 0);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome)>();
     std::thread::scope(|scope| {
@@ -112,13 +127,22 @@ fn main() -> Result<()> {
             done.insert(i, outcome);
             while let Some(outcome) = done.remove(&printed) {
                 let name = &cases[printed].name;
+                let is_agg = matches!(cases[printed].kind, Kind::AggDriver | Kind::AggMongosh);
                 match outcome {
                     Outcome::Pass(elapsed) => {
                         passed += 1;
+                        agg.0 += usize::from(is_agg);
                         println!("PASS {name} ({} ms)", elapsed.as_millis());
+                    }
+                    Outcome::Pending(reason, e) => {
+                        agg.1 += 1;
+                        let first = format!("{e:#}");
+                        let first = first.lines().next().unwrap_or_default().to_owned();
+                        println!("PENDING {name}: {reason} (now: {first})");
                     }
                     Outcome::Fail(e) => {
                         failed += 1;
+                        agg.2 += usize::from(is_agg);
                         println!("FAIL {name}: {e:#}");
                     }
                     Outcome::Missing => {
@@ -140,6 +164,21 @@ fn main() -> Result<()> {
         cases.len(),
         run_started.elapsed().as_secs_f64()
     );
+    let examples: std::collections::BTreeSet<&PathBuf> = cases
+        .iter()
+        .filter(|c| matches!(c.kind, Kind::AggDriver | Kind::AggMongosh))
+        .map(|c| &c.path)
+        .collect();
+    if !examples.is_empty() {
+        println!(
+            "aggregation: {} examples, {} runs: {} passed, {} pending, {} failed",
+            examples.len(),
+            agg.0 + agg.1 + agg.2,
+            agg.0,
+            agg.1,
+            agg.2
+        );
+    }
     println!("{passed} passed, {failed} failed");
     if failed > 0 {
         std::process::exit(1);
@@ -155,14 +194,18 @@ struct Clients {
 enum Outcome {
     Pass(Duration),
     Fail(anyhow::Error),
+    /// A listed pending example that still fails: its reason, and how it fails now.
+    Pending(String, anyhow::Error),
     Missing,
 }
 
 fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) -> Outcome {
     let client = match case.kind {
-        Kind::MongoshScript | Kind::MongoshEval | Kind::TtlMongosh => clients.mongosh.as_deref(),
+        Kind::MongoshScript | Kind::MongoshEval | Kind::TtlMongosh | Kind::AggMongosh => {
+            clients.mongosh.as_deref()
+        }
         Kind::Python | Kind::Conformance => clients.python.as_deref(),
-        Kind::TtlDriver => Some("mongodb crate"),
+        Kind::TtlDriver | Kind::AggDriver => Some("mongodb crate"),
     };
     let Some(client) = client else {
         return Outcome::Missing;
@@ -172,11 +215,17 @@ fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) ->
         Kind::TtlDriver => run_ttl_driver(runtime, case),
         Kind::TtlMongosh => run_ttl_mongosh(runtime, case, client),
         Kind::Conformance => run_conformance(runtime, case, client),
+        Kind::AggDriver => run_agg_driver(runtime, case),
+        Kind::AggMongosh => run_agg_mongosh(runtime, case, client),
         Kind::MongoshScript | Kind::MongoshEval | Kind::Python => run_case(runtime, case, client),
     };
-    match result {
-        Ok(()) => Outcome::Pass(started.elapsed()),
-        Err(e) => Outcome::Fail(e),
+    match (result, &case.pending) {
+        (Ok(()), None) => Outcome::Pass(started.elapsed()),
+        (Err(e), None) => Outcome::Fail(e),
+        (Ok(()), Some((entry, _))) => Outcome::Fail(anyhow::anyhow!(
+            "now passes: remove `{entry}` from aggregation/pending.txt"
+        )),
+        (Err(e), Some((_, reason))) => Outcome::Pending(reason.clone(), e),
     }
 }
 
@@ -202,6 +251,7 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
                     name: relative(&cases_root, &path),
                     path,
                     kind: *kind,
+                    pending: None,
                 });
             }
         }
@@ -216,6 +266,7 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
                 name: format!("{base} via {via}"),
                 path: path.clone(),
                 kind,
+                pending: None,
             });
         }
     }
@@ -224,7 +275,43 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
             name: relative(root, &path),
             path,
             kind: Kind::Conformance,
+            pending: None,
         });
+    }
+    let agg_root = root.join("aggregation");
+    let mut pending = aggregation::load_pending(&agg_root.join("pending.txt"))?;
+    let mut families: Vec<PathBuf> = match std::fs::read_dir(&agg_root) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()?,
+        Err(_) => Vec::new(),
+    };
+    families.retain(|p| p.is_dir());
+    for family in families {
+        for path in json_files(&family)? {
+            let rel = relative(&agg_root, &path);
+            for (kind, via) in [
+                (Kind::AggDriver, "mongodb-crate"),
+                (Kind::AggMongosh, "mongosh"),
+            ] {
+                let entry = format!("{rel} via {via}");
+                let listed = pending
+                    .get(&entry)
+                    .map(|r| (entry.clone(), r.clone()))
+                    .or_else(|| pending.get(&rel).map(|r| (rel.clone(), r.clone())));
+                cases.push(Case {
+                    name: format!("aggregation/{entry}"),
+                    path: path.clone(),
+                    kind,
+                    pending: listed,
+                });
+                pending.remove(&entry);
+            }
+            pending.remove(&rel);
+        }
+    }
+    if let Some(entry) = pending.keys().next() {
+        bail!("aggregation/pending.txt lists `{entry}`, which is not an example");
     }
     cases.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(cases)
@@ -306,7 +393,12 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
             c.arg(&uri).arg("--quiet").arg("--norc");
             c
         }
-        Kind::Python | Kind::TtlDriver | Kind::TtlMongosh | Kind::Conformance => {
+        Kind::Python
+        | Kind::TtlDriver
+        | Kind::TtlMongosh
+        | Kind::Conformance
+        | Kind::AggDriver
+        | Kind::AggMongosh => {
             let mut c = Command::new(client);
             c.arg(&case.path);
             c
@@ -385,6 +477,53 @@ fn run_ttl_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str)
         None => bail!("mongosh failed:\n{}", indent(&output)),
     }
 }
+
+/// Runs an aggregation example through the `mongodb` crate on a fresh server.
+fn run_agg_driver(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<()> {
+    let example = aggregation::load(&case.path).context("invalid example file")?;
+    let server = Server::start(runtime, false)?;
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(
+            CASE_TIMEOUT,
+            aggregation::run_with_driver(&example, &server.uri),
+        )
+        .await
+        .unwrap_or_else(|_| bail!("timed out after {} s", CASE_TIMEOUT.as_secs()))
+    });
+    server.stop(runtime)?;
+    aggregation::judge(&example, &outcome?)
+}
+
+/// Runs an aggregation example through mongosh (a generated script) on a fresh server.
+fn run_agg_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
+    let example = aggregation::load(&case.path).context("invalid example file")?;
+    let script = std::env::temp_dir().join(format!(
+        "ebb-compat-agg-{}-{}.js",
+        std::process::id(),
+        SCRIPTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
+    std::fs::write(&script, aggregation::mongosh_script(&example))
+        .with_context(|| format!("writing {}", script.display()))?;
+    let server = Server::start(runtime, false)?;
+    let mut cmd = Command::new(client);
+    cmd.arg(&server.uri)
+        .arg("--quiet")
+        .arg("--norc")
+        .arg("--file")
+        .arg(&script);
+    client_env(&mut cmd, &server.uri, false);
+    let result = run_with_timeout(cmd, None, CASE_TIMEOUT);
+    server.stop(runtime)?;
+    let _ = std::fs::remove_file(&script);
+    let (ok, output) = result?;
+    if !ok {
+        bail!("mongosh failed:\n{}", indent(&output));
+    }
+    aggregation::judge(&example, &aggregation::mongosh_outcome(&output)?)
+}
+
+/// Numbers the generated mongosh scripts of one run.
+static SCRIPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Runs a conformance file through pymongo (`conformance/run_case.py`) on a fresh server.
 fn run_conformance(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
