@@ -24,6 +24,7 @@
 //! - `arith`: `$add` (numbers and one date) `$subtract` (numbers, dates) `$multiply $divide $mod
 //!   $abs`, with int → long → double promotion on overflow; its `Num` serves the other numeric
 //!   families.
+//! - `accum`: the accumulators as expressions, `$sum $avg $max $min $stdDevPop $stdDevSamp`.
 //! - `math`: `$ceil $floor $trunc $round $sqrt $pow $exp $ln $log $log10` and trigonometry.
 //! - `cond`: `$cond` (array and `{if, then, else}` forms), `$ifNull`, `$switch`.
 //! - `string`: `$concat $toLower $toUpper $strLenCP $substrCP`.
@@ -79,6 +80,7 @@
 //! [`compare`]), and
 //! `$toLower`/`$toUpper` convert only strings, symbols, numbers and null/missing to strings.
 
+mod accum;
 mod arith;
 mod array;
 mod cond;
@@ -130,6 +132,7 @@ const FAMILIES: &[ParseFn] = &[
     set::parse_op,
     object::parse_op,
     date::parse_op,
+    accum::parse_op,
 ];
 
 /// A family's parser: the operator name without `$`, its argument, the scope.
