@@ -31,6 +31,14 @@ pub struct Server {
 
 impl Server {
     pub fn start() -> io::Result<Server> {
+        Server::start_with(|_| {})
+    }
+
+    /// [`Server::start`], with `configure` applied to the configuration first (a lowered
+    /// blocking-sort limit, say).
+    pub fn start_with(
+        configure: impl FnOnce(&mut ebb::Config) + Send + 'static,
+    ) -> io::Result<Server> {
         let dir = tempfile::tempdir()?;
         let data_dir = dir.path().to_path_buf();
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -47,7 +55,7 @@ impl Server {
                     .build()?;
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(std_listener)?;
-                    let config = ebb::Config {
+                    let mut config = ebb::Config {
                         port: addr.port(),
                         data_dir,
                         in_memory: false,
@@ -55,6 +63,7 @@ impl Server {
                         shutdown_timeout_secs: 1,
                         ..ebb::Config::default()
                     };
+                    configure(&mut config);
                     ebb::run(listener, config, async move {
                         let _ = stopped.await;
                     })
