@@ -5,6 +5,7 @@ mod bucket_auto;
 mod count;
 mod facet;
 mod granularity;
+mod graph_lookup;
 mod group;
 mod limit_skip;
 mod lookup;
@@ -75,6 +76,7 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$sample" => Box::new(sample::Sample::parse(arg)?),
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
+        "$graphLookup" => Box::new(graph_lookup::GraphLookup::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
