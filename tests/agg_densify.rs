@@ -86,3 +86,63 @@ async fn graph_lookup_reporting_hierarchy() -> TestResult {
     assert_command_error(&err, 40101, "Location40101");
     Ok(())
 }
+
+#[tokio::test]
+async fn fill_locf_linear_and_value() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let stock = coll(&client, "stock");
+    let hour = |h: i64| mongodb::bson::DateTime::from_millis(1_615_194_000_000 + h * 3_600_000);
+    stock
+        .insert_many(vec![
+            doc! {"_id": 1, "time": hour(0), "price": 500, "r": "a"},
+            doc! {"_id": 2, "time": hour(1)},
+            doc! {"_id": 3, "time": hour(2), "price": 515},
+            doc! {"_id": 4, "time": hour(3)},
+            doc! {"_id": 5, "time": hour(4)},
+            doc! {"_id": 6, "time": hour(5), "price": 485},
+        ])
+        .await?;
+    let out = run(
+        &stock,
+        vec![
+            doc! {"$fill": {"sortBy": {"time": 1},
+            "output": {"price": {"method": "linear"}, "r": {"value": "z"}}}},
+            doc! {"$project": {"price": 1, "r": 1}},
+        ],
+    )
+    .await?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1, "price": 500, "r": "a"},
+            doc! {"_id": 2, "price": 507.5, "r": "z"},
+            doc! {"_id": 3, "price": 515, "r": "z"},
+            doc! {"_id": 4, "price": 505.0, "r": "z"},
+            doc! {"_id": 5, "price": 495.0, "r": "z"},
+            doc! {"_id": 6, "price": 485, "r": "z"},
+        ]
+    );
+    let out = run(
+        &stock,
+        vec![
+            doc! {"$fill": {"sortBy": {"time": -1}, "output": {"price": {"method": "locf"}}}},
+            doc! {"$project": {"price": 1}},
+        ],
+    )
+    .await?;
+    let prices: Vec<i32> = out
+        .iter()
+        .map(|d| d.get_i32("price"))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(prices, vec![485, 485, 485, 515, 515, 500]);
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {"aggregate": "stock", "cursor": {}, "pipeline": [
+        {"$fill": {"output": {"price": {"method": "linear"}}}}]},
+    )
+    .await?;
+    assert_command_error(&err, 605_001, "Location605001");
+    Ok(())
+}

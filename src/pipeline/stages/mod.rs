@@ -4,6 +4,7 @@ mod bucket;
 mod bucket_auto;
 mod count;
 mod facet;
+mod fill;
 mod granularity;
 mod graph_lookup;
 mod group;
@@ -77,6 +78,7 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
         "$graphLookup" => Box::new(graph_lookup::GraphLookup::parse(arg, vars)?),
+        "$fill" => Box::new(fill::Fill::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
