@@ -146,3 +146,89 @@ async fn fill_locf_linear_and_value() -> TestResult {
     assert_command_error(&err, 605_001, "Location605001");
     Ok(())
 }
+
+#[tokio::test]
+async fn densify_numbers_dates_and_partitions() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let coffee = coll(&client, "coffee");
+    coffee
+        .insert_many(vec![
+            doc! {"_id": 1, "altitude": 600, "variety": "Arabica Typica"},
+            doc! {"_id": 2, "altitude": 750, "variety": "Arabica Typica"},
+            doc! {"_id": 3, "altitude": 950, "variety": "Arabica Typica"},
+            doc! {"_id": 4, "altitude": 1250, "variety": "Gesha"},
+            doc! {"_id": 5, "altitude": 1700, "variety": "Gesha"},
+        ])
+        .await?;
+    let out = run(
+        &coffee,
+        vec![
+            doc! {"$densify": {"field": "altitude", "partitionByFields": ["variety"],
+            "range": {"bounds": "partition", "step": 200}}},
+            doc! {"$project": {"_id": 0, "altitude": 1, "variety": 1}},
+        ],
+    )
+    .await?;
+    let a = "Arabica Typica";
+    assert_eq!(
+        out,
+        vec![
+            doc! {"altitude": 600, "variety": a},
+            doc! {"altitude": 750, "variety": a},
+            doc! {"variety": a, "altitude": 800},
+            doc! {"altitude": 950, "variety": a},
+            doc! {"altitude": 1250, "variety": "Gesha"},
+            doc! {"variety": "Gesha", "altitude": 1450},
+            doc! {"variety": "Gesha", "altitude": 1650},
+            doc! {"altitude": 1700, "variety": "Gesha"},
+        ]
+    );
+    let weather = coll(&client, "weather");
+    let h = |n: i64| mongodb::bson::DateTime::from_millis(1_621_296_000_000 + n * 3_600_000);
+    weather
+        .insert_many(vec![doc! {"_id": 1, "t": h(0)}, doc! {"_id": 2, "t": h(4)}])
+        .await?;
+    let out = run(
+        &weather,
+        vec![
+            doc! {"$densify": {"field": "t",
+            "range": {"step": 1, "unit": "hour", "bounds": [h(0), h(6)]}}},
+            doc! {"$project": {"_id": 1, "t": 1}},
+        ],
+    )
+    .await?;
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": 1, "t": h(0)},
+            doc! {"t": h(1)},
+            doc! {"t": h(2)},
+            doc! {"t": h(3)},
+            doc! {"_id": 2, "t": h(4)},
+            doc! {"t": h(5)},
+        ]
+    );
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {"aggregate": "coffee", "cursor": {}, "pipeline": [
+        {"$densify": {"field": "altitude", "range": {"bounds": "partition", "step": 1}}}]},
+    )
+    .await?;
+    assert_command_error(&err, 5_733_408, "Location5733408");
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {"aggregate": "coffee", "cursor": {}, "pipeline": [
+        {"$densify": {"field": "variety", "range": {"bounds": "full", "step": 1}}}]},
+    )
+    .await?;
+    assert_command_error(&err, 5_733_201, "Location5733201");
+    assert_eq!(
+        err.message,
+        "PlanExecutor error during aggregation :: caused by :: Densify field type must be \
+         numeric or a date"
+    );
+    Ok(())
+}

@@ -10,7 +10,7 @@ use bson::{RawBson, RawBsonRef, RawDocumentBuf};
 
 use super::reshape::Reshape;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::{Context, Doc, Stage, Stream, blocking, doc};
+use crate::pipeline::{Context, Doc, Stage, Stream, aggregation_error, blocking, doc};
 use crate::query::compare::compare;
 use crate::query::display::type_name;
 use crate::query::expr::Expression;
@@ -399,7 +399,7 @@ impl Stage for Fill {
         } else {
             blocking(move || {
                 let docs = input.collect::<CommandResult<Vec<Doc>>>()?;
-                self.fill_methods(docs)
+                self.fill_methods(docs).map_err(aggregation_error)
             })
         };
         match &self.values {

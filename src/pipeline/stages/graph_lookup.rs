@@ -14,7 +14,7 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc
 
 use super::unwind::field_path;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::{Context, Reader, Stage, Stream, doc};
+use crate::pipeline::{Context, Reader, Stage, Stream, aggregation_error, doc};
 use crate::query::compare::compare;
 use crate::query::display::type_name;
 use crate::query::expr::Expression;
@@ -334,7 +334,7 @@ impl GraphLookup {
                 "$graphLookup has no collection reader",
             ));
         };
-        let found = self.search(input, reader)?;
+        let found = self.search(input, reader).map_err(aggregation_error)?;
         Ok(doc::set(input, &self.as_path, Some(RawBson::Array(found))))
     }
 }

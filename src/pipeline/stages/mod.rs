@@ -3,6 +3,7 @@
 mod bucket;
 mod bucket_auto;
 mod count;
+mod densify;
 mod facet;
 mod fill;
 mod granularity;
@@ -78,6 +79,7 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
         "$graphLookup" => Box::new(graph_lookup::GraphLookup::parse(arg, vars)?),
+        "$densify" => Box::new(densify::Densify::parse(arg, vars)?),
         "$fill" => Box::new(fill::Fill::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
