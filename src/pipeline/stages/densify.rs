@@ -21,6 +21,9 @@ use crate::query::{Collation, Variables};
 /// mongod's `internalQueryMaxAllowedDensifyDocs`.
 const MAX_GENERATED: usize = 500_000;
 
+/// mongod's `internalDocumentSourceDensifyMaxMemoryBytes` (100 MiB), for the partition table.
+const MAX_MEMORY_BYTES: usize = 100 * 1024 * 1024;
+
 const UNITS: [&str; 9] = [
     "millisecond",
     "second",
@@ -119,6 +122,7 @@ pub struct Densify {
     add: Expression,
     sub: Expression,
     max_generated: usize,
+    max_memory: usize,
 }
 
 fn lt(a: &RawBson, b: &RawBson) -> bool {
@@ -262,6 +266,7 @@ impl Densify {
             add: Expression::parse_in(RawBsonRef::Document(&add), vars)?,
             sub: Expression::parse_in(RawBsonRef::Document(&sub), vars)?,
             max_generated: MAX_GENERATED,
+            max_memory: MAX_MEMORY_BYTES,
         })
     }
 
@@ -307,6 +312,7 @@ impl Densify {
         let mut parts: Vec<Partition> = Vec::new();
         let (mut global_min, mut global_max): (Option<RawBson>, Option<RawBson>) = (None, None);
         let mut done = false;
+        let mut table_bytes = 0_usize;
         for d in docs {
             let val = match doc::get(&d.0, &self.field) {
                 Some(v) => self.value(&v)?,
@@ -340,6 +346,15 @@ impl Densify {
                     Bounds::Partition => None,
                     Bounds::Explicit(lo, _) => Some(self.prev(lo)?),
                 };
+                table_bytes = table_bytes
+                    .saturating_add(include.as_bytes().len())
+                    .saturating_add(32);
+                if table_bytes > self.max_memory {
+                    return Err(loc(
+                        6_007_200,
+                        format!("$densify exceeded memory limit of {}", self.max_memory),
+                    ));
+                }
                 parts.push(Partition { include, current });
                 table.insert(Key(key), parts.len() - 1);
                 parts.len() - 1
@@ -753,6 +768,27 @@ mod tests {
             ),
             5_897_900
         );
+    }
+
+    #[test]
+    fn partition_table_memory_limit() {
+        let spec = bson::rawdoc! {"field": "x", "partitionByFields": ["p"],
+        "range": {"bounds": "partition", "step": 1}};
+        let mut stage = super::Densify::parse(
+            bson::RawBsonRef::Document(&spec),
+            &std::sync::Arc::new(crate::query::Variables::system_clock()),
+        )
+        .unwrap();
+        stage.max_memory = 200;
+        let docs: Vec<crate::pipeline::Doc> = (0..20)
+            .map(|i| crate::pipeline::computed(bson::rawdoc! {"p": i, "x": 1}))
+            .collect();
+        assert_eq!(
+            stage.run_all(docs.clone()).unwrap_err().code.code(),
+            6_007_200
+        );
+        stage.max_memory = super::MAX_MEMORY_BYTES;
+        assert_eq!(stage.run_all(docs).unwrap().len(), 20);
     }
 
     #[test]

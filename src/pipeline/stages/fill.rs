@@ -183,7 +183,9 @@ impl Fill {
                      '$fill'",
                 ));
             }
-            partition = Some(Expression::parse_in(p, vars)?);
+            if !methods.is_empty() {
+                partition = Some(Expression::parse_in(p, vars)?);
+            }
         }
         if let Some(fields) = partition_fields {
             let mut obj = RawDocumentBuf::new();
@@ -192,12 +194,18 @@ impl Fill {
                     .map_err(|e| CommandError::bad_value(e.to_string()))?;
                 obj.append(key, RawBson::String(format!("${f}")));
             }
-            partition = Some(Expression::parse_in(RawBsonRef::Document(&obj), vars)?);
+            if !methods.is_empty() {
+                partition = Some(Expression::parse_in(RawBsonRef::Document(&obj), vars)?);
+            }
+        }
+        // Without a method mongod builds no $setWindowFields: sortBy and partitionBy go unread.
+        if methods.is_empty() {
+            partition = None;
         }
         let sort = sort_by
+            .filter(|_| !methods.is_empty())
             .map(SortSpec::compile_for_pipeline)
-            .transpose()?
-            .filter(|_| !methods.is_empty());
+            .transpose()?;
         let sort_path = sort.as_ref().and_then(|s| {
             let keys = s.plan_keys();
             match keys.as_slice() {
