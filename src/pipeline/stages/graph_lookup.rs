@@ -83,7 +83,21 @@ impl GraphLookup {
         };
         // mongod's lite parse checks `from` before the rest.
         match spec.get("from") {
-            Ok(Some(RawBsonRef::String(_) | RawBsonRef::Document(_))) => {}
+            Ok(Some(RawBsonRef::String(_))) => {}
+            Ok(Some(RawBsonRef::Document(ns))) => {
+                // Only mongod's internal `local.system.tenantMigration.oplogView` takes this
+                // form.
+                let part = |k: &str| match ns.get(k) {
+                    Ok(Some(RawBsonRef::String(s))) => s.to_owned(),
+                    _ => String::new(),
+                };
+                return Err(failed(format!(
+                    "$graphLookup with syntax {{from: {{db:<>, coll:<>}},..}} is not supported \
+                     for db: {} and coll: {}",
+                    part("db"),
+                    part("coll")
+                )));
+            }
             Ok(Some(other)) => {
                 return Err(failed(format!(
                     "$graphLookup 'from' field must be a string, but found {}",
@@ -629,6 +643,19 @@ mod tests {
         assert_eq!(code(doc! {"$graphLookup": 1}, &[]), 9);
         assert_eq!(code(doc! {"$graphLookup": {"as": "x"}}, &[]), 9);
         assert_eq!(code(with("from", 1.into()), &[]), 9);
+        let err = crate::pipeline::stages::tests::aggregate(
+            &[with("from", doc! {"db": "a", "coll": "b"}.into())],
+            &[],
+        )
+        .unwrap_err();
+        assert_eq!(
+            (err.code.code(), err.errmsg.as_str()),
+            (
+                9,
+                "$graphLookup with syntax {from: {db:<>, coll:<>},..} is not supported for db: \
+                 a and coll: b"
+            )
+        );
         assert_eq!(
             code(doc! {"$graphLookup": {"from": "x", "as": "y"}}, &[]),
             40105
