@@ -146,8 +146,8 @@ async fn stage_and_accumulator_errors() -> TestResult {
     let cases: Vec<(Document, i32, &str)> = vec![
         (
             doc! {"$graphLookup": {"from": "x", "as": "y"}},
-            40324,
-            "Location40324",
+            40105,
+            "Location40105",
         ),
         (doc! {"$unwind": "sizes"}, 28818, "Location28818"),
         (

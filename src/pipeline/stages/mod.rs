@@ -3,8 +3,11 @@
 mod bucket;
 mod bucket_auto;
 mod count;
+mod densify;
 mod facet;
+mod fill;
 mod granularity;
+mod graph_lookup;
 mod group;
 mod limit_skip;
 mod lookup;
@@ -75,6 +78,9 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$sample" => Box::new(sample::Sample::parse(arg)?),
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
+        "$graphLookup" => Box::new(graph_lookup::GraphLookup::parse(arg, vars)?),
+        "$densify" => Box::new(densify::Densify::parse(arg, vars)?),
+        "$fill" => Box::new(fill::Fill::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
