@@ -17,6 +17,7 @@ mod sort;
 mod sort_by_count;
 mod union_with;
 mod unwind;
+mod window;
 
 use std::sync::Arc;
 
@@ -76,6 +77,7 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$redact" => Box::new(redact::Redact::parse(arg, vars)?),
         "$lookup" => Box::new(lookup::Lookup::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
+        "$setWindowFields" => Box::new(window::SetWindowFields::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
         }
