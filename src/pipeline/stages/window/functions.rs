@@ -87,7 +87,7 @@ enum Func {
     },
     ExpMovingAvg {
         input: Expression,
-        alpha: f64,
+        alpha: dd::Dd,
     },
     Covariance {
         x: Expression,
@@ -194,14 +194,20 @@ impl WindowFn {
             Func::Derivative { input, unit } => self.derivative(input, *unit, part),
             Func::Integral { input, unit } => self.integral(input, *unit, part),
             Func::ExpMovingAvg { input, alpha } => {
-                let mut avg: Option<f64> = None;
+                // mongod computes in Decimal128; double-double arithmetic (about 32 digits)
+                // rounds to the same doubles.
+                let keep = dd::add(dd::ONE, dd::neg(*alpha));
+                let mut avg: Option<dd::Dd> = None;
                 part.docs
                     .iter()
                     .map(|d| {
                         if let Some(x) = input.evaluate(d)?.as_ref().and_then(as_f64) {
-                            avg = Some(avg.map_or(x, |a| x * alpha + a * (1.0 - alpha)));
+                            let x = (x, 0.0);
+                            avg = Some(
+                                avg.map_or(x, |a| dd::add(dd::mul(x, *alpha), dd::mul(a, keep))),
+                            );
                         }
-                        Ok(avg.map_or(RawBson::Null, RawBson::Double))
+                        Ok(avg.map_or(RawBson::Null, |(hi, lo)| RawBson::Double(hi + lo)))
                     })
                     .collect()
             }
@@ -266,7 +272,7 @@ impl WindowFn {
                         xs.get(hi).copied().flatten(),
                     ) {
                         (Some(y0), Some(y1), Some(x0), Some(x1)) if x1 != x0 => {
-                            RawBson::Double((y1 - y0) / ((x1 - x0) / per_unit(unit)))
+                            RawBson::Double((y1 - y0) / (x1 - x0) * per_unit(unit))
                         }
                         _ => RawBson::Null,
                     }
@@ -297,17 +303,22 @@ impl WindowFn {
         for i in 0..part.docs.len() {
             let value = match self.bounds.window(i, keys)? {
                 Some((lo, hi)) => {
-                    let mut area = 0.0;
+                    // mongod's sum starts as the int 0: a window of one point stays an int.
+                    let mut area: Option<f64> = None;
                     let mut prev: Option<(f64, f64)> = None;
                     for k in lo..=hi {
                         if let (Some(Some(x)), Some(Some(y))) = (xs.get(k), ys.get(k)) {
                             if let Some((px, py)) = prev {
-                                area += (x - px) * (y + py) / 2.0;
+                                let trapezoid = (x - px) * (y + py) / 2.0;
+                                area = Some(area.unwrap_or(0.0) + trapezoid);
                             }
                             prev = Some((*x, *y));
                         }
                     }
-                    RawBson::Double(area / per_unit(unit))
+                    match area {
+                        Some(a) => RawBson::Double(a / per_unit(unit)),
+                        None => RawBson::Int32(0),
+                    }
                 }
                 None => RawBson::Null,
             };
@@ -640,7 +651,7 @@ fn parse_exp_moving_avg(
         if x <= 0.0 {
             return Err(failed(format!("'N' must be greater than zero. Got {x}")));
         }
-        2.0 / (x + 1.0)
+        dd::div((2.0, 0.0), (x + 1.0, 0.0))
     } else if let Some(a) = arg.get("alpha").ok().flatten() {
         let x = as_f64(&RawBson::from(a)).ok_or_else(|| failed("'alpha' must be a number"))?;
         if !(x > 0.0 && x < 1.0) {
@@ -649,7 +660,7 @@ fn parse_exp_moving_avg(
                 display::element("alpha", a)
             )));
         }
-        x
+        dd::decimal15(x)
     } else {
         return Err(failed(format!(
             "Got unrecognized field in $expMovingAvg{shape}"
@@ -888,5 +899,72 @@ impl WindowFn {
         if let Func::Acc(acc) = &mut self.func {
             acc.set_collation(collation);
         }
+    }
+}
+
+/// Double-double numbers (an unevaluated sum `hi + lo`), for `$expMovingAvg`'s decimal
+/// arithmetic.
+mod dd {
+    pub type Dd = (f64, f64);
+
+    pub const ONE: Dd = (1.0, 0.0);
+
+    fn two_sum(a: f64, b: f64) -> Dd {
+        let s = a + b;
+        let bb = s - a;
+        (s, (a - (s - bb)) + (b - bb))
+    }
+
+    fn quick_two_sum(a: f64, b: f64) -> Dd {
+        let s = a + b;
+        (s, b - (s - a))
+    }
+
+    pub fn neg(a: Dd) -> Dd {
+        (-a.0, -a.1)
+    }
+
+    pub fn add(a: Dd, b: Dd) -> Dd {
+        let (s, e) = two_sum(a.0, b.0);
+        quick_two_sum(s, e + a.1 + b.1)
+    }
+
+    pub fn mul(a: Dd, b: Dd) -> Dd {
+        let p = a.0 * b.0;
+        let e = a.0.mul_add(b.0, -p) + a.0 * b.1 + a.1 * b.0;
+        quick_two_sum(p, e)
+    }
+
+    pub fn div(a: Dd, b: Dd) -> Dd {
+        let q1 = a.0 / b.0;
+        let r = add(a, neg(mul((q1, 0.0), b)));
+        let q2 = r.0 / b.0;
+        let r = add(r, neg(mul((q2, 0.0), b)));
+        let q3 = r.0 / b.0;
+        add(quick_two_sum(q1, q2), (q3, 0.0))
+    }
+
+    /// A double as mongod turns it into a Decimal128 (15 significant digits).
+    pub fn decimal15(x: f64) -> Dd {
+        let text = format!("{x:.14e}");
+        let Some((mantissa, exp)) = text.split_once('e') else {
+            return (x, 0.0);
+        };
+        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+        let (Ok(m), Ok(e)) = (digits.parse::<i64>(), exp.parse::<i32>()) else {
+            return (x, 0.0);
+        };
+        // x = m * 10^(e - 14); alpha lies in (0, 1), so the power is negative and small.
+        let shift = 14 - e;
+        if !(0..=300).contains(&shift) {
+            return (x, 0.0);
+        }
+        #[expect(clippy::cast_precision_loss, reason = "15 digits fit a double exactly")]
+        let m = (m as f64, 0.0);
+        let mut scale = ONE;
+        for _ in 0..shift {
+            scale = mul(scale, (10.0, 0.0));
+        }
+        div(m, scale)
     }
 }
