@@ -4,8 +4,10 @@
 //! key then `sortBy` that mongod puts before it).
 //!
 //! A blocking stage: it reads its whole input, held within the blocking stages' memory limit
-//! without `allowDiskUse` (mongod's 292 past it); with `allowDiskUse` it holds it in memory
-//! all the same (mongod would spill).
+//! without `allowDiskUse` (past it, 292 from the sort mongod puts first, or 5414201 from the
+//! stage's own tracker when nothing is sorted); with `allowDiskUse` it holds its input in
+//! memory all the same (mongod would spill). The functions' values always count against the
+//! limit (5414201), so a `$push` over a large partition cannot grow without bound.
 
 mod bounds;
 mod functions;
@@ -171,7 +173,14 @@ impl SetWindowFields {
             if let Some(max) = max_bytes
                 && bytes > max
             {
-                return Err(aggregation_error(exceeded()));
+                // mongod's `$sort` before the stage fails first; without one, the stage's own
+                // memory tracker does.
+                let sorted = self.sort.is_some() || self.partition_by.is_some();
+                return Err(aggregation_error(if sorted {
+                    crate::sorter::exceeded(max)
+                } else {
+                    exceeded(bytes, max)
+                }));
             }
             rows.push((key, sort_key, doc, expiry));
         }
@@ -193,7 +202,7 @@ impl SetWindowFields {
                 end += 1;
             }
             let slice = rows.get(start..end).unwrap_or_default();
-            out.extend(self.partition(slice).map_err(aggregation_error)?);
+            out.extend(self.partition(slice, ctx).map_err(aggregation_error)?);
             start = end;
         }
         Ok(out)
@@ -203,6 +212,7 @@ impl SetWindowFields {
     fn partition(
         &self,
         rows: &[(RawBson, Vec<RawBson>, RawDocumentBuf, i64)],
+        ctx: &Context,
     ) -> CommandResult<Vec<Doc>> {
         let docs: Vec<RawDocumentBuf> = rows.iter().map(|r| r.2.clone()).collect();
         let first_values = docs
@@ -218,9 +228,24 @@ impl SetWindowFields {
             sort_keys: rows.iter().map(|r| r.1.clone()).collect(),
             first_values,
         };
+        // mongod's tracker counts the partition (unless it may spill) and the functions'
+        // values; the values are held whatever `allowDiskUse` says.
+        let max = ctx.limits.max_bytes;
+        let mut bytes = if ctx.limits.allow_disk_use {
+            0
+        } else {
+            docs.iter().map(|d| d.as_bytes().len()).sum()
+        };
         let mut columns = Vec::with_capacity(self.output.len());
         for (_, f) in &self.output {
-            columns.push(f.compute(&part)?);
+            let column = f.compute(&part)?;
+            for v in &column {
+                bytes = bytes.saturating_add(crate::pipeline::accumulators::value_bytes(Some(v)));
+            }
+            if bytes > max {
+                return Err(exceeded(bytes, max));
+            }
+            columns.push(column);
         }
         let mut out = Vec::with_capacity(docs.len());
         for (i, (doc, row)) in docs.iter().zip(rows).enumerate() {
@@ -250,12 +275,14 @@ fn object<'a>(v: RawBsonRef<'a>, field: &str) -> CommandResult<&'a RawDocument> 
     }
 }
 
-/// mongod's error for a `$setWindowFields` past its memory limit without `allowDiskUse`.
-fn exceeded() -> CommandError {
-    CommandError::new(
-        ErrorCode::QueryExceededMemoryLimitNoDiskUseAllowed,
-        "Exceeded memory limit in DocumentSourceSetWindowFields, but didn't allow external \
-         sort. Pass allowDiskUse:true to opt in.",
+/// mongod's 5414201: the stage's memory past its limit.
+fn exceeded(used: usize, max: usize) -> CommandError {
+    loc(
+        5_414_201,
+        format!(
+            "Exceeded memory limit in DocumentSourceSetWindowFields, used {used} bytes but max \
+             allowed is {max}"
+        ),
     )
 }
 

@@ -357,11 +357,19 @@ fn runtime_errors_and_memory_limit() {
     assert_eq!(code(array, &docs), 14);
     let spec = [doc! {"$setWindowFields": {"output": {"s": {"$sum": "$quantity"}}}}];
     let err = aggregate_in(&ctx(false, 200), &spec, &cakes()).unwrap_err();
-    assert_eq!(err.code.code(), 292);
+    assert_eq!(err.code.code(), 5_414_201);
     assert_eq!(
         aggregate_in(&ctx(true, 200), &spec, &cakes())
             .unwrap()
             .len(),
         6
     );
+    let sorted = [doc! {"$setWindowFields": {"sortBy": {"price": 1},
+    "output": {"s": {"$sum": "$quantity"}}}}];
+    let err = aggregate_in(&ctx(false, 200), &sorted, &cakes()).unwrap_err();
+    assert_eq!(err.code.code(), 292);
+    // The values count whatever allowDiskUse says: six copies of a six-element array.
+    let pushed = [doc! {"$setWindowFields": {"output": {"s": {"$push": "$type"}}}}];
+    let err = aggregate_in(&ctx(true, 300), &pushed, &cakes()).unwrap_err();
+    assert_eq!(err.code.code(), 5_414_201);
 }
