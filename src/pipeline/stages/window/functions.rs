@@ -890,7 +890,10 @@ fn accumulator(
     let key = <&bson::raw::CStr>::try_from(name)
         .map_err(|e| crate::error::CommandError::bad_value(e.to_string()))?;
     spec.append(key, RawBson::from(arg));
-    Accumulator::parse(field, RawBsonRef::Document(&spec), vars)
+    // A window's output may be a dotted path, which `$group` forbids: the accumulator sees
+    // the last part (its name only shows in errors the window's own checks rule out).
+    let last = field.rsplit('.').next().unwrap_or(field);
+    Accumulator::parse(last, RawBsonRef::Document(&spec), vars)
 }
 
 impl WindowFn {

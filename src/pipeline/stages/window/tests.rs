@@ -373,3 +373,32 @@ fn runtime_errors_and_memory_limit() {
     let err = aggregate_in(&ctx(true, 300), &pushed, &cakes()).unwrap_err();
     assert_eq!(err.code.code(), 5_414_201);
 }
+
+#[test]
+fn empty_windows_dotted_outputs_and_negative_shifts() {
+    let docs = vec![
+        doc! {"_id": 1, "v": 1},
+        doc! {"_id": 2, "v": 2},
+        doc! {"_id": 3, "v": 4},
+    ];
+    let out = aggregate(
+        &[doc! {"$setWindowFields": {"sortBy": {"_id": 1}, "output": {
+            "before.sum": {"$sum": "$v", "window": {"documents": ["unbounded", -1]}},
+            "before.avg": {"$avg": "$v", "window": {"documents": ["unbounded", -1]}},
+            "prev": {"$shift": {"output": "$v", "by": -1}},
+            "med": {"$median": {"input": "$v", "method": "approximate"},
+                "window": {"documents": [-1, 1]}},
+        }}}],
+        &docs,
+    )
+    .unwrap();
+    assert_eq!(
+        out[0],
+        doc! {"_id": 1, "v": 1, "before": {"sum": 0, "avg": Bson::Null}, "prev": Bson::Null,
+        "med": 1.0}
+    );
+    assert_eq!(
+        out[2],
+        doc! {"_id": 3, "v": 4, "before": {"sum": 3, "avg": 1.5}, "prev": 2, "med": 2.0}
+    );
+}
