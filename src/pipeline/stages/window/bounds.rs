@@ -254,9 +254,12 @@ impl Bounds {
                     return Ok(None);
                 };
                 check_range_value(base, *unit)?;
+                // "current" is the current document itself, not its sort value (mongod's
+                // partition_iterator.cpp): ties on either side stay outside.
                 let lo = match lower {
                     Bound::Unbounded => 0,
-                    b => {
+                    Bound::Current => i,
+                    b @ Bound::At(_) => {
                         let Some(v) = offset(base, b, *unit) else {
                             return Ok(None);
                         };
@@ -265,7 +268,8 @@ impl Bounds {
                 };
                 let hi = match upper {
                     Bound::Unbounded => n,
-                    b => {
+                    Bound::Current => i + 1,
+                    b @ Bound::At(_) => {
                         let Some(v) = offset(base, b, *unit) else {
                             return Ok(None);
                         };

@@ -375,6 +375,34 @@ fn runtime_errors_and_memory_limit() {
 }
 
 #[test]
+fn range_current_is_the_document_not_its_ties() {
+    let docs = vec![
+        doc! {"_id": 1, "t": 1},
+        doc! {"_id": 2, "t": 2},
+        doc! {"_id": 3, "t": 2},
+        doc! {"_id": 4, "t": 3},
+    ];
+    let out = aggregate(
+        &[doc! {"$setWindowFields": {"sortBy": {"t": 1}, "output": {
+            "upTo": {"$push": "$_id", "window": {"range": ["unbounded", "current"]}},
+            "near": {"$push": "$_id", "window": {"range": [0, 0]}},
+        }}}],
+        &docs,
+    )
+    .unwrap();
+    let ids = |d: &Document, f: &str| -> Vec<i32> {
+        d.get_array(f)
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i32().unwrap())
+            .collect()
+    };
+    assert_eq!(ids(&out[1], "upTo"), vec![1, 2]);
+    assert_eq!(ids(&out[1], "near"), vec![2, 3]);
+    assert_eq!(ids(&out[2], "upTo"), vec![1, 2, 3]);
+}
+
+#[test]
 fn empty_windows_dotted_outputs_and_negative_shifts() {
     let docs = vec![
         doc! {"_id": 1, "v": 1},
