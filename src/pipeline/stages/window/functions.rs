@@ -586,7 +586,7 @@ fn parse_shift(
                 by = Some(n.ok_or_else(|| {
                     failed(format!(
                         "'$shift:by' field must be an integer, but found {}",
-                        display::value(v)
+                        display::element("by", v)
                     ))
                 })?);
             }
