@@ -67,6 +67,7 @@ enum Op {
 }
 
 /// One group's running value of one accumulator.
+#[derive(Clone)]
 pub enum State {
     /// `$sum`, `$avg`, `$count`: the total so far and how many numbers made it.
     Sum { total: RawBson, n: u64 },

@@ -18,6 +18,7 @@ use crate::query::{Expression, Variables};
 type Item = (Vec<RawBson>, RawBson);
 
 /// The values one group keeps, with the sort key of each for the `$top`/`$bottom` family.
+#[derive(Clone)]
 pub struct Ranked {
     n: usize,
     items: VecDeque<Item>,

@@ -20,6 +20,7 @@ mod sort;
 mod sort_by_count;
 mod union_with;
 mod unwind;
+mod window;
 
 use std::sync::Arc;
 
@@ -82,6 +83,7 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$densify" => Box::new(densify::Densify::parse(arg, vars)?),
         "$fill" => Box::new(fill::Fill::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
+        "$setWindowFields" => Box::new(window::SetWindowFields::parse(arg, vars)?),
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
         }

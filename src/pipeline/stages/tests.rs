@@ -380,7 +380,7 @@ fn group_memory_limit_without_disk_use() {
 
 #[test]
 fn unknown_and_refused_stages_stay_40324() {
-    for stage in ["$setWindowFields", "$frobnicate"] {
+    for stage in ["$collStats", "$indexStats", "$frobnicate"] {
         let mut d = Document::new();
         d.insert(stage, doc! {});
         assert_eq!(code(d, &[]), 40324, "{stage}");
