@@ -120,7 +120,15 @@ pub(super) fn decimal(d: f64) -> RawBson {
     } else if d.is_infinite() {
         if d > 0.0 { "Infinity" } else { "-Infinity" }.to_owned()
     } else {
-        format!("{d:e}")
+        // The shortest digits that read back as `d`, without an exponent when they fit a
+        // decimal's 34 digits (`50`, not `5E+1`, as mongod's decimal arithmetic writes it).
+        let plain = format!("{d}");
+        let digits = plain.bytes().filter(u8::is_ascii_digit).count();
+        if digits <= 34 {
+            plain
+        } else {
+            format!("{d:e}")
+        }
     };
     bson::Decimal128::from_str(&text).map_or(RawBson::Double(d), RawBson::Decimal128)
 }

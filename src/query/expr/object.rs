@@ -1,4 +1,4 @@
-//! `$mergeObjects`: the fields of several documents, later ones overwriting earlier ones in
+//! `$bsonSize`, a document's size in bytes; `$mergeObjects`: the fields of several documents, later ones overwriting earlier ones in
 //! place. As mongod's expression form of the accumulator, one argument that is an array merges
 //! its elements; null and missing inputs are skipped.
 
@@ -13,6 +13,29 @@ use super::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct MergeObjects;
 
+/// `$bsonSize`: the size in bytes of a document as BSON (null for null or missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BsonSize;
+
+impl PositionalOp for BsonSize {
+    fn eval(self, args: &[Node], env: Env<'_>) -> Result<Value, CommandError> {
+        let v = super::arg(args, 0, env)?;
+        match r(&v) {
+            v if nullish(v) => Ok(Some(RawBson::Null)),
+            Some(RawBsonRef::Document(d)) => Ok(Some(
+                i32::try_from(d.as_bytes().len()).map_or(RawBson::Null, RawBson::Int32),
+            )),
+            other => Err(loc(
+                31393,
+                format!(
+                    "$bsonSize requires a document input, found: {}",
+                    tname(other)
+                ),
+            )),
+        }
+    }
+}
+
 pub(super) fn parse_op(
     name: &str,
     v: RawBsonRef<'_>,
@@ -20,6 +43,10 @@ pub(super) fn parse_op(
 ) -> Option<Result<Node, CommandError>> {
     match name {
         "mergeObjects" => Some(parse_args(v, sc).map(|args| super::call(MergeObjects, args))),
+        "bsonSize" => Some(parse_args(v, sc).and_then(|args| {
+            super::exactly(name, &args, 1)?;
+            Ok(super::call(BsonSize, args))
+        })),
         _ => None,
     }
 }

@@ -483,6 +483,22 @@ pub(super) fn date_trunc(
 
 // ---- $dateToString ----
 
+/// The months' English names (`%B`; their first three letters are `%b`).
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
 /// The format `$dateToString` uses without `format`.
 pub(super) const ISO_FORMAT: &str = "%Y-%m-%dT%H:%M:%S.%LZ";
 
@@ -496,8 +512,8 @@ pub(super) fn validate_format(format: &str) -> Result<(), CommandError> {
         match chars.next() {
             None => return Err(loc(18535, "Unmatched '%' at end of format string")),
             Some(
-                '%' | 'd' | 'G' | 'H' | 'j' | 'L' | 'm' | 'M' | 'S' | 'w' | 'u' | 'U' | 'V' | 'Y'
-                | 'z' | 'Z',
+                '%' | 'b' | 'B' | 'd' | 'G' | 'H' | 'j' | 'L' | 'm' | 'M' | 'S' | 'w' | 'u' | 'U'
+                | 'V' | 'Y' | 'z' | 'Z',
             ) => {}
             Some(other) => {
                 return Err(loc(
@@ -539,6 +555,19 @@ pub(super) fn format_date(format: &str, ms: i64, tz: &Tz) -> Result<String, Comm
             Some('%') => out.push('%'),
             Some('Y') => padded(&mut out, t.year, 4)?,
             Some('m') => padded(&mut out, t.month, 2)?,
+            // MongoDB 7.0's month names, in title case.
+            Some(c @ ('b' | 'B')) => {
+                let name = usize::try_from(t.month - 1)
+                    .ok()
+                    .and_then(|i| MONTHS.get(i))
+                    .copied()
+                    .unwrap_or("");
+                out.push_str(if c == 'b' {
+                    name.get(..3).unwrap_or(name)
+                } else {
+                    name
+                });
+            }
             Some('d') => padded(&mut out, t.day, 2)?,
             Some('H') => padded(&mut out, t.hour, 2)?,
             Some('M') => padded(&mut out, t.minute, 2)?,
