@@ -64,6 +64,33 @@ pub fn set<S: AsRef<str>>(doc: &RawDocument, path: &[S], value: Option<RawBson>)
     out
 }
 
+/// The values of `path` in `doc` as a query reads them (`$lookup`'s `localField`,
+/// `$graphLookup`'s `connectFromField`): through arrays of documents, and each element of an
+/// array at the end.
+pub fn query_values(doc: &RawDocument, path: &[String], out: &mut Vec<RawBson>) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let Ok(Some(v)) = doc.get(first) else {
+        return;
+    };
+    match (v, rest.is_empty()) {
+        (RawBsonRef::Array(a), true) => {
+            out.extend(a.into_iter().map_while(Result::ok).map(RawBson::from));
+        }
+        (v, true) => out.push(v.into()),
+        (RawBsonRef::Document(d), false) => query_values(d, rest, out),
+        (RawBsonRef::Array(a), false) => {
+            for e in a.into_iter().map_while(Result::ok) {
+                if let RawBsonRef::Document(d) = e {
+                    query_values(d, rest, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bson::rawdoc;

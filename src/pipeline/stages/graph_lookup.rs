@@ -312,7 +312,7 @@ impl GraphLookup {
                 }
                 added = true;
                 let mut from_values = Vec::new();
-                values_at(&d, &self.connect_from, &mut from_values);
+                doc::query_values(&d, &self.connect_from, &mut from_values);
                 for v in from_values {
                     frontier_bytes = frontier_bytes.saturating_add(value_size(v.as_raw_bson_ref()));
                     next.insert(Key(v));
@@ -416,36 +416,6 @@ fn value_size(v: RawBsonRef<'_>) -> usize {
         RawBsonRef::Array(a) => a.as_bytes().len(),
         RawBsonRef::String(s) => s.len().saturating_add(16),
         _ => 16,
-    }
-}
-
-/// Every value at `path` in `doc`, through arrays (mongod's `visitAllValuesAtPath`): an array
-/// at the end gives each of its elements.
-fn values_at(doc: &RawDocument, path: &[String], out: &mut Vec<RawBson>) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    let Ok(Some(v)) = doc.get(first) else {
-        return;
-    };
-    value_at(v, rest, out);
-}
-
-fn value_at(v: RawBsonRef<'_>, rest: &[String], out: &mut Vec<RawBson>) {
-    match (v, rest.is_empty()) {
-        (RawBsonRef::Array(a), true) => {
-            out.extend(a.into_iter().map_while(Result::ok).map(RawBson::from));
-        }
-        (v, true) => out.push(v.into()),
-        (RawBsonRef::Document(d), false) => values_at(d, rest, out),
-        (RawBsonRef::Array(a), false) => {
-            for e in a.into_iter().map_while(Result::ok) {
-                if let RawBsonRef::Document(d) = e {
-                    values_at(d, rest, out);
-                }
-            }
-        }
-        _ => {}
     }
 }
 

@@ -192,7 +192,7 @@ impl Lookup {
             Some((local, foreign)) => {
                 let mut values = RawArrayBuf::new();
                 let mut found = Vec::new();
-                local_values(doc, local, &mut found);
+                doc::query_values(doc, local, &mut found);
                 if found.is_empty() {
                     // A missing local field matches as null (and so, missing foreign fields).
                     found.push(RawBson::Null);
@@ -263,36 +263,6 @@ impl Lookup {
             array.push(d);
         }
         Ok(doc::set(doc, &self.as_path, Some(RawBson::Array(array))))
-    }
-}
-
-/// The values of `path` in `doc` as a query reads them: through arrays of documents, each
-/// element of an array at the end.
-fn local_values(doc: &RawDocument, path: &[String], out: &mut Vec<RawBson>) {
-    let Some((first, rest)) = path.split_first() else {
-        return;
-    };
-    let Ok(Some(v)) = doc.get(first) else {
-        return;
-    };
-    value_at(v, rest, out);
-}
-
-fn value_at(v: RawBsonRef<'_>, rest: &[String], out: &mut Vec<RawBson>) {
-    match (v, rest.is_empty()) {
-        (RawBsonRef::Array(a), true) => {
-            out.extend(a.into_iter().map_while(Result::ok).map(RawBson::from));
-        }
-        (v, true) => out.push(v.into()),
-        (RawBsonRef::Document(d), false) => local_values(d, rest, out),
-        (RawBsonRef::Array(a), false) => {
-            for e in a.into_iter().map_while(Result::ok) {
-                if let RawBsonRef::Document(d) = e {
-                    local_values(d, rest, out);
-                }
-            }
-        }
-        _ => {}
     }
 }
 
