@@ -390,7 +390,14 @@ impl Accumulator {
         Ok(match state {
             State::Sum { total, n } => match self.op {
                 Op::Avg if n == 0 => RawBson::Null,
-                Op::Avg => RawBson::Double(as_f64(&total).unwrap_or(0.0) / n as f64),
+                Op::Avg => {
+                    let mean = as_f64(&total).unwrap_or(0.0) / n as f64;
+                    if matches!(total, RawBson::Decimal128(_)) {
+                        crate::query::expr::decimal_from_f64(mean)
+                    } else {
+                        RawBson::Double(mean)
+                    }
+                }
                 _ => total,
             },
             State::Best(v) | State::Last(v) => v.unwrap_or(RawBson::Null),

@@ -1,4 +1,5 @@
-//! Number arithmetic of `$sum` and `$avg`: int32 widens to int64 on overflow, int64 to double.
+//! Number arithmetic of `$sum` and `$avg`: int32 widens to int64 on overflow, int64 to double;
+//! with a decimal128 the result is a decimal128 (computed through `f64`).
 
 use bson::RawBson;
 
@@ -11,7 +12,14 @@ pub(super) fn add(acc: RawBson, v: &RawBson) -> RawBson {
         (RawBson::Int32(a), RawBson::Int64(b)) => add_i64(i64::from(a), *b),
         (RawBson::Int64(a), RawBson::Int32(b)) => add_i64(a, i64::from(*b)),
         (RawBson::Int64(a), RawBson::Int64(b)) => add_i64(a, *b),
-        (a, b) => RawBson::Double(as_f64(&a).unwrap_or(0.0) + as_f64(b).unwrap_or(0.0)),
+        (a, b) => {
+            let total = as_f64(&a).unwrap_or(0.0) + as_f64(b).unwrap_or(0.0);
+            if matches!(a, RawBson::Decimal128(_)) || matches!(b, RawBson::Decimal128(_)) {
+                crate::query::expr::decimal_from_f64(total)
+            } else {
+                RawBson::Double(total)
+            }
+        }
     }
 }
 

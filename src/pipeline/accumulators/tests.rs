@@ -1,6 +1,6 @@
 //! Every accumulator through `$group`: the manual's examples and mongod's argument errors.
 
-use bson::{Bson, Document, doc};
+use bson::{Bson, Document, RawBson, doc};
 
 use crate::pipeline::stages::tests::{aggregate, code};
 
@@ -406,4 +406,17 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn sums_and_averages_of_decimals_stay_decimal() {
+    let d = |s: &str| RawBson::Decimal128(s.parse().unwrap_or_else(|e| panic!("{s}: {e:?}")));
+    let total = [d("10.5"), RawBson::Int32(2), d("7")]
+        .iter()
+        .fold(RawBson::Int32(0), |acc, v| super::sum::add(acc, v));
+    assert_eq!(total, d("19.5"));
+    let total = [RawBson::Int32(1), RawBson::Double(2.5)]
+        .iter()
+        .fold(RawBson::Int32(0), |acc, v| super::sum::add(acc, v));
+    assert_eq!(total, RawBson::Double(3.5));
 }

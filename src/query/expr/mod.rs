@@ -106,6 +106,12 @@ use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentB
 
 pub use self::variables::Variables;
 
+/// A decimal128 holding `d` (computed through `f64`, as Ebb's decimal arithmetic is), written
+/// without an exponent when its digits fit: what decimal sums and averages answer.
+pub fn decimal_from_f64(d: f64) -> bson::RawBson {
+    arith::decimal(d)
+}
+
 /// mongod's check on a variable name a stage defines (`$lookup`'s `let`): as `$let`'s.
 pub fn check_let_name(name: &str) -> Result<(), CommandError> {
     variables::check_write_name(name)
