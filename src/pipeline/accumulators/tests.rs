@@ -413,10 +413,10 @@ fn sums_and_averages_of_decimals_stay_decimal() {
     let d = |s: &str| RawBson::Decimal128(s.parse().unwrap_or_else(|e| panic!("{s}: {e:?}")));
     let total = [d("10.5"), RawBson::Int32(2), d("7")]
         .iter()
-        .fold(RawBson::Int32(0), |acc, v| super::sum::add(acc, v));
+        .fold(RawBson::Int32(0), super::sum::add);
     assert_eq!(total, d("19.5"));
     let total = [RawBson::Int32(1), RawBson::Double(2.5)]
         .iter()
-        .fold(RawBson::Int32(0), |acc, v| super::sum::add(acc, v));
+        .fold(RawBson::Int32(0), super::sum::add);
     assert_eq!(total, RawBson::Double(3.5));
 }
