@@ -7,8 +7,8 @@ use std::str::FromStr;
 use bson::{RawBson, RawBsonRef};
 
 use super::{
-    CommandError, Env, Node, PositionalOp, Scope, Value, arg, call, eval_all, exactly, loc,
-    nullish, parse_args, r, tname,
+    CommandError, Env, ErrorCode, Node, PositionalOp, Scope, Value, arg, call, eval_all, exactly,
+    loc, nullish, parse_args, r, tname,
 };
 use crate::query::compare::decimal_to_f64;
 
@@ -234,13 +234,13 @@ fn subtract(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Valu
 
 fn both_numbers<'a>(
     op: &str,
-    code: i32,
+    code: ErrorCode,
     a: Option<RawBsonRef<'a>>,
     b: Option<RawBsonRef<'a>>,
 ) -> Result<(Num, Num), CommandError> {
     match (a.and_then(Num::of), b.and_then(Num::of)) {
         (Some(x), Some(y)) => Ok((x, y)),
-        _ => Err(loc(
+        _ => Err(CommandError::new(
             code,
             format!(
                 "{op} only supports numeric types, not {} and {}",
@@ -255,9 +255,14 @@ fn divide(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value,
     if nullish(a) || nullish(b) {
         return Ok(Some(RawBson::Null));
     }
-    let (x, y) = both_numbers("$divide", 16609, a, b)?;
+    // mongod 7.0's `ExpressionDivide::apply`: TypeMismatch and BadValue (older servers
+    // answered 16609 and 16608).
+    let (x, y) = both_numbers("$divide", ErrorCode::TypeMismatch, a, b)?;
     if y.f64() == 0.0 {
-        return Err(loc(16608, "can't $divide by zero"));
+        return Err(CommandError::new(
+            ErrorCode::BadValue,
+            "can't $divide by zero",
+        ));
     }
     let q = x.f64() / y.f64();
     Ok(Some(if x.rank().max(y.rank()) == 3 {
@@ -271,7 +276,7 @@ fn modulo(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value,
     if nullish(a) || nullish(b) {
         return Ok(Some(RawBson::Null));
     }
-    let (x, y) = both_numbers("$mod", 16611, a, b)?;
+    let (x, y) = both_numbers("$mod", ErrorCode::Location(16611), a, b)?;
     if y.f64() == 0.0 {
         return Err(loc(16610, "can't $mod by zero"));
     }

@@ -1095,12 +1095,12 @@ mod tests {
             ),
             (
                 rawbson!({"$divide": ["$a", 0]}),
-                ErrorCode::Location(16608),
+                ErrorCode::BadValue,
                 "can't $divide by zero",
             ),
             (
                 rawbson!({"$divide": ["$s", 1]}),
-                ErrorCode::Location(16609),
+                ErrorCode::TypeMismatch,
                 "$divide only supports numeric types, not string and int",
             ),
             (
