@@ -92,6 +92,7 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     IllegalOpMsgFlag = 223,
     QueryFeatureNotAllowed = 224,
+    MaxSubPipelineDepthExceeded = 232,
     NotImplemented = 238,
     ConversionFailure = 241,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,

@@ -368,3 +368,49 @@ async fn lookup_and_union_with_read_views_through_their_pipeline() -> TestResult
     );
     Ok(())
 }
+
+/// Sub-pipelines nest at most 20 deep (mongod's `MaxSubPipelineDepthExceeded`, 232), also
+/// through views: a view whose pipeline reads itself is refused when read, and the server
+/// stays up (it used to overflow its stack).
+#[tokio::test]
+async fn sub_pipelines_and_views_nest_at_most_twenty_deep() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let orders = orders_and_inventory(&client).await?;
+    let nested = |depth: usize| {
+        // One document a level, so the result stays small.
+        let mut p = vec![doc! {"$limit": 1}];
+        for _ in 0..depth {
+            p = vec![
+                doc! {"$limit": 1},
+                doc! {"$lookup": {"from": "inventory", "pipeline": p, "as": "a"}},
+            ];
+        }
+        p
+    };
+    assert_eq!(run(&orders, nested(20)).await?.len(), 1);
+    let too_deep =
+        |pipeline: Vec<Document>| doc! {"aggregate": "orders", "pipeline": pipeline, "cursor": {}};
+    let err = run_command_err(&client, DB, too_deep(nested(21))).await?;
+    assert_command_error(&err, 232, "MaxSubPipelineDepthExceeded");
+    let err = run_command_err(
+        &client,
+        DB,
+        too_deep(vec![
+            doc! {"$unionWith": {"coll": "x", "pipeline": nested(20)}},
+        ]),
+    )
+    .await?;
+    assert_command_error(&err, 232, "MaxSubPipelineDepthExceeded");
+    let db = client.database(DB);
+    db.run_command(doc! {
+        "create": "itself",
+        "viewOn": "orders",
+        "pipeline": [{"$lookup": {"from": "itself", "localField": "_id", "foreignField": "_id", "as": "x"}}],
+    })
+    .await?;
+    let err = run_command_err(&client, DB, doc! {"find": "itself"}).await?;
+    assert_command_error(&err, 232, "MaxSubPipelineDepthExceeded");
+    db.run_command(doc! {"ping": 1}).await?;
+    Ok(())
+}

@@ -395,6 +395,7 @@ pub(super) async fn aggregate_explained(
             db: req.db.to_owned(),
             vars: Arc::clone(&vars),
             limits: state.config.sort_limits(allow_disk_use),
+            depth: 0,
         }));
         let stages = pipeline::stages::coalesce(stages);
         tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
@@ -436,17 +437,26 @@ struct CatalogReader {
     db: String,
     vars: Arc<Variables>,
     limits: crate::sorter::SortLimits,
+    /// How many views this read is inside (a view's pipeline may read views again, itself
+    /// among them): past `MAX_SUB_PIPELINE_DEPTH`, mongod's 232.
+    depth: usize,
 }
 
 impl pipeline::Reader for CatalogReader {
     fn read(&self, coll: &str, filter: Option<&Filter>) -> CommandResult<Vec<RawDocumentBuf>> {
         validate_namespace(&self.db, coll)?;
         if let Some(view) = self.state.catalog.resolve_view(&self.db, coll)? {
+            if self.depth >= pipeline::stages::MAX_SUB_PIPELINE_DEPTH {
+                return Err(pipeline::stages::sub_pipeline_too_deep());
+            }
             let base = self.read(&view.collection, None)?;
             let refs: Vec<&RawDocument> = view.pipeline.iter().map(AsRef::as_ref).collect();
             let stages = pipeline::stages::coalesce(pipeline::parse_pipeline(&refs, &self.vars)?);
             let mut ctx = pipeline::Context::new(self.limits.clone());
-            ctx.reader = Some(Arc::new(self.clone()));
+            ctx.reader = Some(Arc::new(CatalogReader {
+                depth: self.depth + 1,
+                ..self.clone()
+            }));
             let docs = base
                 .into_iter()
                 .map(|d| (d, crate::storage::record::NEVER))

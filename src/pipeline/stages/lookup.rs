@@ -8,7 +8,6 @@ use std::sync::{Arc, OnceLock};
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
-use super::parse_pipeline;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::pipeline::{Context, Doc, Reader, Stage, Stream, doc, run};
 use crate::query::display::type_name;
@@ -161,7 +160,7 @@ impl Lookup {
         if let Some(stages) = &pipeline {
             // Parsed once now for its errors, with the `let` names declared.
             let refs: Vec<&RawDocument> = stages.iter().map(AsRef::as_ref).collect();
-            parse_pipeline(&refs, &Arc::new(declared))?;
+            super::parse_sub_pipeline(&refs, &Arc::new(declared))?;
         }
         Ok(Lookup {
             from,
@@ -220,7 +219,7 @@ impl Lookup {
             vars = vars.with_value(name, expr.evaluate(doc)?);
         }
         let refs: Vec<&RawDocument> = stages.iter().map(AsRef::as_ref).collect();
-        let mut parsed = parse_pipeline(&refs, &Arc::new(vars))?;
+        let mut parsed = super::parse_sub_pipeline(&refs, &Arc::new(vars))?;
         if let Some(c) = &self.collation {
             for s in &mut parsed {
                 s.collate(c);

@@ -101,6 +101,43 @@ pub fn parse_pipeline(stages: &[&RawDocument], vars: &Arc<Variables>) -> Command
     stages.iter().map(|s| parse_stage(s, vars)).collect()
 }
 
+/// mongod's `internalMaxSubPipelineViewDepth`: how deep sub-pipelines (`$lookup`,
+/// `$unionWith`) and the views they read may nest.
+pub const MAX_SUB_PIPELINE_DEPTH: usize = 20;
+
+/// mongod's error past [`MAX_SUB_PIPELINE_DEPTH`].
+pub fn sub_pipeline_too_deep() -> CommandError {
+    CommandError::new(
+        ErrorCode::MaxSubPipelineDepthExceeded,
+        format!(
+            "Maximum number of nested sub-pipelines exceeded. Limit is {MAX_SUB_PIPELINE_DEPTH}"
+        ),
+    )
+}
+
+thread_local! {
+    /// How many sub-pipelines enclose the one being parsed on this thread (parsing is
+    /// synchronous and recursive).
+    static SUB_PIPELINE_DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Parses a stage's sub-pipeline (`$lookup`, `$unionWith`), one level deeper: past
+/// [`MAX_SUB_PIPELINE_DEPTH`] levels, mongod's `MaxSubPipelineDepthExceeded` (232), so that no
+/// input nests the parser (and the run) deeper than that.
+pub(crate) fn parse_sub_pipeline(
+    stages: &[&RawDocument],
+    vars: &Arc<Variables>,
+) -> CommandResult<Stages> {
+    let depth = SUB_PIPELINE_DEPTH.get();
+    if depth >= MAX_SUB_PIPELINE_DEPTH {
+        return Err(sub_pipeline_too_deep());
+    }
+    SUB_PIPELINE_DEPTH.set(depth + 1);
+    let parsed = parse_pipeline(stages, vars);
+    SUB_PIPELINE_DEPTH.set(depth);
+    parsed
+}
+
 /// Prepares parsed stages to run: a `$sort` right before a `$limit` keeps only that many
 /// documents (mongod coalesces them into a top-k sort).
 pub fn coalesce(mut stages: Stages) -> Stages {

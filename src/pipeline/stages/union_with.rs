@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 
-use super::parse_pipeline;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::pipeline::{Context, Doc, Stage, Stages, Stream, run};
 use crate::query::display::type_name;
@@ -91,7 +90,7 @@ impl UnionWith {
             ));
         };
         let refs: Vec<&RawDocument> = pipeline.iter().map(AsRef::as_ref).collect();
-        let stages = super::coalesce(parse_pipeline(&refs, vars)?);
+        let stages = super::coalesce(super::parse_sub_pipeline(&refs, vars)?);
         Ok(UnionWith { coll, stages })
     }
 
