@@ -80,6 +80,8 @@
 //! measurement, not a test. The run fails (non-zero) only if the server cannot be started or
 //! answers wrongly.
 //!
+//! `EBB_GARBAGE_LINES` (say `4`, or `1,2,7`) runs only the lines listed; every line when unset.
+//!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count (not the 100 live
 //! documents nor the sliding window's rate) and the idle and sliding windows (with floors); the
 //! scan instants and the 10 s deadlines are the goals' own and do not scale.
@@ -214,22 +216,47 @@ async fn bench() -> BenchResult {
         show_pct(fresh_idle)
     );
 
-    mass_expiry(&ebb, scale, &mut report).await?;
-    idle_after_expiry(&ebb, idle, fresh_idle, &mut report).await?;
-    report
-        .space(&ebb, "7. space after mass expiry (~20 s)")
-        .await?;
-    delete_many(&ebb, scale, &mut report).await?;
-    report
-        .space(&ebb, "7. space after deleteMany (~10 s)")
-        .await?;
-    small_delete_many(&ebb, &mut report).await?;
-    hot_document(&ebb, scale, &mut report).await?;
-    sliding_window(&ebb, scale, &mut report).await?;
-    drops(&ebb, scale, &mut report).await?;
-    report
-        .space(&ebb, "7. space after the drops (~10 s)")
-        .await?;
+    let lines = Lines::from_env();
+    if lines.has("1") {
+        mass_expiry(&ebb, scale, &mut report).await?;
+    }
+    if lines.has("2") {
+        idle_after_expiry(&ebb, idle, fresh_idle, &mut report).await?;
+    }
+    if lines.has("1") {
+        report
+            .space(&ebb, "7. space after mass expiry (~20 s)")
+            .await?;
+    }
+    if lines.has("3") {
+        delete_many(&ebb, scale, &mut report).await?;
+        report
+            .space(&ebb, "7. space after deleteMany (~10 s)")
+            .await?;
+    }
+    if lines.has("3b") {
+        small_delete_many(&ebb, &mut report).await?;
+    }
+    if lines.has("4") {
+        hot_document(&ebb, scale, &mut report).await?;
+    }
+    if lines.has("5") {
+        sliding_window(&ebb, scale, &mut report).await?;
+    }
+    if lines.has("6") {
+        drops(&ebb, scale, &mut report).await?;
+        report
+            .space(&ebb, "7. space after the drops (~10 s)")
+            .await?;
+    }
+    if !lines.has("7") {
+        report.print();
+        println!("total time {:.1} s", started.elapsed().as_secs_f64());
+        ebb.db.drop().await?;
+        drop(ebb);
+        drop(client);
+        return server.stop();
+    }
 
     let wait = scaled_duration(FINAL_WAIT, scale, MIN_FINAL_WAIT);
     println!();
@@ -254,6 +281,26 @@ async fn bench() -> BenchResult {
     drop(ebb);
     drop(client);
     server.stop()
+}
+
+/// The lines `EBB_GARBAGE_LINES` (a comma-separated list such as `4` or `1,2,7`) asks for;
+/// every line when it is unset. Line 2 measures the idleness after line 1's expiry, and line 7
+/// the space after the others: each alone still runs, but measures less.
+struct Lines(Option<Vec<String>>);
+
+impl Lines {
+    fn from_env() -> Self {
+        Lines(std::env::var("EBB_GARBAGE_LINES").ok().map(|v| {
+            v.split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        }))
+    }
+
+    fn has(&self, line: &str) -> bool {
+        self.0.as_ref().is_none_or(|l| l.iter().any(|x| x == line))
+    }
 }
 
 fn print_header(scale: f64) {

@@ -1,16 +1,15 @@
 //! The on-disk engine on fjall: one database (one journal) holding a keyspace per
 //! [`Keyspace`], so a batch across keyspaces is atomic.
 
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
 
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
+use super::hot::{HOT_WRITES, HotKeys, MAX_VERSION_CHAIN, VersionChains, split_range};
 use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
 
 /// fjall-backed durable storage.
@@ -19,6 +18,8 @@ pub struct DiskStorage {
     keyspaces: [fjall::Keyspace; 4],
     /// Per keyspace, how many versions its active memtable holds of each key (approximately).
     chains: [VersionChains; 4],
+    /// Per keyspace, the keys whose versions scans step around (see `storage::hot`).
+    hot: Arc<[HotKeys; 4]>,
     ledger: Arc<Ledger>,
     /// The compaction filter of `docs` (see `storage::expired`).
     expired: Arc<ExpiredRecords>,
@@ -35,48 +36,6 @@ const EXPIRED_LEFT_KEY: [u8; 1] = [0x07];
 /// are counted up from 1 and never reach `u64::MAX`), and never written, so no scan sees it.
 const RELEASE_KEY: [u8; 9] = [0xFF; 9];
 
-/// Writes a key may take in the active memtable before the memtable is rotated, so that its
-/// flush drops the superseded versions (see `docs/storage.md`, "Version chains"). A scan steps
-/// through every version of a key still in a memtable; this bounds that walk.
-pub const MAX_VERSION_CHAIN: u32 = 256;
-
-/// Counters of writes per key, hashed into a fixed number of buckets: a bucket's count is at
-/// least the number of versions of any key that falls into it, so a key whose chain reaches
-/// [`MAX_VERSION_CHAIN`] is never missed; collisions only make a rotation come earlier. With
-/// 65,536 buckets, distinct keys need about 16M writes to fill one, more than a memtable holds.
-struct VersionChains {
-    buckets: Box<[AtomicU32]>,
-}
-
-const CHAIN_BUCKETS: usize = 1 << 16;
-
-impl VersionChains {
-    fn new() -> Self {
-        VersionChains {
-            buckets: (0..CHAIN_BUCKETS).map(|_| AtomicU32::new(0)).collect(),
-        }
-    }
-
-    /// Counts one write of `key`; true once its bucket reaches [`MAX_VERSION_CHAIN`].
-    fn record(&self, key: &[u8]) -> bool {
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        #[expect(
-            clippy::cast_possible_truncation,
-            reason = "masked to the bucket count"
-        )]
-        let slot = (hash as usize) & (CHAIN_BUCKETS - 1);
-        self.buckets
-            .get(slot)
-            .is_some_and(|b| b.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_VERSION_CHAIN)
-    }
-
-    fn reset(&self) {
-        for b in &self.buckets {
-            b.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 impl Drop for DiskStorage {
     fn drop(&mut self) {
         self.expired.clear_expiry();
@@ -89,7 +48,7 @@ impl std::fmt::Debug for DiskStorage {
     }
 }
 
-fn engine(e: fjall::Error) -> StorageError {
+pub(super) fn engine(e: fjall::Error) -> StorageError {
     match e {
         fjall::Error::Poisoned => StorageError::Poisoned,
         other => StorageError::Engine(other.to_string()),
@@ -139,6 +98,7 @@ impl DiskStorage {
                 VersionChains::new(),
                 VersionChains::new(),
             ],
+            hot: Arc::default(),
             ledger: Arc::new(ledger),
             expired,
         })
@@ -193,6 +153,7 @@ impl DiskStorage {
 struct DiskSnapshot {
     snapshot: fjall::Snapshot,
     keyspaces: [fjall::Keyspace; 4],
+    hot: Arc<[HotKeys; 4]>,
     ledger: Arc<Ledger>,
 }
 
@@ -211,19 +172,14 @@ impl Snapshot for DiskSnapshot {
         upper: Bound<&[u8]>,
         reverse: bool,
     ) -> Scan<'_> {
-        let iter = self
-            .snapshot
-            .range::<&[u8], _>(&self.keyspaces[ks.slot()], (lower, upper));
-        let map = |g: fjall::Guard| {
-            g.into_inner()
-                .map(|(k, v)| (Bytes::from(k), Bytes::from(v)))
-                .map_err(engine)
-        };
-        if reverse {
-            Box::new(iter.rev().map(map))
-        } else {
-            Box::new(iter.map(map))
-        }
+        split_range(
+            &self.snapshot,
+            &self.keyspaces[ks.slot()],
+            &self.hot[ks.slot()],
+            lower,
+            upper,
+            reverse,
+        )
     }
 
     fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
@@ -243,6 +199,7 @@ impl Storage for DiskStorage {
         Box::new(DiskSnapshot {
             snapshot: self.db.snapshot(),
             keyspaces: self.keyspaces.clone(),
+            hot: Arc::clone(&self.hot),
             ledger: Arc::clone(&self.ledger),
         })
     }
@@ -271,8 +228,13 @@ impl Storage for DiskStorage {
                 | Op::DeleteOnce(ks, k)
                 | Op::Expire(ks, k) => (*ks, k),
             };
-            if self.chains[ks.slot()].record(key) {
+            let writes = self.chains[ks.slot()].record(key);
+            if writes >= MAX_VERSION_CHAIN {
                 long[ks.slot()] = true;
+            }
+            if writes >= HOT_WRITES && writes.is_multiple_of(HOT_WRITES) {
+                let memtable = self.ks(ks).tree.active_memtable().id();
+                self.hot[ks.slot()].mark(key, memtable);
             }
             match op {
                 Op::Put(ks, k, v) | Op::Replace(ks, k, v) => wb.insert(self.ks(ks), k, v),
@@ -385,8 +347,9 @@ impl Storage for DiskStorage {
 
 #[cfg(test)]
 mod tests {
-    use super::{DiskStorage, Keyspace, MAX_VERSION_CHAIN, VersionChains};
+    use super::{DiskStorage, Keyspace, MAX_VERSION_CHAIN};
     use crate::storage::{Batch, Storage};
+    use std::ops::Bound;
 
     fn keyed(id: u64, i: u32) -> Vec<u8> {
         let mut k = id.to_be_bytes().to_vec();
@@ -573,17 +536,6 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn a_bucket_reports_a_long_chain_at_the_limit() {
-        let chains = VersionChains::new();
-        for _ in 1..MAX_VERSION_CHAIN {
-            assert!(!chains.record(b"hot"));
-        }
-        assert!(chains.record(b"hot"));
-        chains.reset();
-        assert!(!chains.record(b"hot"));
-    }
-
     /// Rewriting one key many times rotates the memtable, and the flush leaves a table: no
     /// version chain outgrows the limit by much. Without the rotation, a few thousand small
     /// writes stay in the memtable (fjall rotates at 64 MiB) and no table is ever written.
@@ -610,6 +562,82 @@ mod tests {
         assert_eq!(store.ks(Keyspace::Index).table_count(), 0);
         let value = store.get(Keyspace::Docs, b"hot")?.ok_or("hot key lost")?;
         assert_eq!(&value[..], &(4 * MAX_VERSION_CHAIN - 1).to_be_bytes()[..]);
+        Ok(())
+    }
+
+    /// Scans split around a hot key answer exactly what an unsplit scan does, in both
+    /// directions and with the hot key on either bound, and as of their snapshot.
+    #[test]
+    fn scans_around_a_hot_key_see_what_their_snapshot_holds()
+    -> Result<(), Box<dyn std::error::Error>> {
+        type Case<'k> = (
+            Bound<&'k [u8]>,
+            Bound<&'k [u8]>,
+            std::ops::RangeInclusive<u8>,
+        );
+        use crate::storage::Snapshot;
+        let dir = tempfile::tempdir()?;
+        let store = DiskStorage::open(dir.path())?;
+        let key = |i: u8| vec![b'k', i];
+        for i in 0..10 {
+            let mut batch = Batch::new();
+            batch.put(Keyspace::Docs, key(i), vec![i]);
+            store.commit(batch)?;
+        }
+        let write_hot = |from: u32| -> Result<(), Box<dyn std::error::Error>> {
+            for n in from..from + 100 {
+                for hot in [3, 9] {
+                    let mut batch = Batch::new();
+                    batch.put(Keyspace::Docs, key(hot), n.to_be_bytes().to_vec());
+                    store.commit(batch)?;
+                }
+            }
+            Ok(())
+        };
+        write_hot(0)?;
+        let before = store.snapshot();
+        write_hot(100)?;
+        let mut batch = Batch::new();
+        batch.delete(Keyspace::Docs, key(5));
+        store.commit(batch)?;
+        let after = store.snapshot();
+        assert!(
+            !store.hot[Keyspace::Docs.slot()]
+                .within(Bound::Unbounded, Bound::Unbounded, || (1, 0))
+                .is_empty()
+        );
+        let scan = |snap: &dyn Snapshot, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool| {
+            snap.range(Keyspace::Docs, lo, hi, rev)
+                .map(|e| e.map(|(k, v)| (k[1], v.to_vec())))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let value = |i: u8, last: u32| {
+            if i == 3 || i == 9 {
+                last.to_be_bytes().to_vec()
+            } else {
+                vec![i]
+            }
+        };
+        let (k3, k9, k0) = (key(3), key(9), key(0));
+        let cases: [Case; 5] = [
+            (Bound::Unbounded, Bound::Unbounded, 0..=9),
+            (Bound::Included(&k3), Bound::Included(&k9), 3..=9),
+            (Bound::Excluded(&k3), Bound::Excluded(&k9), 4..=8),
+            (Bound::Included(&k0), Bound::Excluded(&k3), 0..=2),
+            (Bound::Included(&k9), Bound::Included(&k9), 9..=9),
+        ];
+        for (lo, hi, want) in cases {
+            for (snap, last, gone) in [(&before, 99, None), (&after, 199, Some(5))] {
+                let mut expected: Vec<(u8, Vec<u8>)> = want
+                    .clone()
+                    .filter(|i| Some(*i) != gone)
+                    .map(|i| (i, value(i, last)))
+                    .collect();
+                assert_eq!(scan(snap.as_ref(), lo, hi, false)?, expected);
+                expected.reverse();
+                assert_eq!(scan(snap.as_ref(), lo, hi, true)?, expected);
+            }
+        }
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ mod commit;
 mod disk;
 mod expired;
 pub mod garbage;
+mod hot;
 mod memory;
 pub mod record;
 
