@@ -22,6 +22,7 @@
 
 pub mod collation;
 pub mod compare;
+pub mod decimal;
 pub mod display;
 pub mod expr;
 pub mod filter;

@@ -390,14 +390,17 @@ impl Accumulator {
         Ok(match state {
             State::Sum { total, n } => match self.op {
                 Op::Avg if n == 0 => RawBson::Null,
-                Op::Avg => {
-                    let mean = as_f64(&total).unwrap_or(0.0) / n as f64;
-                    if matches!(total, RawBson::Decimal128(_)) {
-                        crate::query::expr::decimal_from_f64(mean)
-                    } else {
-                        RawBson::Double(mean)
+                Op::Avg => match &total {
+                    RawBson::Decimal128(d) => {
+                        let count = crate::query::decimal::Decimal::of_i64(
+                            i64::try_from(n).unwrap_or(i64::MAX),
+                        );
+                        RawBson::Decimal128(
+                            (crate::query::decimal::Decimal::of_bson(*d) / count).bson(),
+                        )
                     }
-                }
+                    _ => RawBson::Double(as_f64(&total).unwrap_or(0.0) / n as f64),
+                },
                 _ => total,
             },
             State::Best(v) | State::Last(v) => v.unwrap_or(RawBson::Null),

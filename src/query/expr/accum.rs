@@ -7,11 +7,12 @@ use std::cmp::Ordering;
 
 use bson::{RawBson, RawBsonRef};
 
-use super::arith::{Num, decimal};
+use super::arith::Num;
 use super::{
     CommandError, Env, Node, PositionalOp, Scope, Value, agg_compare, eval_all, nullish,
     parse_args, r,
 };
+use crate::query::decimal::Decimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -81,7 +82,7 @@ fn sum(items: &[RawBsonRef<'_>]) -> RawBson {
         float += n.f64();
     }
     if dec {
-        return decimal(float);
+        return RawBson::Decimal128(decimal_sum(items).bson());
     }
     match int {
         Some(total) if !double => {
@@ -100,13 +101,38 @@ fn avg(items: &[RawBsonRef<'_>]) -> RawBson {
     if nums.is_empty() {
         return RawBson::Null;
     }
+    if nums.iter().any(|n| matches!(n, Num::Decimal(_))) {
+        let count = Decimal::of_i64(i64::try_from(nums.len()).unwrap_or(i64::MAX));
+        return RawBson::Decimal128((decimal_sum(items) / count).bson());
+    }
     #[expect(clippy::cast_precision_loss, reason = "a count as a double, as mongod")]
     let mean = nums.iter().map(|n| n.f64()).sum::<f64>() / nums.len() as f64;
-    if nums.iter().any(|n| matches!(n, Num::Decimal(_))) {
-        decimal(mean)
-    } else {
-        RawBson::Double(mean)
+    RawBson::Double(mean)
+}
+
+/// mongod's decimal `$sum`: the decimals added exactly, then the other numbers' total (exact
+/// for integers, a double's 34 digits otherwise).
+fn decimal_sum(items: &[RawBsonRef<'_>]) -> Decimal {
+    let (mut decimals, mut int, mut float, mut double) =
+        (Decimal::of_i64(0), Some(0_i64), 0.0_f64, false);
+    for n in items.iter().filter_map(|v| Num::of(*v)) {
+        match n {
+            Num::Decimal(d) => decimals = decimals + d,
+            Num::Double(d) => {
+                double = true;
+                float += d;
+            }
+            other => {
+                int = int.and_then(|acc| other.i64().and_then(|x| acc.checked_add(x)));
+                float += other.f64();
+            }
+        }
     }
+    let rest = match int {
+        Some(total) if !double => Decimal::of_i64(total),
+        _ => Decimal::of_f64_34(float),
+    };
+    decimals + rest
 }
 
 /// The greatest (`Greater`) or least value among `items` by BSON order, null and missing

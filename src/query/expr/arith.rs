@@ -10,7 +10,7 @@ use super::{
     CommandError, Env, ErrorCode, Node, PositionalOp, Scope, Value, arg, call, eval_all, exactly,
     loc, nullish, parse_args, r, tname,
 };
-use crate::query::compare::decimal_to_f64;
+use crate::query::decimal::Decimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -63,8 +63,8 @@ pub(super) enum Num {
     Int(i32),
     Long(i64),
     Double(f64),
-    /// Decimal128, computed through `f64`.
-    Decimal(f64),
+    /// Decimal128, computed exactly (`query::decimal`).
+    Decimal(Decimal),
 }
 
 impl Num {
@@ -73,7 +73,7 @@ impl Num {
             RawBsonRef::Int32(i) => Some(Num::Int(i)),
             RawBsonRef::Int64(i) => Some(Num::Long(i)),
             RawBsonRef::Double(d) => Some(Num::Double(d)),
-            RawBsonRef::Decimal128(d) => Some(Num::Decimal(decimal_to_f64(d))),
+            RawBsonRef::Decimal128(d) => Some(Num::Decimal(Decimal::of_bson(d))),
             _ => None,
         }
     }
@@ -83,7 +83,18 @@ impl Num {
         match self {
             Num::Int(i) => f64::from(i),
             Num::Long(i) => i as f64,
-            Num::Double(d) | Num::Decimal(d) => d,
+            Num::Double(d) => d,
+            Num::Decimal(d) => d.f64(),
+        }
+    }
+
+    /// As mongod's `Value::coerceToDecimal`: integers exactly, a double to 15 digits.
+    pub(super) fn decimal(self) -> Decimal {
+        match self {
+            Num::Int(i) => Decimal::of_i64(i64::from(i)),
+            Num::Long(i) => Decimal::of_i64(i),
+            Num::Double(d) => Decimal::of_f64(d),
+            Num::Decimal(d) => d,
         }
     }
 
@@ -109,11 +120,13 @@ impl Num {
             Num::Int(i) => RawBson::Int32(i),
             Num::Long(i) => RawBson::Int64(i),
             Num::Double(d) => RawBson::Double(d),
-            Num::Decimal(d) => decimal(d),
+            Num::Decimal(d) => RawBson::Decimal128(d.bson()),
         }
     }
 }
 
+/// A double result given as a decimal: the shortest digits that read back as `d` (for the
+/// functions Ebb computes through doubles: `$exp $ln $log $pow $sqrt`, trigonometry).
 pub(super) fn decimal(d: f64) -> RawBson {
     let text = if d.is_nan() {
         "NaN".to_owned()
@@ -142,17 +155,19 @@ fn int_result(v: Option<i64>, widest: u8, fallback: f64) -> Num {
     }
 }
 
-/// Combines two numbers with an integer operation (checked) and a float operation.
+/// Combines two numbers with an integer operation (checked), a float operation and a decimal
+/// one (both operands coerced to decimals, as mongod's binary operators do).
 fn combine(
     a: Num,
     b: Num,
     int_op: impl Fn(i64, i64) -> Option<i64>,
     float_op: impl Fn(f64, f64) -> f64,
+    dec_op: impl Fn(Decimal, Decimal) -> Decimal,
 ) -> Num {
     let widest = a.rank().max(b.rank());
     match (a.i64(), b.i64()) {
         (Some(x), Some(y)) => int_result(int_op(x, y), widest, float_op(a.f64(), b.f64())),
-        _ if widest == 3 => Num::Decimal(float_op(a.f64(), b.f64())),
+        _ if widest == 3 => Num::Decimal(dec_op(a.decimal(), b.decimal())),
         _ => Num::Double(float_op(a.f64(), b.f64())),
     }
 }
@@ -162,9 +177,40 @@ fn round_ms(n: Num) -> i64 {
     n.i64().unwrap_or_else(|| n.f64().round() as i64)
 }
 
+/// The running total of `$add` or product of `$multiply`, widened as mongod's `AddState` and
+/// `MultiplyState` widen it: int to long to double on overflow, and to decimal at the first
+/// decimal operand (an integer total exactly; a double total to 34 digits for a sum, to 15 for
+/// a product); each later operand is coerced to that type.
+struct Running {
+    add: bool,
+    acc: Num,
+}
+
+impl Running {
+    fn push(&mut self, n: Num) {
+        let widest = self.acc.rank().max(n.rank());
+        if widest == 3 {
+            let total = match self.acc {
+                Num::Decimal(d) => d,
+                Num::Double(d) if self.add => Decimal::of_f64_34(d),
+                other => other.decimal(),
+            };
+            let n = n.decimal();
+            self.acc = Num::Decimal(if self.add { total + n } else { total * n });
+        } else if self.add {
+            self.acc = combine(self.acc, n, i64::checked_add, |x, y| x + y, |x, y| x + y);
+        } else {
+            self.acc = combine(self.acc, n, i64::checked_mul, |x, y| x * y, |x, y| x * y);
+        }
+    }
+}
+
 /// `$add` (numbers and at most one date) and `$multiply` (numbers).
 fn sum_or_product(add: bool, values: &[Value]) -> Result<Value, CommandError> {
-    let mut acc = if add { Num::Int(0) } else { Num::Int(1) };
+    let mut running = Running {
+        add,
+        acc: if add { Num::Int(0) } else { Num::Int(1) },
+    };
     let mut date: Option<i64> = None;
     for v in values {
         let v = v.as_ref().map(RawBson::as_raw_bson_ref);
@@ -191,12 +237,9 @@ fn sum_or_product(add: bool, values: &[Value]) -> Result<Value, CommandError> {
                 )
             });
         };
-        acc = if add {
-            combine(acc, n, i64::checked_add, |x, y| x + y)
-        } else {
-            combine(acc, n, i64::checked_mul, |x, y| x * y)
-        };
+        running.push(n);
     }
+    let acc = running.acc;
     Ok(Some(match date {
         Some(ms) => RawBson::DateTime(bson::DateTime::from_millis(ms.wrapping_add(round_ms(acc)))),
         None => acc.bson(),
@@ -222,7 +265,9 @@ fn subtract(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Valu
             format!("cant $subtract a {} from a Date", tname(b)),
         )),
         (Some(x), Some(y)) => match (Num::of(x), Num::of(y)) {
-            (Some(x), Some(y)) => Ok(Some(combine(x, y, i64::checked_sub, |x, y| x - y).bson())),
+            (Some(x), Some(y)) => Ok(Some(
+                combine(x, y, i64::checked_sub, |x, y| x - y, |x, y| x - y).bson(),
+            )),
             _ => Err(loc(
                 16556,
                 format!("cant $subtract a {} from a {}", tname(b), tname(a)),
@@ -258,18 +303,23 @@ fn divide(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value,
     // mongod 7.0's `ExpressionDivide::apply`: TypeMismatch and BadValue (older servers
     // answered 16609 and 16608).
     let (x, y) = both_numbers("$divide", ErrorCode::TypeMismatch, a, b)?;
+    if x.rank().max(y.rank()) == 3 {
+        let (x, y) = (x.decimal(), y.decimal());
+        if y.is_zero() {
+            return Err(CommandError::new(
+                ErrorCode::BadValue,
+                "can't $divide by zero",
+            ));
+        }
+        return Ok(Some(RawBson::Decimal128((x / y).bson())));
+    }
     if y.f64() == 0.0 {
         return Err(CommandError::new(
             ErrorCode::BadValue,
             "can't $divide by zero",
         ));
     }
-    let q = x.f64() / y.f64();
-    Ok(Some(if x.rank().max(y.rank()) == 3 {
-        decimal(q)
-    } else {
-        RawBson::Double(q)
-    }))
+    Ok(Some(RawBson::Double(x.f64() / y.f64())))
 }
 
 fn modulo(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
@@ -277,7 +327,11 @@ fn modulo(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value,
         return Ok(Some(RawBson::Null));
     }
     let (x, y) = both_numbers("$mod", ErrorCode::Location(16611), a, b)?;
-    if y.f64() == 0.0 {
+    let zero = match y {
+        Num::Decimal(d) => d.is_zero(),
+        other => other.f64() == 0.0,
+    };
+    if zero {
         return Err(loc(16610, "can't $mod by zero"));
     }
     // `i64::MIN % -1` overflows; its remainder is 0.
@@ -286,6 +340,7 @@ fn modulo(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value,
             x,
             y,
             |p, q| Some(p.checked_rem(q).unwrap_or(0)),
+            |p, q| p % q,
             |p, q| p % q,
         )
         .bson(),
@@ -311,6 +366,6 @@ fn abs(v: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
                 .ok_or_else(|| loc(28680, "can't take $abs of long long min"))?,
         ),
         Num::Double(d) => RawBson::Double(d.abs()),
-        Num::Decimal(d) => decimal(d.abs()),
+        Num::Decimal(d) => RawBson::Decimal128(d.abs().bson()),
     }))
 }

@@ -193,9 +193,8 @@ fn unary(op: Op, n: Num) -> Result<RawBson, CommandError> {
     match op {
         Op::Ceil | Op::Floor => Ok(match n {
             Num::Int(_) | Num::Long(_) => n.bson(),
-            Num::Double(_) | Num::Decimal(_) => {
-                float_result(n, if op == Op::Ceil { x.ceil() } else { x.floor() })
-            }
+            Num::Double(_) => RawBson::Double(if op == Op::Ceil { x.ceil() } else { x.floor() }),
+            Num::Decimal(d) => RawBson::Decimal128(d.floor_or_ceil(op == Op::Floor).bson()),
         }),
         Op::Sqrt => {
             // NaN gives NaN without an error.
@@ -473,7 +472,7 @@ fn round_or_trunc(
             })?)
         }
         Num::Double(d) => RawBson::Double(round_double(d, place, round)),
-        Num::Decimal(d) => decimal(round_double(d, place, round)),
+        Num::Decimal(d) => RawBson::Decimal128(d.round_to(place, !round).bson()),
     }))
 }
 
