@@ -786,6 +786,61 @@ async fn collectionless_aggregate_errors() -> TestResult {
     Ok(())
 }
 
+#[tokio::test]
+async fn change_streams_are_refused_as_on_a_standalone() -> TestResult {
+    let (_server, client) = start().await?;
+    let cases: Vec<(Bson, Vec<Document>, i32, &str, &str)> = vec![
+        // collection.watch(), db.watch(), and a $changeStream that is not first.
+        (
+            "c".into(),
+            vec![doc! { "$changeStream": {} }, doc! { "$match": {} }],
+            40573,
+            "Location40573",
+            "The $changeStream stage is only supported on replica sets",
+        ),
+        (
+            1.into(),
+            vec![doc! { "$changeStream": { "fullDocument": "updateLookup" } }],
+            40573,
+            "Location40573",
+            "The $changeStream stage is only supported on replica sets",
+        ),
+        (
+            "c".into(),
+            vec![doc! { "$match": {} }, doc! { "$changeStream": {} }],
+            40573,
+            "Location40573",
+            "The $changeStream stage is only supported on replica sets",
+        ),
+        (
+            "c".into(),
+            vec![doc! { "$changeStream": 5 }],
+            6_188_500,
+            "Location6188500",
+            "$changeStream must take a nested object but found: $changeStream: 5",
+        ),
+    ];
+    for (target, pipeline, code, name, message) in cases {
+        let err = run_command_err(
+            &client,
+            DB,
+            doc! { "aggregate": target, "pipeline": pipeline.clone(), "cursor": {} },
+        )
+        .await?;
+        assert_command_error(&err, code, name);
+        assert_eq!(err.message, message, "for {pipeline:?}");
+    }
+    // The driver's own watch() gets the same answer.
+    let err = coll(&client, "c")
+        .watch()
+        .await
+        .err()
+        .ok_or("watch() succeeded on a standalone")?;
+    let err = common::command_error(&err).ok_or("watch() failed without a command error")?;
+    assert_command_error(err, 40573, "Location40573");
+    Ok(())
+}
+
 fn lsid(byte: u8) -> Document {
     doc! { "id": Binary { subtype: BinarySubtype::Uuid, bytes: vec![byte; 16] } }
 }

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Runs PyMongo's copy of the drivers' unified CRUD spec tests (test/test_crud_unified.py
-# from the pymongo sdist on PyPI) against an already running Ebb, and applies the
-# known-failures policy. See compat/unified/README.md.
+# Runs a suite of PyMongo's own tests (from the pymongo sdist on PyPI) against an already
+# running Ebb, and applies the known-failures policy. See compat/unified/README.md.
 #
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
-#                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
+#                         [--suite crud|examples] [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
 #
+# --suite crud (the default): the drivers' unified CRUD spec tests, test/test_crud_unified.py,
+#   known failures in compat/unified/known_failures.txt.
+# --suite examples: the drivers' documentation examples, test/test_examples.py, known
+#   failures in compat/unified/known_failures_examples.txt.
 # The server address comes from the arguments, else $EBB_URI, else $EBB_HOST/$EBB_PORT,
 # else 127.0.0.1:27017. This script starts no server.
 #
-# Exit status: 0 when every failing test is listed in compat/unified/known_failures.txt,
+# Exit status: 0 when every failing test is listed in the suite's known-failures file,
 # 1 when some failing test is not (a new failure), 2 when the suite could not be run
-# (no server, download failed, pytest crashed or timed out).
+# (no server, download failed, pytest crashed or timed out, no test passed).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,12 +22,14 @@ root=$(cd "$here/../.." && pwd)
 clients=${EBB_CLIENTS_DIR:-$root/.clients}
 work="$clients/unified"
 
-die() { echo "unified_crud: $*" >&2; exit 2; }
+label=unified_crud
+die() { echo "$label: $*" >&2; exit 2; }
 
 uri=${EBB_URI:-}
 host=${EBB_HOST:-}
 port=${EBB_PORT:-}
-suite=test/test_crud_unified.py
+suite_name=crud
+async=0
 junit=""
 extra=()
 while [[ $# -gt 0 ]]; do
@@ -32,10 +37,11 @@ while [[ $# -gt 0 ]]; do
     --uri) uri=$2; shift 2 ;;
     --host) host=$2; uri=""; shift 2 ;;
     --port) port=$2; uri=""; shift 2 ;;
-    --async) suite=test/asynchronous/test_crud_unified.py; shift ;;
+    --suite) suite_name=$2; shift 2 ;;
+    --async) async=1; shift ;;
     --junit) junit=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -53,6 +59,15 @@ fi
 host=${host:-127.0.0.1}
 port=${port:-27017}
 [[ "$port" =~ ^[0-9]+$ ]] || die "port '$port' is not a number"
+# Each suite: its test file, its known-failures list, where its results go by default, and
+# the word its lines start with.
+case "$suite_name" in
+  crud) file=test_crud_unified.py; known="$here/known_failures.txt"; results_name=results ;;
+  examples) file=test_examples.py; known="$here/known_failures_examples.txt"; results_name=results-examples
+    label=test_examples ;;
+  *) die "unknown suite '$suite_name' (crud or examples)" ;;
+esac
+if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 
 # --- the runner's venv: pymongo as pinned for the rest of compat/, plus pytest --------
 pymongo_req=$(grep -E '^pymongo(\[[^]]*\])?==' "$root/compat/requirements.txt" | head -n1)
@@ -62,7 +77,7 @@ venv="$work/venv"
 venv_hash=$( (echo "$pymongo_req"; cat "$here/requirements.txt") | sha256sum | cut -d' ' -f1)
 mkdir -p "$work"
 if [[ ! -x "$venv/bin/python" ]] || [[ "$(cat "$work/venv.stamp" 2>/dev/null)" != "$venv_hash" ]]; then
-  echo "unified_crud: installing $pymongo_req and the test runner into $venv"
+  echo "$label: installing $pymongo_req and the test runner into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "$pymongo_req" -r "$here/requirements.txt" \
@@ -76,7 +91,7 @@ sdist_name="pymongo-$pymongo_version.tar.gz"
 sdist="$work/cache/$sdist_name"
 want_sha=$(awk -v f="$sdist_name" '$2 == f { print $1 }' "$here/sdist.sha256")
 if [[ ! -f "$sdist" ]]; then
-  echo "unified_crud: downloading the $sdist_name sdist from PyPI"
+  echo "$label: downloading the $sdist_name sdist from PyPI"
   mkdir -p "$work/cache"
   "$venv/bin/pip" download --quiet --disable-pip-version-check --no-binary :all: --no-deps \
     -d "$work/cache" "pymongo==$pymongo_version" || die "pip download of $sdist_name failed"
@@ -100,15 +115,15 @@ if [[ "$(cat "$src/.extracted" 2>/dev/null)" != "$got_sha" ]]; then
 fi
 
 # --- is a server there? ---------------------------------------------------------------
-"$py" - "$host" "$port" <<'EOF' || die "no server answers at $host:$port (start Ebb first)"
+"$py" - "$host" "$port" "$label" <<'EOF' || die "no server answers at $host:$port (start Ebb first)"
 import sys, pymongo
 try:
     c = pymongo.MongoClient(sys.argv[1], int(sys.argv[2]), serverSelectionTimeoutMS=5000, directConnection=True)
     b = c.admin.command("buildInfo")
 except pymongo.errors.PyMongoError as e:
-    print(f"unified_crud: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
+    print(f"{sys.argv[3]}: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
     sys.exit(1)
-print(f"unified_crud: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.get('version')}")
+print(f"{sys.argv[3]}: server at {sys.argv[1]}:{sys.argv[2]} reports version {b.get('version')}")
 EOF
 
 # --- run ------------------------------------------------------------------------------
@@ -117,13 +132,13 @@ EOF
 if [[ -n "$junit" ]]; then
   results=$(dirname "$junit")
 else
-  results="$work/results"
+  results="$work/$results_name"
 fi
 mkdir -p "$results"
 junit=${junit:-$results/junit.xml}
 log="$results/pytest.log"
 rm -f "$junit"
-echo "unified_crud: pytest $suite (log: $log)"
+echo "$label: pytest $suite (log: $log)"
 set +e
 (
   cd "$src"
@@ -147,8 +162,9 @@ esac
 set +e
 subset=0
 [[ ${#extra[@]} -gt 0 ]] && subset=1
-EBB_UNIFIED_SUBSET=$subset "$py" "$here/summarize.py" "$junit" "$here/known_failures.txt" "$results/failures.txt"
+EBB_UNIFIED_SUBSET=$subset EBB_UNIFIED_LABEL=$label \
+  "$py" "$here/summarize.py" "$junit" "$known" "$results/failures.txt"
 rc=$?
 set -e
-[[ $rc -eq 3 ]] && die "the run holds no test (see $log)"
+[[ $rc -eq 3 ]] && die "no test of the run passed (see $log)"
 exit $rc

@@ -1,14 +1,17 @@
-"""Reads the JUnit XML of a unified CRUD run and applies the known-failures policy.
+"""Reads the JUnit XML of a run of compat/unified/run.sh and applies the known-failures policy.
 
 Usage: summarize.py JUNIT_XML KNOWN_FAILURES_TXT FAILURES_OUT
 
 Prints the counts line, the new failures, the known failures that now pass and the
 known failures that did not run, and writes every failing test id (with its first
 error line) to FAILURES_OUT. Exit status: 0 when every failure is listed in
-KNOWN_FAILURES_TXT, 1 when at least one is not (or errored in setup or teardown), 3 when the XML holds no test at all.
+KNOWN_FAILURES_TXT, 1 when at least one is not (or errored in setup or teardown), 3 when
+no test passed (the XML holds no test, or every test was skipped or failed: a run that
+tested nothing).
 With EBB_UNIFIED_STRICT=1, known failures that now pass also give exit status 1.
 EBB_UNIFIED_SUBSET=1 (a run of selected tests only) leaves out the known failures that
-did not run.
+did not run. EBB_UNIFIED_LABEL is the word the counts line starts with (default
+unified_crud).
 """
 
 from __future__ import annotations
@@ -72,7 +75,6 @@ def main() -> int:
                 outcome = "skipped"
         {"passed": passed, "skipped": skipped, "failed": failed, "error": errors}[outcome].append(tid)
 
-    total = len(passed) + len(skipped) + len(failed) + len(errors)
     failing = sorted(set(failed + errors))
     with open(out_path, "w", encoding="utf-8") as f:
         for tid in failing:
@@ -109,9 +111,10 @@ def main() -> int:
         if len(not_run) > LIST_AT_MOST:
             print(f"  ... and {len(not_run) - LIST_AT_MOST} more")
     print(f"\nfailing test ids: {out_path}")
-    print(f"unified_crud: {len(passed)} passed, {len(failing)} failed, {len(skipped)} skipped")
+    label = os.environ.get("EBB_UNIFIED_LABEL", "unified_crud")
+    print(f"{label}: {len(passed)} passed, {len(failing)} failed, {len(skipped)} skipped")
 
-    if total == 0:
+    if not passed:
         return 3
     if new:
         return 1

@@ -156,9 +156,30 @@ fn parse_stage(
         }
         "$out" => Parsed::Output(Output::Out(output::parse_out(arg, req.db)?)),
         "$merge" => Parsed::Output(Output::Merge(output::parse_merge(arg, req.db)?)),
+        "$changeStream" => return Err(change_stream_on_standalone(arg)),
         _ => Parsed::Stage(pipeline::parse_stage(stage, vars)?),
     };
     Ok((name.to_owned(), parsed))
+}
+
+/// `$changeStream` (a driver's `watch()`) as a standalone mongod answers it: the argument must
+/// be a document (6188500), then the stage is refused, in any position, since change streams
+/// need a replica set (40573). Drivers and libraries read that message to fall back to polling.
+fn change_stream_on_standalone(arg: RawBsonRef<'_>) -> CommandError {
+    if let RawBsonRef::Document(_) = arg {
+        CommandError::new(
+            ErrorCode::Location(40573),
+            "The $changeStream stage is only supported on replica sets",
+        )
+    } else {
+        CommandError::new(
+            ErrorCode::Location(6_188_500),
+            format!(
+                "$changeStream must take a nested object but found: {}",
+                crate::query::display::element("$changeStream", arg)
+            ),
+        )
+    }
 }
 
 /// The stages with the command's collation applied where strings are compared.
