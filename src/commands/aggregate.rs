@@ -161,6 +161,33 @@ fn parse_stage(
     Ok((name.to_owned(), parsed))
 }
 
+/// The pipeline after mongod's rewrites ([`pipeline::optimize`]): its stages and their
+/// documents. The given ones when nothing changes (or, never expected, a rewritten stage does
+/// not parse); the stages the command layer answers (`$documents`, `$out`…) never move.
+fn optimized(
+    stages: Stages,
+    raw: Vec<RawDocumentBuf>,
+    vars: &Arc<Variables>,
+) -> (Stages, Vec<RawDocumentBuf>) {
+    let rewritten = pipeline::optimize::optimize(&raw);
+    if rewritten == raw {
+        return (stages, raw);
+    }
+    let mut parsed = Vec::with_capacity(rewritten.len());
+    for doc in &rewritten {
+        if let Ok(("$documents" | "$listLocalSessions" | "$out" | "$merge", _)) =
+            pipeline::stages::stage_name_arg(doc)
+        {
+            continue;
+        }
+        match pipeline::parse_stage(doc, vars) {
+            Ok(stage) => parsed.push(stage),
+            Err(_) => return (stages, raw),
+        }
+    }
+    (parsed, rewritten)
+}
+
 /// The stages with the command's collation applied where strings are compared.
 fn collate(mut stages: Stages, collation: Option<&Arc<Collation>>) -> Stages {
     if let Some(c) = collation {
@@ -269,6 +296,9 @@ pub(super) async fn aggregate_explained(
         stages,
         output,
     } = parse_pipeline(req, collectionless, &vars)?;
+    // mongod's rewrites, before the leading stages go to the planner (a `$match` moved to the
+    // front may use an index there) and before explain lists the stages.
+    let (stages, raw_stages) = optimized(stages, raw_pipeline(req)?, &vars);
     let collation = super::read::collation_option(req)?;
     let mut stages = collate(stages, collation.as_ref());
     // Only a pipeline that writes takes a write concern.
@@ -282,7 +312,6 @@ pub(super) async fn aggregate_explained(
         |v| v.ns.clone(),
     );
     let now_ms = state.now_ms();
-    let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
         (Input::Collection, Some(name)) => {
             let ns_name = format!("{}.{name}", req.db);
@@ -450,8 +479,10 @@ impl pipeline::Reader for CatalogReader {
                 return Err(pipeline::stages::sub_pipeline_too_deep());
             }
             let base = self.read(&view.collection, None)?;
-            let refs: Vec<&RawDocument> = view.pipeline.iter().map(AsRef::as_ref).collect();
-            let stages = pipeline::stages::coalesce(pipeline::parse_pipeline(&refs, &self.vars)?);
+            let stages = pipeline::stages::coalesce(pipeline::optimize::parse_optimized(
+                &view.pipeline,
+                &self.vars,
+            )?);
             let mut ctx = pipeline::Context::new(self.limits.clone());
             ctx.reader = Some(Arc::new(CatalogReader {
                 depth: self.depth + 1,

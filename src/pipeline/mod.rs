@@ -18,6 +18,7 @@
 
 pub mod accumulators;
 pub mod doc;
+pub mod optimize;
 pub mod stages;
 
 use std::sync::Arc;
