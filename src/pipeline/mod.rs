@@ -21,6 +21,9 @@ pub mod doc;
 pub mod optimize;
 pub mod stages;
 
+#[cfg(test)]
+mod props;
+
 use std::sync::Arc;
 
 use bson::RawDocumentBuf;
