@@ -8,6 +8,7 @@
 //! - adjacent `$match`es merge into one `$and`;
 //! - a `$sort` takes the `$limit`s that follow it, through `$skip`s (the limit grows by what
 //!   they skip) and one-to-one stages, as a top-k (`DocumentSourceSort::extractLimitForPushdown`);
+//! - a `$skip` moves ahead of `$project`, `$addFields`/`$set` and `$unset`;
 //! - `$skip`+`$skip` add up, `$limit`+`$limit` keep the smaller.
 //!
 //! The pass is pure and works on the stage documents themselves, in mongod's own serialization
@@ -68,6 +69,16 @@ fn rewrite(stages: &mut Vec<RawDocumentBuf>) {
                 }
             }
             Some("$sort") => absorb_limits(stages, i),
+            Some("$skip")
+                if i > 0
+                    && matches!(
+                        name(&stages[i - 1]),
+                        Some("$project" | "$addFields" | "$set" | "$unset")
+                    ) =>
+            {
+                // A one-to-one stage changes no document's position: skip before it.
+                stages.swap(i - 1, i);
+            }
             Some("$skip") => {
                 if let (Some(a), Some(b)) =
                     (count(&stages[i], "$skip"), next_count(stages, i, "$skip"))

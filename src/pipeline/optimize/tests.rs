@@ -205,6 +205,27 @@ fn sort_takes_the_limits_after_it() {
 }
 
 #[test]
+fn skip_moves_ahead_of_one_to_one_stages() {
+    assert_eq!(
+        optimized(&[
+            doc! {"$group": {"_id": "$a"}},
+            doc! {"$project": {"a": 1}},
+            doc! {"$set": {"b": 1}},
+            doc! {"$skip": 2},
+            doc! {"$skip": 1},
+        ]),
+        [
+            doc! {"$group": {"_id": "$a"}},
+            doc! {"$skip": 3_i64},
+            doc! {"$project": {"a": 1}},
+            doc! {"$set": {"b": 1}},
+        ]
+    );
+    let p = [doc! {"$unwind": "$a"}, doc! {"$skip": 2}];
+    assert_eq!(optimized(&p), p);
+}
+
+#[test]
 fn skips_and_limits_coalesce() {
     assert_eq!(
         optimized(&[
