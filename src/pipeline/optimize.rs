@@ -32,10 +32,14 @@ use crate::query::plan::put;
 /// The pipeline `stages` as mongod runs it after its rewrites.
 pub fn optimize(stages: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
     let mut out = stages.to_vec();
-    // Every rewrite merges stages or moves a `$match` towards the front, so the passes end; the
+    // The work grows with the square of the length: past mongod's own bound on a pipeline's
+    // length (`internalPipelineLengthLimit`), the pipeline runs as given.
+    if out.len() > MAX_STAGES {
+        return out;
+    }
+    // Every rewrite merges stages or moves a stage towards the front, so the passes end; the
     // bound is a guard.
-    let rounds = out.len().saturating_mul(4).saturating_add(8);
-    for _ in 0..rounds {
+    for _ in 0..MAX_STAGES {
         let before = out.clone();
         rewrite(&mut out);
         if out == before {
@@ -44,6 +48,9 @@ pub fn optimize(stages: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
     }
     out
 }
+
+/// The longest pipeline rewritten (mongod 7.0's `internalPipelineLengthLimit`).
+const MAX_STAGES: usize = 1000;
 
 /// Parses `stages` (answering the given pipeline's errors), then runs what the rewrites make
 /// of it (the given stages should a rewritten one not parse).
@@ -66,6 +73,9 @@ fn rewrite(stages: &mut Vec<RawDocumentBuf>) {
             Some("$match") if i > 0 => {
                 if let Some(moved) = move_match(&stages[i - 1], &stages[i]) {
                     stages.splice(i - 1..=i, moved);
+                    // What moved (or merged) is at `i - 1` now: on towards the front.
+                    i -= 1;
+                    continue;
                 }
             }
             Some("$sort") => absorb_limits(stages, i),

@@ -167,6 +167,23 @@ fn match_moves_as_far_as_it_can_then_into_the_front() {
 }
 
 #[test]
+fn long_pipelines_move_a_match_all_the_way_or_run_as_given() {
+    let sets: Vec<Document> = (0..999)
+        .map(|i| doc! {"$set": {format!("f{i}"): i}})
+        .collect();
+    let mut p = sets.clone();
+    p.push(doc! {"$match": {"a": 1}});
+    let mut want = vec![doc! {"$match": {"a": 1}}];
+    want.extend(sets.iter().cloned());
+    assert_eq!(optimized(&p), want);
+    // Past mongod's 1000 stages, nothing is rewritten.
+    let mut p = sets;
+    p.push(doc! {"$set": {"g": 1}});
+    p.push(doc! {"$match": {"a": 1}});
+    assert_eq!(optimized(&p), p);
+}
+
+#[test]
 fn sort_takes_the_limits_after_it() {
     assert_eq!(
         optimized(&[
