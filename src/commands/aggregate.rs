@@ -17,7 +17,7 @@ use crate::catalog::{validate_db_name, validate_namespace};
 use crate::cursor::Source;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::{self, Kind, Stage as PipelineStage, Stages, aggregation_error};
+use crate::pipeline::{self, Kind, Stage as PipelineStage, StageStats, Stages, aggregation_error};
 use crate::query::Collation;
 use crate::query::Variables;
 use crate::query::filter::Filter;
@@ -182,6 +182,33 @@ fn change_stream_on_standalone(arg: RawBsonRef<'_>) -> CommandError {
     }
 }
 
+/// The pipeline after mongod's rewrites ([`pipeline::optimize`]): its stages and their
+/// documents. The given ones when nothing changes (or, never expected, a rewritten stage does
+/// not parse); the stages the command layer answers (`$documents`, `$out`…) never move.
+fn optimized(
+    stages: Stages,
+    raw: Vec<RawDocumentBuf>,
+    vars: &Arc<Variables>,
+) -> (Stages, Vec<RawDocumentBuf>) {
+    let rewritten = pipeline::optimize::optimize(&raw);
+    if rewritten == raw {
+        return (stages, raw);
+    }
+    let mut parsed = Vec::with_capacity(rewritten.len());
+    for doc in &rewritten {
+        if let Ok(("$documents" | "$listLocalSessions" | "$out" | "$merge", _)) =
+            pipeline::stages::stage_name_arg(doc)
+        {
+            continue;
+        }
+        match pipeline::parse_stage(doc, vars) {
+            Ok(stage) => parsed.push(stage),
+            Err(_) => return (stages, raw),
+        }
+    }
+    (parsed, rewritten)
+}
+
 /// The stages with the command's collation applied where strings are compared.
 fn collate(mut stages: Stages, collation: Option<&Arc<Collation>>) -> Stages {
     if let Some(c) = collation {
@@ -290,6 +317,9 @@ pub(super) async fn aggregate_explained(
         stages,
         output,
     } = parse_pipeline(req, collectionless, &vars)?;
+    // mongod's rewrites, before the leading stages go to the planner (a `$match` moved to the
+    // front may use an index there) and before explain lists the stages.
+    let (stages, raw_stages) = optimized(stages, raw_pipeline(req)?, &vars);
     let collation = super::read::collation_option(req)?;
     let mut stages = collate(stages, collation.as_ref());
     // Only a pipeline that writes takes a write concern.
@@ -303,7 +333,6 @@ pub(super) async fn aggregate_explained(
         |v| v.ns.clone(),
     );
     let now_ms = state.now_ms();
-    let raw_stages = raw_pipeline(req)?;
     let docs = match (input, name) {
         (Input::Collection, Some(name)) => {
             let ns_name = format!("{}.{name}", req.db);
@@ -322,6 +351,12 @@ pub(super) async fn aggregate_explained(
                             Vec::new(),
                             started,
                         );
+                        let measured = if verbosity.executes() && raw_stages.len() > push.pushed {
+                            let ctx = pipeline_context(state, req, &vars, allow_disk_use);
+                            Some(measure(ctx, stages, Vec::new()).await?)
+                        } else {
+                            None
+                        };
                         return Ok(explain_pipeline(
                             state,
                             req,
@@ -329,6 +364,7 @@ pub(super) async fn aggregate_explained(
                             verbosity,
                             &raw_stages,
                             &push,
+                            measured.as_deref(),
                         ));
                     }
                     Vec::new()
@@ -358,12 +394,21 @@ pub(super) async fn aggregate_explained(
                             push.limit,
                             idhack,
                         );
-                        let run = if verbosity.executes() {
+                        // The executing verbosities run the whole pipeline: the query layer's
+                        // part, then each stage after it, measured.
+                        let (run, measured) = if verbosity.executes() {
                             let (docs, read) =
                                 run_pushed(source, blocking, &push, sort_limits).await?;
-                            Some(Run::new(docs.len(), read, started))
+                            let run = Run::new(docs.len(), read, started);
+                            let measured = if raw_stages.len() > push.pushed {
+                                let ctx = pipeline_context(state, req, &vars, allow_disk_use);
+                                Some(measure(ctx, stages, docs).await?)
+                            } else {
+                                None
+                            };
+                            (Some(run), measured)
                         } else {
-                            None
+                            (None, None)
                         };
                         let mut report =
                             Explain::planned(ns_name, push.match_doc.clone(), plan, window, run);
@@ -384,6 +429,7 @@ pub(super) async fn aggregate_explained(
                             verbosity,
                             &raw_stages,
                             &push,
+                            measured.as_deref(),
                         ));
                     }
                     run_pushed(source, blocking, &push, sort_limits).await?.0
@@ -410,14 +456,7 @@ pub(super) async fn aggregate_explained(
     let out = if stages.is_empty() {
         docs
     } else {
-        let mut ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
-        ctx.reader = Some(Arc::new(CatalogReader {
-            state: state.clone(),
-            db: req.db.to_owned(),
-            vars: Arc::clone(&vars),
-            limits: state.config.sort_limits(allow_disk_use),
-            depth: 0,
-        }));
+        let ctx = pipeline_context(state, req, &vars, allow_disk_use);
         let stages = pipeline::stages::coalesce(stages);
         tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
             .await
@@ -449,6 +488,41 @@ pub(super) async fn aggregate_explained(
     .await
 }
 
+/// What the pipeline layer runs in: the command's memory limits, and the other collections of
+/// its database through the catalog.
+fn pipeline_context(
+    state: &crate::state::ServerState,
+    req: &Request<'_>,
+    vars: &Arc<Variables>,
+    allow_disk_use: bool,
+) -> pipeline::Context {
+    let mut ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
+    ctx.reader = Some(Arc::new(CatalogReader {
+        state: state.clone(),
+        db: req.db.to_owned(),
+        vars: Arc::clone(vars),
+        limits: state.config.sort_limits(allow_disk_use),
+        depth: 0,
+    }));
+    ctx
+}
+
+/// Runs the stages after the query layer's over its documents for explain: what each returned
+/// and the time it took (an error fails the explain, as in mongod).
+async fn measure(
+    ctx: pipeline::Context,
+    stages: Stages,
+    docs: Vec<pipeline::Doc>,
+) -> CommandResult<Vec<StageStats>> {
+    let stages = pipeline::stages::coalesce(stages);
+    tokio::task::spawn_blocking(move || {
+        let (out, stats) = pipeline::run_measured(&stages, docs, &ctx);
+        out.map(|_| stats)
+    })
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))?
+}
+
 /// What `$lookup` and `$unionWith` read: another collection of the command's database,
 /// through the planner (an index on the matched field is used), live documents only; a view
 /// through its pipeline (the filter then applies to what the pipeline gives).
@@ -471,8 +545,10 @@ impl pipeline::Reader for CatalogReader {
                 return Err(pipeline::stages::sub_pipeline_too_deep());
             }
             let base = self.read(&view.collection, None)?;
-            let refs: Vec<&RawDocument> = view.pipeline.iter().map(AsRef::as_ref).collect();
-            let stages = pipeline::stages::coalesce(pipeline::parse_pipeline(&refs, &self.vars)?);
+            let stages = pipeline::stages::coalesce(pipeline::optimize::parse_optimized(
+                &view.pipeline,
+                &self.vars,
+            )?);
             let mut ctx = pipeline::Context::new(self.limits.clone());
             ctx.reader = Some(Arc::new(CatalogReader {
                 depth: self.depth + 1,
@@ -666,10 +742,13 @@ async fn run_pushed(
     .map_err(|e| CommandError::internal(e.to_string()))?
 }
 
-/// The explain reply of a collection's pipeline: with every stage pushed to the query layer,
-/// mongod's find-like shape (with `optimizedPipeline: true`); otherwise `stages`, the first of
-/// which is the `$cursor` the query layer answers, then the rest of the pipeline (a `$match`
-/// as mongod serializes it parsed).
+/// The explain reply of a collection's pipeline (after mongod's rewrites): with every stage
+/// pushed to the query layer, mongod's find-like shape (with `optimizedPipeline: true`);
+/// otherwise `stages`, the first of which is the `$cursor` the query layer answers, then the
+/// rest of the pipeline (a `$match` as mongod serializes it parsed). With the executing
+/// verbosities every stage, `$cursor` included, ends with its `nReturned` and
+/// `executionTimeMillisEstimate` (`measured`: those of the stages after `$cursor`), as
+/// mongod's `Pipeline::writeExplainOps`.
 fn explain_pipeline(
     state: &crate::state::ServerState,
     req: &Request<'_>,
@@ -677,6 +756,7 @@ fn explain_pipeline(
     verbosity: Verbosity,
     raw: &[RawDocumentBuf],
     push: &Pushdown,
+    measured: Option<&[StageStats]>,
 ) -> RawDocumentBuf {
     let rest = raw.get(push.pushed..).unwrap_or_default();
     if rest.is_empty() {
@@ -688,9 +768,14 @@ fn explain_pipeline(
     if let Some(e) = exec {
         cursor_stage.append(bson::cstr!("executionStats"), e);
     }
+    let mut cursor = bson::rawdoc! { "$cursor": cursor_stage };
+    if let (Some(_), Some(run)) = (measured, report.run) {
+        cursor.append(bson::cstr!("nReturned"), long(run.returned));
+        cursor.append(bson::cstr!("executionTimeMillisEstimate"), long(run.millis));
+    }
     let mut stages = RawArrayBuf::new();
-    stages.push(bson::rawdoc! { "$cursor": cursor_stage });
-    for s in explained_stages(rest) {
+    stages.push(cursor);
+    for s in explained_stages(rest, measured) {
         stages.push(s);
     }
     let out = bson::rawdoc! { "explainVersion": "1", "stages": stages };
@@ -702,33 +787,58 @@ fn stage_count(v: RawBsonRef<'_>) -> Option<i64> {
     crate::query::shape::number(v)
 }
 
+/// A count as mongod's explain reports it: a long.
+fn long(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The stage document with what running it measured appended.
+fn with_stats(mut doc: RawDocumentBuf, stats: Option<StageStats>) -> RawDocumentBuf {
+    if let Some(s) = stats {
+        doc.append(bson::cstr!("nReturned"), long(s.returned));
+        doc.append(
+            bson::cstr!("executionTimeMillisEstimate"),
+            long(s.micros / 1000),
+        );
+    }
+    doc
+}
+
 /// The stages after `$cursor` as mongod's explain serializes them: a `$match` parsed (in the
 /// given order), `$sort` as `{sortKey, limit?}` taking the `$limit`s right after it, `$limit`
-/// and `$skip` as longs; the others as given.
-fn explained_stages(rest: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
-    fn flush(out: &mut Vec<RawDocumentBuf>, sort: Option<(RawDocumentBuf, Option<i64>)>) {
-        if let Some((key, limit)) = sort {
+/// and `$skip` as longs; the others as given. Stage `i` of `rest` ran with `measured[i]`.
+fn explained_stages(
+    rest: &[RawDocumentBuf],
+    measured: Option<&[StageStats]>,
+) -> Vec<RawDocumentBuf> {
+    type SortLimit = (RawDocumentBuf, Option<i64>, Option<StageStats>);
+    fn flush(out: &mut Vec<RawDocumentBuf>, sort: Option<SortLimit>) {
+        if let Some((key, limit, stats)) = sort {
             let mut inner = bson::rawdoc! { "sortKey": key };
             if let Some(l) = limit {
                 inner.append(bson::cstr!("limit"), l);
             }
-            out.push(bson::rawdoc! { "$sort": inner });
+            out.push(with_stats(bson::rawdoc! { "$sort": inner }, stats));
         }
     }
     let mut out: Vec<RawDocumentBuf> = Vec::with_capacity(rest.len());
-    let mut sort_limit: Option<(RawDocumentBuf, Option<i64>)> = None;
-    for s in rest {
+    let mut sort_limit: Option<SortLimit> = None;
+    for (i, s) in rest.iter().enumerate() {
         let Some(Ok((name, v))) = s.iter().next() else {
             continue;
         };
         let name = name.as_str();
+        let stats = measured.and_then(|m| m.get(i)).copied();
         if name == "$limit"
-            && let (Some((_, limit)), Some(n)) = (sort_limit.as_mut(), stage_count(v))
+            && let (Some((_, limit, sort_stats)), Some(n)) = (sort_limit.as_mut(), stage_count(v))
         {
+            // The `$sort` keeps only that many: what it returns is what the `$limit` did.
             *limit = Some(limit.map_or(n, |l| l.min(n)));
+            *sort_stats = stats.or(*sort_stats);
             continue;
         }
         flush(&mut out, sort_limit.take());
+        let before = out.len();
         match (name, v) {
             ("$match", RawBsonRef::Document(m)) => {
                 let parsed = crate::query::shape::normalize(Some(m), false);
@@ -747,7 +857,8 @@ fn explained_stages(rest: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
                     };
                     crate::query::plan::put(&mut pattern, k.as_str(), value);
                 }
-                sort_limit = Some((pattern, None));
+                sort_limit = Some((pattern, None, stats));
+                continue;
             }
             ("$limit" | "$skip", v) => match stage_count(v) {
                 Some(n) => {
@@ -758,6 +869,11 @@ fn explained_stages(rest: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
                 None => out.push(s.clone()),
             },
             _ => out.push(s.clone()),
+        }
+        if out.len() > before
+            && let Some(last) = out.pop()
+        {
+            out.push(with_stats(last, stats));
         }
     }
     flush(&mut out, sort_limit);

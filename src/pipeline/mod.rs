@@ -18,7 +18,11 @@
 
 pub mod accumulators;
 pub mod doc;
+pub mod optimize;
 pub mod stages;
+
+#[cfg(test)]
+mod props;
 
 use std::sync::Arc;
 
@@ -107,6 +111,60 @@ pub fn run(stages: &[Box<dyn Stage>], docs: Vec<Doc>, ctx: &Context) -> CommandR
         stream = stage.run(stream, ctx);
     }
     stream.collect()
+}
+
+/// What one stage did in a run explain measures: the documents it returned and the time spent
+/// in it and the stages before it (mongod's `nReturned`, `executionTimeMillisEstimate`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageStats {
+    /// Documents the stage returned.
+    pub returned: u64,
+    /// Time spent pulling its documents, the stages before it included.
+    pub micros: u64,
+}
+
+/// Runs `stages` over `docs` as [`run`] does, measuring each stage.
+pub fn run_measured(
+    stages: &[Box<dyn Stage>],
+    docs: Vec<Doc>,
+    ctx: &Context,
+) -> (CommandResult<Vec<Doc>>, Vec<StageStats>) {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// A stage's output, counted and timed.
+    struct Measured<'a> {
+        inner: Stream<'a>,
+        stats: Rc<Cell<StageStats>>,
+    }
+
+    impl Iterator for Measured<'_> {
+        type Item = CommandResult<Doc>;
+
+        fn next(&mut self) -> Option<Self::Item> {
+            let started = std::time::Instant::now();
+            let item = self.inner.next();
+            let mut stats = self.stats.get();
+            let spent = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            stats.micros = stats.micros.saturating_add(spent);
+            if matches!(item, Some(Ok(_))) {
+                stats.returned = stats.returned.saturating_add(1);
+            }
+            self.stats.set(stats);
+            item
+        }
+    }
+
+    let cells: Vec<Rc<Cell<StageStats>>> = stages.iter().map(|_| Rc::default()).collect();
+    let mut stream: Stream<'_> = Box::new(docs.into_iter().map(Ok));
+    for (stage, cell) in stages.iter().zip(&cells) {
+        stream = Box::new(Measured {
+            inner: stage.run(stream, ctx),
+            stats: Rc::clone(cell),
+        });
+    }
+    let out = stream.collect();
+    (out, cells.iter().map(|c| c.get()).collect())
 }
 
 /// Runs `stages` over a stream (a `$facet`'s sub-pipeline).
