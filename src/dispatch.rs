@@ -310,10 +310,8 @@ async fn run_command(
     let result = commands::run(req, ctx, state).await;
     let micros = started.elapsed().as_micros();
     if let Some((kind, coll)) = on_collection {
-        let ns = format!("{}.{coll}", req.db);
-        state
-            .top
-            .record(&ns, kind, u64::try_from(micros).unwrap_or(u64::MAX));
+        let micros = u64::try_from(micros).unwrap_or(u64::MAX);
+        state.top.record(req.db, coll, kind, micros);
     }
     if !tracing::enabled!(tracing::Level::DEBUG) {
         return result;

@@ -113,25 +113,33 @@ struct Latencies {
     transactions: Histogram,
 }
 
-/// The latencies of every namespace commands have run on.
+/// Latencies by collection name, in one database.
+type Collections = HashMap<String, Latencies>;
+
+/// The latencies of every namespace commands have run on, by database and collection (looked
+/// up without building the namespace string).
 #[derive(Debug, Default)]
 pub struct Top {
-    by_ns: Mutex<HashMap<String, Latencies>>,
+    by_db: Mutex<HashMap<String, Collections>>,
 }
 
 impl Top {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Latencies>> {
-        self.by_ns
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Collections>> {
+        self.by_db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Records one operation of `kind` on `ns` that took `micros`.
-    pub fn record(&self, ns: &str, kind: OpKind, micros: u64) {
+    /// Records one operation of `kind` on `db.coll` that took `micros`.
+    pub fn record(&self, db: &str, coll: &str, kind: OpKind, micros: u64) {
         let mut map = self.map();
-        let entry = match map.get_mut(ns) {
+        let colls = match map.get_mut(db) {
+            Some(c) => c,
+            None => map.entry(db.to_owned()).or_default(),
+        };
+        let entry = match colls.get_mut(coll) {
             Some(e) => e,
-            None => map.entry(ns.to_owned()).or_default(),
+            None => colls.entry(coll.to_owned()).or_default(),
         };
         match kind {
             OpKind::Read => entry.reads.record(micros),
@@ -140,15 +148,23 @@ impl Top {
         }
     }
 
-    /// Forgets `ns` (its collection was dropped), as mongod's `Top::collectionDropped` does.
-    pub fn forget(&self, ns: &str) {
-        self.map().remove(ns);
+    /// Forgets `db.coll` (the collection was dropped), as mongod's `Top::collectionDropped`
+    /// does.
+    pub fn forget(&self, db: &str, coll: &str) {
+        if let Some(colls) = self.map().get_mut(db) {
+            colls.remove(coll);
+        }
     }
 
-    /// `latencyStats` for `ns` (zeros for a namespace nothing ran on), with the histograms
-    /// when asked.
-    pub fn latency_stats(&self, ns: &str, histograms: bool) -> RawDocumentBuf {
-        let l = self.map().get(ns).cloned().unwrap_or_default();
+    /// `latencyStats` for `db.coll` (zeros for a namespace nothing ran on), with the
+    /// histograms when asked.
+    pub fn latency_stats(&self, db: &str, coll: &str, histograms: bool) -> RawDocumentBuf {
+        let l = self
+            .map()
+            .get(db)
+            .and_then(|c| c.get(coll))
+            .cloned()
+            .unwrap_or_default();
         rawdoc! {
             "reads": l.reads.to_document(histograms),
             "writes": l.writes.to_document(histograms),
@@ -207,17 +223,17 @@ mod tests {
     #[test]
     fn records_by_namespace_and_kind() {
         let top = Top::default();
-        top.record("d.c", OpKind::Read, 5);
-        top.record("d.c", OpKind::Read, 3000);
-        top.record("d.c", OpKind::Write, 7);
-        let s = top.latency_stats("d.c", true);
+        top.record("d", "c", OpKind::Read, 5);
+        top.record("d", "c", OpKind::Read, 3000);
+        top.record("d", "c", OpKind::Write, 7);
+        let s = top.latency_stats("d", "c", true);
         let reads = s.get_document("reads").unwrap();
         assert_eq!(reads.get_i64("latency").unwrap(), 3005);
         assert_eq!(reads.get_i64("ops").unwrap(), 2);
         let hist: Vec<_> = reads.get_array("histogram").unwrap().into_iter().collect();
         assert_eq!(hist.len(), 2);
         assert_eq!(s.get_document("writes").unwrap().get_i64("ops").unwrap(), 1);
-        let none = top.latency_stats("d.other", false);
+        let none = top.latency_stats("d", "other", false);
         assert!(
             none.get_document("reads")
                 .unwrap()
@@ -225,9 +241,9 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        top.forget("d.c");
+        top.forget("d", "c");
         assert_eq!(
-            top.latency_stats("d.c", false)
+            top.latency_stats("d", "c", false)
                 .get_document("reads")
                 .unwrap()
                 .get_i64("ops")

@@ -108,7 +108,7 @@ pub(super) async fn drop(req: &Request<'_>, state: &ServerState) -> CommandResul
     }
     match state.catalog.drop_collection(req.db, name)? {
         Some(ticket) => {
-            state.top.forget(&format!("{}.{name}", req.db));
+            state.top.forget(req.db, name);
             state.purge_wake.notify_one();
             concern.wait(state, Some(ticket)).await?;
             Ok(rawdoc! { "nIndexesWas": 1, "ns": format!("{}.{name}", req.db), "ok": 1.0 })
@@ -124,7 +124,7 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
     let mut last = None;
     for c in state.catalog.collections(req.db) {
         if let Some(t) = state.catalog.drop_collection(&c.db, &c.name)? {
-            state.top.forget(&c.namespace());
+            state.top.forget(&c.db, &c.name);
             last = Some(t);
         }
     }

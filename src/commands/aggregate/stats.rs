@@ -94,7 +94,7 @@ fn coll_stats(
     if let Some(histograms) = spec.latency_stats {
         out.append(
             cstr!("latencyStats"),
-            state.top.latency_stats(&ns, histograms),
+            state.top.latency_stats(db, coll, histograms),
         );
     }
     let collection = state.catalog.get(db, coll);
