@@ -381,6 +381,22 @@ async fn index_stats_count_uses_by_the_chosen_plan() -> TestResult {
             ("a_1".to_owned(), 0),
         ]
     );
+    // Inside a sub-pipeline they would report on the wrong collection: refused.
+    let err = agg_err(
+        &client,
+        "orders",
+        vec![doc! {"$unionWith": {"coll": "other", "pipeline": [{"$indexStats": {}}]}}],
+    )
+    .await?;
+    assert_command_error(&err, 238, "NotImplemented");
+    // Explained, it runs nothing and counts nothing.
+    let explained = client
+        .database(DB)
+        .run_command(
+            doc! {"aggregate": "orders", "pipeline": [{"$indexStats": {}}], "explain": true},
+        )
+        .await?;
+    assert!(is_ok(&explained), "{explained}");
     // A missing collection has no indexes.
     assert!(
         run(&coll(&client, "none"), vec![doc! {"$indexStats": {}}])
