@@ -206,8 +206,17 @@ async fn coll_stats_refusals_and_missing_collections() -> TestResult {
     let view = coll(&client, "v");
     let out = coll_stats(&view, doc! {"latencyStats": {}}).await?;
     assert_eq!(out.get_str("ns")?, "admin_stages.v");
-    let err = agg_err(&client, "v", vec![doc! {"$collStats": {"count": {}}}]).await?;
-    assert_command_error(&err, 26, "NamespaceNotFound");
+    for section in ["count", "storageStats", "queryExecStats"] {
+        let mut spec = Document::new();
+        spec.insert(section, Document::new());
+        let err = agg_err(&client, "v", vec![doc! {"$collStats": spec}]).await?;
+        assert_command_error(&err, 166, "CommandNotSupportedOnView");
+        assert_eq!(
+            err.message,
+            "PlanExecutor error during aggregation :: caused by :: Namespace admin_stages.v is \
+             a view, not a collection"
+        );
+    }
     // $indexStats on a view comes after the view's pipeline: not first.
     let err = agg_err(&client, "v", vec![doc! {"$indexStats": {}}]).await?;
     assert_command_error(&err, 40602, "Location40602");

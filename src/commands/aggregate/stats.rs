@@ -97,6 +97,15 @@ fn coll_stats(
             state.top.latency_stats(db, coll, histograms),
         );
     }
+    // The sections that read the collection take it as mongod's `AutoGetCollection` does,
+    // which refuses a view outright (no section context).
+    let needs_collection = spec.storage_stats.is_some() || spec.count || spec.query_exec_stats;
+    if needs_collection && state.catalog.is_view(db, coll) {
+        return Err(aggregation_error(CommandError::new(
+            ErrorCode::CommandNotSupportedOnView,
+            format!("Namespace {ns} is a view, not a collection"),
+        )));
+    }
     let collection = state.catalog.get(db, coll);
     let not_found = || format!("Collection [{ns}] not found.");
     let figures = match &collection {
