@@ -696,7 +696,11 @@ pub(super) async fn count_explained(
     let idhack = explain::idhack_filter(query) && skip == 0 && hint.is_none() && simple;
     let (plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
     source.set_window(None, skip, limit);
-    if explain.is_none() {
+    // mongod counts a whole collection from its record store (`RECORD_STORE_FAST_COUNT`):
+    // no collection scan.
+    let fast_count = query.is_none_or(bson::RawDocument::is_empty)
+        && matches!(plan.access, crate::query::plan::Access::Collscan { .. });
+    if explain.is_none() && !fast_count {
         collection.note_plan(&plan.access);
     }
     if let Some(verbosity) = explain {
