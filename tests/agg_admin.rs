@@ -462,6 +462,25 @@ async fn index_stats_count_lookup_reads_of_the_foreign_index() -> TestResult {
         vec![doc! {"$lookup": {"from": "foreign", "localField": "a", "foreignField": "k", "as": "f"}}],
     )
     .await?;
+    // A view whose pipeline starts with $indexStats reports on its own collection when
+    // $lookup reads it.
+    client
+        .database(DB)
+        .run_command(doc! {"create": "foreign_indexes", "viewOn": "foreign", "pipeline": [{"$indexStats": {}}]})
+        .await?;
+    let joined = run(
+        &local,
+        vec![
+            doc! {"$match": {"_id": 1}},
+            doc! {"$lookup": {"from": "foreign_indexes", "pipeline": [{"$project": {"_id": 0, "name": 1}}], "as": "ix"}},
+            doc! {"$project": {"_id": 0, "ix": 1}},
+        ],
+    )
+    .await?;
+    assert_eq!(
+        joined,
+        vec![doc! {"ix": [{"name": "_id_"}, {"name": "k_1"}]}]
+    );
     let counted = ops(&foreign).await?;
     assert_eq!(counted[0].0, "_id_");
     assert_eq!(counted[1].0, "k_1");

@@ -493,6 +493,8 @@ impl pipeline::Reader for CatalogReader {
             let mut ctx = pipeline::Context::new(self.limits.clone());
             ctx.reader = Some(Arc::new(CatalogReader {
                 depth: self.depth + 1,
+                // The view's pipeline runs over its collection: `$indexStats`… report on it.
+                collection: Some(view.collection.clone()),
                 ..self.clone()
             }));
             let docs = base
