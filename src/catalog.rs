@@ -48,6 +48,9 @@ pub struct IndexSpec {
     /// Shared by every copy of the spec; set before the commit that writes such a document, and
     /// never cleared, so a reader that loads it after taking its snapshot never underestimates.
     pub multikey: Arc<AtomicBool>,
+    /// How often queries used this index since it was created or the server started
+    /// (`$indexStats.accesses`): shared by every copy of the spec, never persisted.
+    pub accesses: Arc<IndexAccesses>,
     /// `name`.
     pub name: String,
     /// `key`: the key pattern.
@@ -132,6 +135,7 @@ impl IndexSpec {
         Ok(IndexSpec {
             id: 0,
             multikey: Arc::default(),
+            accesses: Arc::default(),
             name: spec.get_str("name").map_err(corrupt)?.to_owned(),
             key: spec.get_document("key").map_err(corrupt)?.to_owned(),
             expire_after_seconds: match spec.get("expireAfterSeconds").map_err(corrupt)? {
@@ -147,6 +151,56 @@ impl IndexSpec {
                 .map(ToOwned::to_owned),
             spec: spec.to_owned(),
         })
+    }
+}
+
+/// How often the plans queries ran used one index, and since when: mongod's index usage
+/// tracker, which `$indexStats` reports as `accesses: {ops, since}`. Counted in memory only,
+/// from the server's start or the index's creation.
+#[derive(Debug)]
+pub struct IndexAccesses {
+    ops: AtomicU64,
+    since_ms: i64,
+}
+
+impl Default for IndexAccesses {
+    /// No use yet, counting from now (wall-clock milliseconds).
+    fn default() -> Self {
+        IndexAccesses {
+            ops: AtomicU64::new(0),
+            since_ms: bson::DateTime::now().timestamp_millis(),
+        }
+    }
+}
+
+impl IndexAccesses {
+    /// Counts one more query whose plan used the index.
+    pub fn note(&self) {
+        self.ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The uses counted so far.
+    pub fn ops(&self) -> i64 {
+        i64::try_from(self.ops.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    }
+
+    /// When counting began (milliseconds since the epoch).
+    pub fn since_ms(&self) -> i64 {
+        self.since_ms
+    }
+}
+
+/// The collection scans queries on a collection ran since the server started
+/// (`$collStats.queryExecStats.collectionScans`).
+#[derive(Debug, Default)]
+pub struct ScanCounts {
+    total: AtomicU64,
+}
+
+impl ScanCounts {
+    /// The collection scans counted so far.
+    pub fn total(&self) -> i64 {
+        i64::try_from(self.total.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
     }
 }
 
@@ -177,6 +231,10 @@ pub struct Collection {
     /// over). Set from what such a scan found; lowered by every write of a document below it.
     /// Only read and changed under the write lock.
     pub(crate) live_front: Mutex<Option<Vec<u8>>>,
+    /// The uses of its `_id` index (see [`IndexAccesses`]); kept across index changes.
+    pub id_accesses: Arc<IndexAccesses>,
+    /// Its collection scans (see [`ScanCounts`]); kept across index changes.
+    pub scans: Arc<ScanCounts>,
 }
 
 /// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
@@ -235,6 +293,35 @@ impl Collection {
             write_lock: WriteLock::default(),
             retired: AtomicBool::new(false),
             live_front: Mutex::new(None),
+            id_accesses: Arc::default(),
+            scans: Arc::default(),
+        }
+    }
+
+    /// The same collection under another record (an index change, a rename): its usage
+    /// counters go on.
+    fn keeping_counters(mut self, old: &Collection) -> Self {
+        self.id_accesses = Arc::clone(&old.id_accesses);
+        self.scans = Arc::clone(&old.scans);
+        self
+    }
+
+    /// Counts what the plan a query runs reads, as mongod's `CollectionQueryInfo::notifyOfQuery`
+    /// does once per operation: one access to the index it scans (the `_id` index included),
+    /// or one collection scan.
+    pub fn note_plan(&self, access: &crate::query::plan::Access) {
+        match access {
+            crate::query::plan::Access::Collscan { .. } => {
+                self.scans.total.fetch_add(1, Ordering::Relaxed);
+            }
+            crate::query::plan::Access::Index(scan) => match scan.index {
+                None => self.id_accesses.note(),
+                Some(pos) => {
+                    if let Some(spec) = self.indexes.get(pos) {
+                        spec.accesses.note();
+                    }
+                }
+            },
         }
     }
 
@@ -852,6 +939,7 @@ impl Catalog {
             for (&p, id) in fresh.iter().zip(first..) {
                 indexes[p].id = id;
                 indexes[p].multikey = Arc::default();
+                indexes[p].accesses = Arc::default();
                 start.put(Keyspace::Catalog, building_key(id), Vec::new());
                 batch.delete(Keyspace::Catalog, building_key(id));
             }
@@ -874,7 +962,8 @@ impl Catalog {
         {
             batch.put(Keyspace::Catalog, dropped_key(gone.id), Vec::new());
         }
-        let new = Collection::new(old.id, db, name, old.options.clone(), indexes);
+        let new =
+            Collection::new(old.id, db, name, old.options.clone(), indexes).keeping_counters(&old);
         if TtlPolicy::from_indexes(&old.indexes).describe() != new.ttl.describe() {
             crate::ttl::recompute(&*self.snapshot(), &new, now_ms, &mut batch)?;
         }
@@ -1005,6 +1094,7 @@ impl Catalog {
         for (spec, index_id) in indexes.iter_mut().filter(|i| i.has_entries()).zip(id + 1..) {
             spec.id = index_id;
             spec.multikey = Arc::default();
+            spec.accesses = Arc::default();
         }
         let new = Collection::new(id, db, name, options, indexes);
         let (result, docs) = fill(&new)?;
@@ -1083,7 +1173,8 @@ impl Catalog {
             to.1,
             source.options.clone(),
             source.indexes.clone(),
-        );
+        )
+        .keeping_counters(&source);
         let mut batch = Batch::new();
         if let Some(t) = &target {
             mark_dropped(&mut batch, t);

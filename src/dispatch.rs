@@ -300,13 +300,22 @@ async fn run_command(
         body = %bson::Document::try_from(req.body).map(|d| d.to_string()).unwrap_or_default(),
         "running"
     );
-    // Timing costs more than a ping on some machines: only when it will be logged.
-    if !tracing::enabled!(tracing::Level::DEBUG) {
+    // Commands on a collection are timed for its `latencyStats` (mongod's `Top`); others
+    // only when they will be logged (timing costs more than a ping on some machines).
+    let on_collection = crate::top::classify(req.name, req.body);
+    if on_collection.is_none() && !tracing::enabled!(tracing::Level::DEBUG) {
         return commands::run(req, ctx, state).await;
     }
     let started = Instant::now();
     let result = commands::run(req, ctx, state).await;
     let micros = started.elapsed().as_micros();
+    if let Some((kind, coll)) = on_collection {
+        let micros = u64::try_from(micros).unwrap_or(u64::MAX);
+        state.top.record(req.db, coll, kind, micros);
+    }
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return result;
+    }
     match &result {
         Ok(_) => debug!(command = req.name, db = req.db, micros, "command"),
         Err(e) => debug!(

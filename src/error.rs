@@ -106,6 +106,7 @@ error_codes! {
     DatabaseDifferCase = 13297,
     KeyTooLong = 17280,
     MergeStageNoMatchingDocument = 13113,
+    SearchNotEnabled = 31082,
     IDLDuplicateField = 40413,
     IDLUnknownField = 40415,
     IDLFailedToParse = 40414,

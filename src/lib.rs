@@ -30,6 +30,7 @@ pub mod sessions;
 pub mod sorter;
 pub mod state;
 pub mod storage;
+pub mod top;
 pub mod ttl;
 
 pub use config::Config;

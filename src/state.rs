@@ -47,6 +47,8 @@ pub struct Inner {
     pub purge_wake: Arc<tokio::sync::Notify>,
     /// The logical sessions commands have used (`$listLocalSessions`).
     pub sessions: Sessions,
+    /// Per-collection operation latencies (`$collStats.latencyStats`).
+    pub top: crate::top::Top,
     /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
     /// connections close between requests, and running commands stop at their next safe
     /// point (see [`ServerState::check_interrupt`]).
@@ -142,6 +144,7 @@ impl ServerState {
             clock: Arc::new(Clock::default()),
             ttl_metrics: Arc::new(TtlMetrics::default()),
             sessions: Sessions::default(),
+            top: crate::top::Top::default(),
             shutdown: CancellationToken::new(),
         }))
     }

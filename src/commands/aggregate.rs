@@ -5,6 +5,7 @@
 
 mod output;
 mod sources;
+mod stats;
 
 use std::sync::Arc;
 
@@ -33,6 +34,8 @@ enum Input {
     Documents(Vec<RawDocumentBuf>),
     /// `$listLocalSessions`.
     LocalSessions(sources::SessionOwners),
+    /// `$listSessions` (on `config.system.sessions` only).
+    Sessions(sources::SessionOwners),
 }
 
 /// What happens to a pipeline's results.
@@ -86,7 +89,9 @@ fn parse_pipeline(
                 "{aggregate: 1} is not valid for an empty pipeline.",
             ));
         }
-        Some((name, Parsed::Input(_))) if !collectionless => {
+        Some((name, Parsed::Input(input)))
+            if !collectionless && !matches!(input, Input::Sessions(_)) =>
+        {
             return Err(CommandError::new(
                 ErrorCode::InvalidNamespace,
                 format!("'{name}' can only be run with {{aggregate: 1}}"),
@@ -118,6 +123,12 @@ fn parse_pipeline(
                 return Err(CommandError::new(
                     ErrorCode::Location(40601),
                     format!("{name} can only be the final stage in the pipeline"),
+                ));
+            }
+            Parsed::Stage(stage) if i > 0 && stage.initial_source() => {
+                return Err(CommandError::new(
+                    ErrorCode::Location(40602),
+                    format!("{name} is only valid as the first stage in a pipeline"),
                 ));
             }
             Parsed::Input(input) => pipeline.input = input,
@@ -153,6 +164,19 @@ fn parse_stage(
                 ));
             }
             Parsed::Input(Input::LocalSessions(sources::list_local_sessions(arg)?))
+        }
+        "$listSessions" => {
+            let on_sessions = !collectionless
+                && req.db == "config"
+                && collection_name(req).is_ok_and(|c| c == "system.sessions");
+            if !on_sessions {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidNamespace,
+                    "$listSessions must be run against the 'system.sessions' collection in the \
+                     'config' database.",
+                ));
+            }
+            Parsed::Input(Input::Sessions(sources::list_sessions(name, arg)?))
         }
         "$out" => Parsed::Output(Output::Out(output::parse_out(arg, req.db)?)),
         "$merge" => Parsed::Output(Output::Merge(output::parse_merge(arg, req.db)?)),
@@ -234,8 +258,13 @@ pub(super) async fn aggregate_explained(
     explain: Option<Verbosity>,
 ) -> CommandResult {
     let started = std::time::Instant::now();
-    // On a view: its resolved pipeline, then the request's, over the view's collection.
-    let view = super::views::resolve_aggregate(req, state)?;
+    // On a view: its resolved pipeline, then the request's, over the view's collection;
+    // except that `$collStats` reports on the view's own namespace (mongod's run_aggregate).
+    let view = if stats::starts_with_coll_stats(req) {
+        None
+    } else {
+        super::views::resolve_aggregate(req, state)?
+    };
     let view_req;
     let req = match &view {
         Some(v) => {
@@ -333,7 +362,10 @@ pub(super) async fn aggregate_explained(
         |v| v.ns.clone(),
     );
     let now_ms = state.now_ms();
+    // A first stage that reads the server's state rather than documents (`$collStats`…).
+    let no_input = stages.first().is_some_and(|s| s.initial_source());
     let docs = match (input, name) {
+        (Input::Collection, Some(_)) if no_input => Vec::new(),
         (Input::Collection, Some(name)) => {
             let ns_name = format!("{}.{name}", req.db);
             // The leading stages a find could run go to the query layer: the planner chooses
@@ -352,7 +384,8 @@ pub(super) async fn aggregate_explained(
                             started,
                         );
                         let measured = if verbosity.executes() && raw_stages.len() > push.pushed {
-                            let ctx = pipeline_context(state, req, &vars, allow_disk_use);
+                            let ctx =
+                                pipeline_context(state, req, &vars, allow_disk_use, Some(name));
                             Some(measure(ctx, stages, Vec::new()).await?)
                         } else {
                             None
@@ -377,6 +410,9 @@ pub(super) async fn aggregate_explained(
                         push.sort.as_ref(),
                         hint.as_ref(),
                     )?;
+                    if explain.is_none() {
+                        collection.note_plan(&plan.access);
+                    }
                     let blocking = push.sort.clone().filter(|s| !s.is_empty() && !plan.sorted);
                     if blocking.is_none() {
                         source.set_window(None, push.skip, push.limit);
@@ -401,7 +437,8 @@ pub(super) async fn aggregate_explained(
                                 run_pushed(source, blocking, &push, sort_limits).await?;
                             let run = Run::new(docs.len(), read, started);
                             let measured = if raw_stages.len() > push.pushed {
-                                let ctx = pipeline_context(state, req, &vars, allow_disk_use);
+                                let ctx =
+                                    pipeline_context(state, req, &vars, allow_disk_use, Some(name));
                                 Some(measure(ctx, stages, docs).await?)
                             } else {
                                 None
@@ -441,7 +478,7 @@ pub(super) async fn aggregate_explained(
             .into_iter()
             .map(|d| (d, crate::storage::record::NEVER))
             .collect(),
-        (Input::LocalSessions(owners), _) => {
+        (Input::LocalSessions(owners) | Input::Sessions(owners), _) => {
             sources::session_records(&state.sessions, owners, now_ms)
                 .into_iter()
                 .map(|d| (d, crate::storage::record::NEVER))
@@ -456,7 +493,7 @@ pub(super) async fn aggregate_explained(
     let out = if stages.is_empty() {
         docs
     } else {
-        let ctx = pipeline_context(state, req, &vars, allow_disk_use);
+        let ctx = pipeline_context(state, req, &vars, allow_disk_use, name);
         let stages = pipeline::stages::coalesce(stages);
         tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
             .await
@@ -495,6 +532,7 @@ fn pipeline_context(
     req: &Request<'_>,
     vars: &Arc<Variables>,
     allow_disk_use: bool,
+    collection: Option<&str>,
 ) -> pipeline::Context {
     let mut ctx = pipeline::Context::new(state.config.sort_limits(allow_disk_use));
     ctx.reader = Some(Arc::new(CatalogReader {
@@ -503,6 +541,7 @@ fn pipeline_context(
         vars: Arc::clone(vars),
         limits: state.config.sort_limits(allow_disk_use),
         depth: 0,
+        collection: collection.map(ToOwned::to_owned),
     }));
     ctx
 }
@@ -535,6 +574,8 @@ struct CatalogReader {
     /// How many views this read is inside (a view's pipeline may read views again, itself
     /// among them): past `MAX_SUB_PIPELINE_DEPTH`, mongod's 232.
     depth: usize,
+    /// The collection (or view) the command names, which `$collStats` and its kind report on.
+    collection: Option<String>,
 }
 
 impl pipeline::Reader for CatalogReader {
@@ -552,6 +593,8 @@ impl pipeline::Reader for CatalogReader {
             let mut ctx = pipeline::Context::new(self.limits.clone());
             ctx.reader = Some(Arc::new(CatalogReader {
                 depth: self.depth + 1,
+                // The view's pipeline runs over its collection: `$indexStats`… report on it.
+                collection: Some(view.collection.clone()),
                 ..self.clone()
             }));
             let docs = base
@@ -568,9 +611,15 @@ impl pipeline::Reader for CatalogReader {
         let Some(collection) = self.state.catalog.get(&self.db, coll) else {
             return Ok(Vec::new());
         };
-        let (_, mut source) =
+        let (plan, mut source) =
             super::read::open_planned(&self.state, &collection, filter.cloned(), None, None)?;
+        collection.note_plan(&plan.access);
         Ok(source.drain()?.into_iter().map(|(d, _)| d).collect())
+    }
+
+    fn server_state(&self, what: &pipeline::ServerRead<'_>) -> CommandResult<Vec<RawDocumentBuf>> {
+        let coll = self.collection.as_deref().unwrap_or_default();
+        stats::server_state(&self.state, &self.db, coll, what)
     }
 }
 

@@ -108,6 +108,7 @@ pub(super) async fn drop(req: &Request<'_>, state: &ServerState) -> CommandResul
     }
     match state.catalog.drop_collection(req.db, name)? {
         Some(ticket) => {
+            state.top.forget(req.db, name);
             state.purge_wake.notify_one();
             concern.wait(state, Some(ticket)).await?;
             Ok(rawdoc! { "nIndexesWas": 1, "ns": format!("{}.{name}", req.db), "ok": 1.0 })
@@ -123,6 +124,7 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
     let mut last = None;
     for c in state.catalog.collections(req.db) {
         if let Some(t) = state.catalog.drop_collection(&c.db, &c.name)? {
+            state.top.forget(&c.db, &c.name);
             last = Some(t);
         }
     }
@@ -282,21 +284,53 @@ pub(super) async fn rename_collection(req: &Request<'_>, state: &ServerState) ->
     Ok(rawdoc! { "ok": 1.0 })
 }
 
+/// What `collStats` and `$collStats`'s `storageStats` report of a collection's storage: its
+/// live documents, their bytes, and its indexes' names (`_id_` first). Ebb's store keeps no
+/// separate per-index or free-space figures, so those read 0.
+pub(crate) struct StorageFigures {
+    /// Live documents.
+    pub count: i64,
+    /// Their BSON bytes.
+    pub size: i64,
+    /// Every index's name, `_id_` first, then in creation order.
+    pub indexes: Vec<String>,
+}
+
+/// The [`StorageFigures`] of `collection` as of now (reads every document: call it off the
+/// runtime).
+pub(crate) fn storage_figures(
+    state: &ServerState,
+    collection: &Collection,
+) -> CommandResult<StorageFigures> {
+    let (count, size) = data_size(&*state.catalog.snapshot(), collection, state.now_ms())?;
+    let indexes = std::iter::once("_id_".to_owned())
+        .chain(collection.indexes.iter().map(|i| i.name.clone()))
+        .collect();
+    Ok(StorageFigures {
+        count,
+        size,
+        indexes,
+    })
+}
+
 pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     let ns = format!("{}.{name}", req.db);
     // MongoDB 7.0 answers a missing collection with zeros.
-    let exists = state.catalog.get(req.db, name).is_some();
-    let (count, size) = match state.catalog.get(req.db, name) {
-        None => (0, 0),
+    let figures = match state.catalog.get(req.db, name) {
+        None => StorageFigures {
+            count: 0,
+            size: 0,
+            indexes: Vec::new(),
+        },
         Some(collection) => {
-            let catalog = std::sync::Arc::clone(&state.catalog);
-            let now = state.now_ms();
-            tokio::task::spawn_blocking(move || data_size(&*catalog.snapshot(), &collection, now))
+            let state = state.clone();
+            tokio::task::spawn_blocking(move || storage_figures(&state, &collection))
                 .await
                 .map_err(|e| CommandError::internal(e.to_string()))??
         }
     };
+    let (count, size) = (figures.count, figures.size);
     let mut reply = rawdoc! {
         "ns": ns,
         "size": size,
@@ -307,15 +341,15 @@ pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> Comman
     }
     reply.append(cstr!("storageSize"), size);
     reply.append(cstr!("capped"), false);
-    reply.append(cstr!("nindexes"), i32::from(exists));
     reply.append(
-        cstr!("indexSizes"),
-        if exists {
-            rawdoc! { "_id_": 0_i64 }
-        } else {
-            rawdoc! {}
-        },
+        cstr!("nindexes"),
+        i32::try_from(figures.indexes.len()).unwrap_or(i32::MAX),
     );
+    let mut index_sizes = RawDocumentBuf::new();
+    for index in &figures.indexes {
+        crate::query::plan::put(&mut index_sizes, index, 0_i64);
+    }
+    reply.append(cstr!("indexSizes"), index_sizes);
     reply.append(cstr!("totalIndexSize"), 0_i64);
     reply.append(cstr!("totalSize"), size);
     reply.append(cstr!("scaleFactor"), 1);

@@ -134,6 +134,7 @@ fn parse_specs(list: &[&RawDocument]) -> CommandResult<Vec<IndexSpec>> {
             Ok(IndexSpec {
                 id: 0,
                 multikey: std::sync::Arc::default(),
+                accesses: std::sync::Arc::default(),
                 name: v.name.clone(),
                 key: v.key.clone(),
                 expire_after_seconds,

@@ -268,6 +268,8 @@ pub(super) async fn find_explained(
         let Some(collection) = state.catalog.get(req.db, name) else {
             return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
         };
+        // mongod's `IDHACK`: a use of the `_id` index.
+        collection.id_accesses.note();
         let key = record::doc_key(collection.id, &keystring::to_key(id));
         // The latest committed record (a snapshot of one key is that key's latest value),
         // written into the reply straight from the bytes storage returned.
@@ -312,6 +314,9 @@ pub(super) async fn find_explained(
         },
         &collection.indexes,
     )?;
+    if explain.is_none() {
+        collection.note_plan(&plan.access);
+    }
     let mut source = Source::open(collection.id, snapshot, &plan.access, filter, now);
     source.set_interrupt(&state.interrupt());
     let blocking = if plan.sorted {
@@ -629,6 +634,7 @@ pub(crate) async fn collect_planned(
     hint: Option<&Hint>,
 ) -> CommandResult<(Plan, Vec<(RawDocumentBuf, i64)>, ScanStats)> {
     let (plan, mut source) = open_planned(state, collection, filter, sort, hint)?;
+    collection.note_plan(&plan.access);
     let (docs, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
         let docs = source.drain()?;
         Ok((docs, source.stats()))
@@ -690,6 +696,13 @@ pub(super) async fn count_explained(
     let idhack = explain::idhack_filter(query) && skip == 0 && hint.is_none() && simple;
     let (plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
     source.set_window(None, skip, limit);
+    // mongod counts a whole collection from its record store (`RECORD_STORE_FAST_COUNT`):
+    // no collection scan.
+    let fast_count = query.is_none_or(bson::RawDocument::is_empty)
+        && matches!(plan.access, crate::query::plan::Access::Collscan { .. });
+    if explain.is_none() && !fast_count {
+        collection.note_plan(&plan.access);
+    }
     if let Some(verbosity) = explain {
         let hashes = explain::Hashes::of(
             &collection,

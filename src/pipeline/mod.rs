@@ -43,12 +43,33 @@ pub type Doc = (RawDocumentBuf, i64);
 /// A stream of documents between two stages; the first error ends it.
 pub type Stream<'a> = Box<dyn Iterator<Item = CommandResult<Doc>> + 'a>;
 
+/// What a first stage that reads the server's own state about the pipeline's collection
+/// (rather than its documents) asks the command layer for.
+#[derive(Debug, Clone, Copy)]
+pub enum ServerRead<'a> {
+    /// `$collStats`: its one document.
+    CollStats(&'a stages::CollStatsSpec),
+    /// `$indexStats`: one document per index.
+    IndexStats,
+    /// `$geoNear`: the documents nearest a point, by a geo index.
+    GeoNear,
+}
+
 /// Reads another collection's documents for a stage (`$lookup`, `$unionWith`), as of the
 /// command's instant: the command layer implements it over the catalog and the planner.
 pub trait Reader: Send + Sync {
     /// Every live document of `coll` (in the command's database) matching `filter` (`None`:
     /// all); none when the collection does not exist.
     fn read(&self, coll: &str, filter: Option<&Filter>) -> CommandResult<Vec<RawDocumentBuf>>;
+
+    /// The documents a stage reading the server's state about the pipeline's own collection
+    /// makes (`$collStats`, `$indexStats`, `$geoNear`).
+    fn server_state(&self, what: &ServerRead<'_>) -> CommandResult<Vec<RawDocumentBuf>> {
+        let _ = what;
+        Err(crate::error::CommandError::internal(
+            "this reader does not know the server's state",
+        ))
+    }
 }
 
 /// What every stage of one command's pipeline sees.
@@ -99,6 +120,14 @@ pub trait Stage: Send + Sync {
 
     /// Compares strings under the command's collation from now on, where the stage compares.
     fn collate(&mut self, _collation: &Arc<Collation>) {}
+
+    /// Whether the stage makes its documents from the server's state and reads no input, so
+    /// that it must come first and the collection is not scanned for it (mongod's
+    /// `PositionRequirement::kFirst` with no input source: `$collStats`, `$indexStats`,
+    /// `$geoNear`).
+    fn initial_source(&self) -> bool {
+        false
+    }
 }
 
 /// A parsed pipeline (the stages the pipeline layer runs).

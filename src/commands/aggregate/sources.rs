@@ -64,10 +64,15 @@ pub(super) enum SessionOwners {
 
 /// Parses `$listLocalSessions: {allUsers?, users?}`.
 pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionOwners> {
-    const STAGE: &str = "$listLocalSessions";
+    list_sessions("$listLocalSessions", arg)
+}
+
+/// Parses the spec `$listLocalSessions` and `$listSessions` (named `STAGE`) share (mongod's
+/// `ListSessionsSpec`).
+pub(super) fn list_sessions(stage: &str, arg: RawBsonRef<'_>) -> CommandResult<SessionOwners> {
     let RawBsonRef::Document(spec) = arg else {
         return Err(CommandError::type_mismatch(format!(
-            "{STAGE} options must be specified in an object, but found: {}",
+            "{stage} options must be specified in an object, but found: {}",
             type_name(arg.element_type())
         )));
     };
@@ -78,7 +83,7 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
         match (k.as_str(), v) {
             ("allUsers", RawBsonRef::Boolean(b)) => all_users = b,
             ("allUsers", other) => {
-                return Err(wrong_type(&format!("{STAGE}.allUsers"), other, " 'bool'"));
+                return Err(wrong_type(&format!("{stage}.allUsers"), other, " 'bool'"));
             }
             ("users", RawBsonRef::Array(list)) => {
                 for (i, user) in list.into_iter().enumerate() {
@@ -86,7 +91,7 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
                         RawBsonRef::Document(d) => d,
                         other => {
                             return Err(wrong_type(
-                                &format!("{STAGE}.users.{i}"),
+                                &format!("{stage}.users.{i}"),
                                 other,
                                 " 'object'",
                             ));
@@ -101,7 +106,7 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
                             "db" => &mut db,
                             other => {
                                 return Err(CommandError::unknown_field(&format!(
-                                    "{STAGE}.users.{other}"
+                                    "{stage}.users.{other}"
                                 )));
                             }
                         };
@@ -109,7 +114,7 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
                             RawBsonRef::String(s) => *slot = Some(s.to_owned()),
                             other => {
                                 return Err(wrong_type(
-                                    &format!("{STAGE}.users.{}", k.as_str()),
+                                    &format!("{stage}.users.{}", k.as_str()),
                                     other,
                                     " 'string'",
                                 ));
@@ -117,18 +122,18 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
                         }
                     }
                     let name = name.ok_or_else(|| {
-                        CommandError::missing_field(&format!("{STAGE}.users.user"))
+                        CommandError::missing_field(&format!("{stage}.users.user"))
                     })?;
                     let db = db
-                        .ok_or_else(|| CommandError::missing_field(&format!("{STAGE}.users.db")))?;
+                        .ok_or_else(|| CommandError::missing_field(&format!("{stage}.users.db")))?;
                     users.push((name, db));
                 }
             }
             ("users", other) => {
-                return Err(wrong_type(&format!("{STAGE}.users"), other, " 'array'"));
+                return Err(wrong_type(&format!("{stage}.users"), other, " 'array'"));
             }
             (other, _) => {
-                return Err(CommandError::unknown_field(&format!("{STAGE}.{other}")));
+                return Err(CommandError::unknown_field(&format!("{stage}.{other}")));
             }
         }
     }
@@ -136,7 +141,7 @@ pub(super) fn list_local_sessions(arg: RawBsonRef<'_>) -> CommandResult<SessionO
         return Err(CommandError::new(
             ErrorCode::UnsupportedFormat,
             format!(
-                "{STAGE} may not specify {{allUsers:true}} and {{users:[...]}} at the same time"
+                "{stage} may not specify {{allUsers:true}} and {{users:[...]}} at the same time"
             ),
         ));
     }

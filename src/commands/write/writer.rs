@@ -524,6 +524,8 @@ impl<'a> Writer<'a> {
         if hint.is_none()
             && let Some(id) = filter.id_equality()
         {
+            // mongod's `IDHACK`: a use of the `_id` index.
+            self.collection.id_accesses.note();
             let id_key = keystring::to_key(id.as_raw_bson_ref());
             if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
                 let rec = record::decode(&value)?;
@@ -548,6 +550,7 @@ impl<'a> Writer<'a> {
             },
             &self.collection.indexes,
         )?;
+        self.collection.note_plan(&plan.access);
         let mut source = crate::cursor::Source::open(
             self.collection.id,
             snapshot,

@@ -2,6 +2,7 @@
 
 mod bucket;
 mod bucket_auto;
+mod coll_stats;
 mod count;
 mod densify;
 mod facet;
@@ -30,6 +31,7 @@ use super::{Kind, Stage, Stages};
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::Variables;
 
+pub use self::coll_stats::CollStatsSpec;
 pub use self::group::Group;
 pub(crate) use self::group::collation_key;
 
@@ -84,6 +86,12 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
         "$fill" => Box::new(fill::Fill::parse(arg, vars)?),
         "$unionWith" => Box::new(union_with::UnionWith::parse(arg, vars)?),
         "$setWindowFields" => Box::new(window::SetWindowFields::parse(arg, vars)?),
+        "$collStats" => Box::new(coll_stats::CollStats::parse(arg)?),
+        "$indexStats" => Box::new(coll_stats::IndexStats::parse(arg)?),
+        "$geoNear" => Box::new(coll_stats::GeoNear::parse(arg)?),
+        "$search" | "$searchMeta" | "$vectorSearch" => {
+            return Err(coll_stats::search_not_enabled());
+        }
         "$set" | "$addFields" | "$unset" | "$replaceRoot" | "$replaceWith" => {
             Box::new(reshape::Reshape::parse(stage, vars)?)
         }
@@ -135,7 +143,22 @@ pub(crate) fn parse_sub_pipeline(
     SUB_PIPELINE_DEPTH.set(depth + 1);
     let parsed = parse_pipeline(stages, vars);
     SUB_PIPELINE_DEPTH.set(depth);
-    parsed
+    let parsed = parsed?;
+    // A stage reading the server's state about its collection would be answered about the
+    // command's collection, not the sub-pipeline's: refused rather than wrong.
+    for (i, stage) in parsed.iter().enumerate() {
+        if stage.initial_source() {
+            let name = stages
+                .get(i)
+                .and_then(|s| stage_name_arg(s).ok())
+                .map_or("", |(n, _)| n);
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                format!("Ebb does not run {name} inside a $lookup or $unionWith sub-pipeline"),
+            ));
+        }
+    }
+    Ok(parsed)
 }
 
 /// Prepares parsed stages to run: a `$sort` right before a `$limit` keeps only that many

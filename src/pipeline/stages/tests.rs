@@ -379,10 +379,15 @@ fn group_memory_limit_without_disk_use() {
 }
 
 #[test]
-fn unknown_and_refused_stages_stay_40324() {
-    for stage in ["$collStats", "$indexStats", "$frobnicate"] {
+fn unknown_stages_are_40324_and_search_stages_search_not_enabled() {
+    for (stage, expected) in [
+        ("$frobnicate", 40324),
+        ("$search", 31082),
+        ("$searchMeta", 31082),
+        ("$vectorSearch", 31082),
+    ] {
         let mut d = Document::new();
         d.insert(stage, doc! {});
-        assert_eq!(code(d, &[]), 40324, "{stage}");
+        assert_eq!(code(d, &[]), expected, "{stage}");
     }
 }
