@@ -35,7 +35,7 @@
 //!   $sortArray $firstN $lastN $maxN $minN`.
 //! - `iterate`: `$map $filter $reduce`, which bind the element (`as:`, `$$this`, `$$value`).
 //! - `set`: `$setEquals $setIntersection $setUnion $setDifference $setIsSubset`.
-//! - `object`: `$mergeObjects $bsonSize`.
+//! - `object`: `$mergeObjects $bsonSize $binarySize`.
 //! - `types`: `$type $isNumber $convert $toBool $toDate $toDecimal $toDouble $toInt $toLong
 //!   $toObjectId $toString`.
 //! - `fields`: `$getField $setField $unsetField`, which read and write field names holding `.`

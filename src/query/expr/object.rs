@@ -1,4 +1,5 @@
-//! `$bsonSize`, a document's size in bytes; `$mergeObjects`: the fields of several documents, later ones overwriting earlier ones in
+//! `$bsonSize`, a document's size in bytes; `$binarySize`, a string's or binary's;
+//! `$mergeObjects`: the fields of several documents, later ones overwriting earlier ones in
 //! place. As mongod's expression form of the accumulator, one argument that is an array merges
 //! its elements; null and missing inputs are skipped.
 
@@ -36,6 +37,34 @@ impl PositionalOp for BsonSize {
     }
 }
 
+/// `$binarySize`: the size in bytes of a string (UTF-8) or of a binary's data (null for null or
+/// missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BinarySize;
+
+impl PositionalOp for BinarySize {
+    fn eval(self, args: &[Node], env: Env<'_>) -> Result<Value, CommandError> {
+        let v = super::arg(args, 0, env)?;
+        let len = match r(&v) {
+            v if nullish(v) => return Ok(Some(RawBson::Null)),
+            Some(RawBsonRef::String(s)) => s.len(),
+            Some(RawBsonRef::Binary(b)) => b.bytes.len(),
+            other => {
+                return Err(loc(
+                    51276,
+                    format!(
+                        "$binarySize requires a string or BinData argument, found: {}",
+                        tname(other)
+                    ),
+                ));
+            }
+        };
+        Ok(Some(
+            i32::try_from(len).map_or(RawBson::Int64(i64::MAX), RawBson::Int32),
+        ))
+    }
+}
+
 pub(super) fn parse_op(
     name: &str,
     v: RawBsonRef<'_>,
@@ -46,6 +75,10 @@ pub(super) fn parse_op(
         "bsonSize" => Some(parse_args(v, sc).and_then(|args| {
             super::exactly(name, &args, 1)?;
             Ok(super::call(BsonSize, args))
+        })),
+        "binarySize" => Some(parse_args(v, sc).and_then(|args| {
+            super::exactly(name, &args, 1)?;
+            Ok(super::call(BinarySize, args))
         })),
         _ => None,
     }
