@@ -731,4 +731,47 @@ mod tests {
         drop(results);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
+
+    /// Keyed runs come back in key order, equal keys earliest run first, the memory run last;
+    /// past `max_runs` they are merged into one with the same order; no file outlives them.
+    #[test]
+    fn keyed_runs_merge_in_key_then_run_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = KeyedRuns::new(dir.path().to_path_buf());
+        runs.max_runs = 3;
+        let entry = |k: u8, run: i32| (vec![k, 0, k], rawdoc! {"run": run, "k": i32::from(k)});
+        let mut most = 0;
+        for run in 0..7 {
+            let keys: Vec<u8> = (0..20_u8)
+                .filter(|k| (k + u8::try_from(run).unwrap()) % 3 != 0)
+                .collect();
+            runs.write_run(keys.into_iter().map(|k| entry(k, run)))
+                .unwrap();
+            most = most.max(runs.len());
+        }
+        assert!(most < 3, "{most} runs open");
+        let memory: Vec<KeyedEntry> = (0..20_u8).step_by(2).map(|k| entry(k, 7)).collect();
+        let mut merge = runs.merge(memory).unwrap();
+        let mut got = Vec::new();
+        while let Some((key, doc)) = merge.next_entry().unwrap() {
+            assert_eq!(key[0], u8::try_from(doc.get_i32("k").unwrap()).unwrap());
+            got.push((doc.get_i32("k").unwrap(), doc.get_i32("run").unwrap()));
+        }
+        let mut want = Vec::new();
+        for k in 0..20 {
+            for run in 0..8 {
+                let written = if run == 7 {
+                    k % 2 == 0
+                } else {
+                    (k + run) % 3 != 0
+                };
+                if written {
+                    want.push((k, run));
+                }
+            }
+        }
+        assert_eq!(got, want);
+        drop(merge);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }
