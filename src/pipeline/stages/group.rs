@@ -1,5 +1,6 @@
 //! `$group`: one document per distinct `_id` (equal under the command's collation), in the
-//! order the keys first appear, with each output field's accumulator.
+//! order the keys first appear (in key order after a spill, see [`Groups`]), with each output
+//! field's accumulator.
 
 use std::collections::HashMap;
 use std::sync::Arc;
