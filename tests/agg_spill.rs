@@ -238,15 +238,43 @@ async fn bucket_bucket_auto_and_windows_spill() -> TestResult {
             "output": {"prev": {"$shift": {"output": "$_id", "by": -1}},
                 "sum": {"$sum": "$v", "window": {"documents": [-3, 0]}}}}},
         ],
+        // Strings equal under the collation never split between buckets.
+        vec![doc! {"$bucketAuto": {"groupBy": "$s", "buckets": 3,
+        "output": {"ids": {"$push": "$_id"}, "set": {"$addToSet": "$s"}}}}],
     ];
-    for pipeline in pipelines {
-        let memory = aggregate(&s.default, &pipeline, doc! {}).await?;
-        let spilled = aggregate(&s.lowered, &pipeline, doc! {}).await?;
+    let collation = doc! {"collation": {"locale": "en", "strength": 1}};
+    for (i, pipeline) in pipelines.into_iter().enumerate() {
+        let options = if i == 3 {
+            collation.clone()
+        } else {
+            doc! {}
+        };
+        let memory = aggregate(&s.default, &pipeline, options.clone()).await?;
+        let spilled = aggregate(&s.lowered, &pipeline, options.clone()).await?;
         assert!(!memory.is_empty());
         assert_eq!(memory, spilled, "{pipeline:?}");
-        let err = aggregate(&s.lowered, &pipeline, doc! {"allowDiskUse": false})
-            .await
-            .unwrap_err();
+        if i == 3 {
+            // a/A, b/B and é/E/e are one value each under the collation: `$addToSet` keeps
+            // one of each, and no value is split between buckets.
+            let folded: Vec<std::collections::BTreeSet<String>> = memory
+                .iter()
+                .map(|b| {
+                    b.get_array("set")
+                        .map(|set| {
+                            set.iter()
+                                .filter_map(Bson::as_str)
+                                .map(|w| w.to_lowercase().replace('é', "e"))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                })
+                .collect();
+            let all: Vec<&String> = folded.iter().flatten().collect();
+            assert_eq!(all, ["a", "b", "e"], "{folded:?}");
+        }
+        let mut no_disk = options;
+        no_disk.insert("allowDiskUse", false);
+        let err = aggregate(&s.lowered, &pipeline, no_disk).await.unwrap_err();
         let err = command_error(&err).expect("a command error").clone();
         assert_command_error(&err, 292, "QueryExceededMemoryLimitNoDiskUseAllowed");
     }
