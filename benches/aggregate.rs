@@ -39,9 +39,16 @@
 //! measurement, not a test. The run fails (non-zero) only if a server cannot be started or
 //! answers wrongly.
 //!
+//! 4. **`$group` spilling vs in memory.** `[{$group: {_id: "$r", n: {$sum: 1}}}]` over the
+//!    [`DOCS`] documents (one group each), read to the end, on the spilling server against the
+//!    main one with `allowDiskUse: false`, checked the same way as line 3 (292 on the spilling
+//!    server without disk use, so it does spill). Total time of each and their ratio; no goal
+//!    is set. Every group must count 1, and there must be N.
+//!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count and the lowered sort
 //! limit (so that the spilling sort writes about as many runs at every scale).
-//! `EBB_BENCH_ONLY=group`, `lookup` or `sort` runs one line alone (for profiling).
+//! `EBB_BENCH_ONLY=group`, `lookup`, `sort` or `group-spill` runs one line alone (for
+//! profiling; `sort` runs line 4 too, on the same spilling server).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -87,7 +94,7 @@ async fn bench() -> BenchResult {
     let lookup_docs = scaled(LOOKUP_DOCS, scale);
     let lowered = scaled(LOWERED_SORT_BYTES, scale);
     println!(
-        "aggregate bench: $group, $lookup and $sort against baselines \
+        "aggregate bench: $group, $lookup, $sort and a spilling $group against baselines \
          (durable stores, EBB_BENCH_SCALE={scale})"
     );
     let only = std::env::var("EBB_BENCH_ONLY").unwrap_or_default();
@@ -104,7 +111,7 @@ async fn bench() -> BenchResult {
 
     let mut goals = Vec::new();
     let coll = db.collection::<RawDocumentBuf>("docs");
-    if runs("group") || runs("sort") {
+    if runs("group") || runs("sort") || runs("group-spill") {
         let took = common::insert_batches(&coll, docs, BATCH, make_doc).await?;
         print_load("docs (main server)", docs, took);
     }
@@ -114,7 +121,7 @@ async fn bench() -> BenchResult {
     if runs("lookup") {
         goals.push(lookup_line(&db, lookup_docs).await?);
     }
-    if runs("sort") {
+    if runs("sort") || runs("group-spill") {
         let spilling = Server::start_with(move |c| c.max_blocking_sort_bytes = lowered)?;
         let spill_client = connect(spilling.addr, "ebb-aggregate-bench-spill", Some(1)).await?;
         let spill_coll = spill_client
@@ -126,7 +133,10 @@ async fn bench() -> BenchResult {
         );
         let took = common::insert_batches(&spill_coll, docs, BATCH, make_doc).await?;
         print_load("docs (spilling server)", docs, took);
-        goals.push(sort_line(&coll, &spill_coll, docs).await?);
+        if runs("sort") {
+            goals.push(sort_line(&coll, &spill_coll, docs).await?);
+        }
+        goals.push(group_spill_line(&coll, &spill_coll, docs).await?);
         drop(spill_client);
         spilling.stop()?;
     }
@@ -446,6 +456,90 @@ async fn sort_line(
          (goal ≤ {SORT_GOAL}x) {}",
         verdict(ratio <= SORT_GOAL)
     ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Line 4: $group spilling vs in memory
+// ---------------------------------------------------------------------------------------------
+
+async fn group_spill_line(
+    in_memory: &Collection<RawDocumentBuf>,
+    spilling: &Collection<RawDocumentBuf>,
+    docs: usize,
+) -> BenchResult<String> {
+    println!("4. $group of {docs} documents into {docs} groups (by r), spilling vs in memory");
+    match group_by_r(spilling, docs, false).await? {
+        Err(292) => {
+            println!("  the spilling server refuses it with allowDiskUse: false (292): it spills");
+        }
+        Err(code) => {
+            return Err(format!("the spilling $group failed with code {code}, not 292").into());
+        }
+        Ok(_) => {
+            return Err("the $group fits under the lowered limit: lower LOWERED_SORT_BYTES".into());
+        }
+    }
+    let (mut spilled, mut held) = (Vec::new(), Vec::new());
+    for rep in 0..REPS {
+        for side in [rep % 2, 1 - rep % 2] {
+            if side == 0 {
+                spilled.push(refused(group_by_r(spilling, docs, true).await?)?.as_secs_f64());
+            } else {
+                held.push(refused(group_by_r(in_memory, docs, false).await?)?.as_secs_f64());
+            }
+        }
+    }
+    let (s, m) = (median(&spilled), median(&held));
+    let ratio = s / m.max(1e-9);
+    println!(
+        "  spilling {s:>7.3} s (runs: {}), in memory {m:>7.3} s (runs: {})",
+        show_secs(&spilled),
+        show_secs(&held)
+    );
+    Ok(format!(
+        "$group of {docs} docs into {docs} groups: spilling {s:.3} s vs in memory {m:.3} s = \
+         {ratio:.2}x (no goal set; the $sort line's is {SORT_GOAL}x)"
+    ))
+}
+
+/// `[{$group: {_id: "$r", n: {$sum: 1}}}]` read to the end (with `allowDiskUse` as given);
+/// checks that every document is its own group. `Ok(Err(code))` when the server refuses it.
+async fn group_by_r(
+    coll: &Collection<RawDocumentBuf>,
+    docs: usize,
+    allow_disk_use: bool,
+) -> BenchResult<Result<Duration, i32>> {
+    let t = Instant::now();
+    let opened = coll
+        .aggregate([doc! { "$group": { "_id": "$r", "n": { "$sum": 1 } } }])
+        .allow_disk_use(allow_disk_use)
+        .with_type::<RawDocumentBuf>()
+        .await;
+    let mut cursor = match opened {
+        Ok(c) => c,
+        Err(e) => match e.server_code() {
+            Some(code) => return Ok(Err(code)),
+            None => return Err(e.into()),
+        },
+    };
+    let (mut count, mut ones) = (0_usize, true);
+    loop {
+        match cursor.advance().await {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => match e.server_code() {
+                Some(code) => return Ok(Err(code)),
+                None => return Err(e.into()),
+            },
+        }
+        ones &= cursor.current().get_i32("n")? == 1;
+        count += 1;
+    }
+    let took = t.elapsed();
+    if count != docs || !ones {
+        return Err(format!("the $group returned {count} groups (all of one: {ones})").into());
+    }
+    Ok(Ok(took))
 }
 
 /// A sort's time, or the error code the server refused it with, as an error.

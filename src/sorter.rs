@@ -390,6 +390,179 @@ impl Merge {
     }
 }
 
+/// Sorted runs of `(key bytes, document)` entries on disk, for the blocking stages that spill
+/// something other than documents in a [`SortSpec`] order (`$group`'s partial groups, ordered by
+/// their key strings). Runs are written whole, already sorted by key; [`KeyedRuns::merge`]
+/// reads them back in key order, the earliest run first on equal keys (so a group's partial
+/// states come back in input order). Like [`Sorter`]'s, run files are unnamed.
+pub struct KeyedRuns {
+    temp_dir: PathBuf,
+    runs: Vec<File>,
+    max_runs: usize,
+}
+
+/// A keyed entry: the key's bytes (compared bytewise) and a document.
+pub type KeyedEntry = (Vec<u8>, RawDocumentBuf);
+
+fn write_keyed(out: &mut BufWriter<File>, key: &[u8], doc: &RawDocumentBuf) -> CommandResult<()> {
+    let len =
+        u32::try_from(key.len()).map_err(|_| CommandError::internal("spill file: key too long"))?;
+    out.write_all(&len.to_le_bytes())
+        .map_err(|e| io_error(&e))?;
+    out.write_all(key).map_err(|e| io_error(&e))?;
+    out.write_all(doc.as_bytes()).map_err(|e| io_error(&e))
+}
+
+fn read_keyed(reader: &mut BufReader<File>) -> CommandResult<Option<KeyedEntry>> {
+    let mut len = [0_u8; 4];
+    match reader.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(io_error(&e)),
+    }
+    let size = usize::try_from(u32::from_le_bytes(len))
+        .map_err(|_| CommandError::internal("spill file: bad key length"))?;
+    let mut key = vec![0_u8; size];
+    reader.read_exact(&mut key).map_err(|e| io_error(&e))?;
+    let mut doc_len = [0_u8; 4];
+    reader.read_exact(&mut doc_len).map_err(|e| io_error(&e))?;
+    let size = usize::try_from(i32::from_le_bytes(doc_len))
+        .ok()
+        .filter(|&n| n >= 5)
+        .ok_or_else(|| CommandError::internal("spill file: bad document length"))?;
+    let mut bytes = vec![0_u8; size];
+    if let Some(head) = bytes.get_mut(..4) {
+        head.copy_from_slice(&doc_len);
+    }
+    if let Some(rest) = bytes.get_mut(4..) {
+        reader.read_exact(rest).map_err(|e| io_error(&e))?;
+    }
+    let doc = RawDocumentBuf::from_bytes(bytes)
+        .map_err(|e| CommandError::internal(format!("spill file: {e}")))?;
+    Ok(Some((key, doc)))
+}
+
+impl KeyedRuns {
+    /// No runs yet; files go to `temp_dir` (created when first needed).
+    pub fn new(temp_dir: PathBuf) -> KeyedRuns {
+        KeyedRuns {
+            temp_dir,
+            runs: Vec::new(),
+            max_runs: MAX_RUNS,
+        }
+    }
+
+    /// How many runs are on disk.
+    pub fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn new_run(&self) -> CommandResult<BufWriter<File>> {
+        std::fs::create_dir_all(&self.temp_dir).map_err(|e| io_error(&e))?;
+        let file = tempfile::tempfile_in(&self.temp_dir).map_err(|e| io_error(&e))?;
+        Ok(BufWriter::new(file))
+    }
+
+    /// Writes `entries`, which must be sorted by key, as one more run.
+    pub fn write_run(
+        &mut self,
+        entries: impl IntoIterator<Item = KeyedEntry>,
+    ) -> CommandResult<()> {
+        let mut out = self.new_run()?;
+        for (key, doc) in entries {
+            write_keyed(&mut out, &key, &doc)?;
+        }
+        self.runs.push(finish_run(out)?);
+        tracing::debug!(
+            runs = self.runs.len(),
+            "blocking stage spilled a run to disk"
+        );
+        if self.runs.len() >= self.max_runs {
+            // Merged into one run (order and ties kept), so descriptors stay bounded.
+            let files = std::mem::take(&mut self.runs);
+            let mut merge = KeyedMerge::new(files, Vec::new())?;
+            let mut out = self.new_run()?;
+            while let Some((key, doc)) = merge.next_entry()? {
+                write_keyed(&mut out, &key, &doc)?;
+            }
+            self.runs.push(finish_run(out)?);
+        }
+        Ok(())
+    }
+
+    /// Every run's entries and then `memory`'s (sorted by key, the latest entries), in key
+    /// order; equal keys come out earliest run first.
+    pub fn merge(self, memory: Vec<KeyedEntry>) -> CommandResult<KeyedMerge> {
+        KeyedMerge::new(self.runs, memory)
+    }
+}
+
+enum KeyedInput {
+    File(BufReader<File>),
+    Memory(std::vec::IntoIter<KeyedEntry>),
+}
+
+struct KeyedRun {
+    input: KeyedInput,
+    head: Option<KeyedEntry>,
+}
+
+impl KeyedRun {
+    fn advance(&mut self) -> CommandResult<()> {
+        self.head = match &mut self.input {
+            KeyedInput::Memory(entries) => entries.next(),
+            KeyedInput::File(reader) => read_keyed(reader)?,
+        };
+        Ok(())
+    }
+}
+
+/// The merge of [`KeyedRuns`], in key order.
+pub struct KeyedMerge {
+    runs: Vec<KeyedRun>,
+}
+
+impl KeyedMerge {
+    fn new(files: Vec<File>, memory: Vec<KeyedEntry>) -> CommandResult<KeyedMerge> {
+        let mut runs = Vec::with_capacity(files.len() + 1);
+        let inputs = files
+            .into_iter()
+            .map(|f| KeyedInput::File(BufReader::new(f)))
+            .chain(std::iter::once(KeyedInput::Memory(memory.into_iter())));
+        for input in inputs {
+            let mut run = KeyedRun { input, head: None };
+            run.advance()?;
+            runs.push(run);
+        }
+        Ok(KeyedMerge { runs })
+    }
+
+    /// The next entry in key order (the earliest run's on ties).
+    pub fn next_entry(&mut self) -> CommandResult<Option<KeyedEntry>> {
+        let mut best: Option<(usize, &[u8])> = None;
+        for (i, run) in self.runs.iter().enumerate() {
+            let Some((key, _)) = &run.head else { continue };
+            if best.is_none_or(|(_, b)| key.as_slice() < b) {
+                best = Some((i, key));
+            }
+        }
+        let Some((i, _)) = best else {
+            return Ok(None);
+        };
+        let Some(run) = self.runs.get_mut(i) else {
+            return Ok(None);
+        };
+        let entry = run.head.take();
+        run.advance()?;
+        Ok(entry)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -556,6 +729,49 @@ mod tests {
         assert!(results.next_entry().unwrap().is_some());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         drop(results);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    /// Keyed runs come back in key order, equal keys earliest run first, the memory run last;
+    /// past `max_runs` they are merged into one with the same order; no file outlives them.
+    #[test]
+    fn keyed_runs_merge_in_key_then_run_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut runs = KeyedRuns::new(dir.path().to_path_buf());
+        runs.max_runs = 3;
+        let entry = |k: u8, run: i32| (vec![k, 0, k], rawdoc! {"run": run, "k": i32::from(k)});
+        let mut most = 0;
+        for run in 0..7 {
+            let keys: Vec<u8> = (0..20_u8)
+                .filter(|k| (k + u8::try_from(run).unwrap()) % 3 != 0)
+                .collect();
+            runs.write_run(keys.into_iter().map(|k| entry(k, run)))
+                .unwrap();
+            most = most.max(runs.len());
+        }
+        assert!(most < 3, "{most} runs open");
+        let memory: Vec<KeyedEntry> = (0..20_u8).step_by(2).map(|k| entry(k, 7)).collect();
+        let mut merge = runs.merge(memory).unwrap();
+        let mut got = Vec::new();
+        while let Some((key, doc)) = merge.next_entry().unwrap() {
+            assert_eq!(key[0], u8::try_from(doc.get_i32("k").unwrap()).unwrap());
+            got.push((doc.get_i32("k").unwrap(), doc.get_i32("run").unwrap()));
+        }
+        let mut want = Vec::new();
+        for k in 0..20 {
+            for run in 0..8 {
+                let written = if run == 7 {
+                    k % 2 == 0
+                } else {
+                    (k + run) % 3 != 0
+                };
+                if written {
+                    want.push((k, run));
+                }
+            }
+        }
+        assert_eq!(got, want);
+        drop(merge);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -9,6 +9,7 @@
 //! is evaluated once per group, against the group's `_id` when it is a document (so it may
 //! read the key's fields), else against an empty document.
 
+mod partial;
 mod percentile;
 mod ranked;
 mod sum;
@@ -304,17 +305,7 @@ impl Accumulator {
                 if let Some(v) = v
                     && !matches!(v, RawBson::Null)
                 {
-                    let replace = best.as_ref().is_none_or(|b| {
-                        let ord = self.compare(&v, b);
-                        if self.op == Op::Min {
-                            ord.is_lt()
-                        } else {
-                            ord.is_gt()
-                        }
-                    });
-                    if replace {
-                        *best = Some(v);
-                    }
+                    self.offer_best(best, v);
                 }
             }
             State::First(first) => {
@@ -330,15 +321,7 @@ impl Accumulator {
             }
             State::Set { items, seen } => {
                 if let Some(v) = v {
-                    let key = match &self.collation {
-                        Some(c) => keystring::to_key(
-                            crate::pipeline::stages::collation_key(&v, c).as_raw_bson_ref(),
-                        ),
-                        None => keystring::to_key(v.as_raw_bson_ref()),
-                    };
-                    if seen.insert(key) {
-                        items.push(v);
-                    }
+                    self.insert_into_set(items, seen, v);
                 }
             }
             State::Merge(acc) => match v {
@@ -373,6 +356,35 @@ impl Accumulator {
             State::Ranked(_) => {}
         }
         Ok(())
+    }
+
+    /// `$min`/`$max`: keeps `v` if it is strictly better than the best so far (the first of
+    /// equal values stays).
+    fn offer_best(&self, best: &mut Option<RawBson>, v: RawBson) {
+        let replace = best.as_ref().is_none_or(|b| {
+            let ord = self.compare(&v, b);
+            if self.op == Op::Min {
+                ord.is_lt()
+            } else {
+                ord.is_gt()
+            }
+        });
+        if replace {
+            *best = Some(v);
+        }
+    }
+
+    /// `$addToSet`: adds `v` unless an equal value (under the collation) is there.
+    fn insert_into_set(&self, items: &mut RawArrayBuf, seen: &mut HashSet<Vec<u8>>, v: RawBson) {
+        let key = match &self.collation {
+            Some(c) => {
+                keystring::to_key(crate::pipeline::stages::collation_key(&v, c).as_raw_bson_ref())
+            }
+            None => keystring::to_key(v.as_raw_bson_ref()),
+        };
+        if seen.insert(key) {
+            items.push(v);
+        }
     }
 
     /// Compares two values as this accumulator does (under the command's collation).

@@ -236,19 +236,37 @@ impl Ranked {
     pub(super) fn process(&mut self, acc: &Accumulator, doc: &RawDocument) -> CommandResult<()> {
         let v = acc.input.evaluate(doc)?;
         match acc.op {
+            Op::FirstN | Op::LastN => self.offer(acc, Vec::new(), v.unwrap_or(RawBson::Null)),
+            Op::MinN | Op::MaxN => {
+                if let Some(v) = v.filter(|v| !matches!(v, RawBson::Null | RawBson::Undefined)) {
+                    self.offer(acc, Vec::new(), v);
+                }
+            }
+            Op::Top | Op::TopN | Op::Bottom | Op::BottomN => {
+                if let Some(sort) = &acc.sort {
+                    let key: Vec<RawBson> = sort.key(doc).into_iter().map(RawBson::from).collect();
+                    self.offer(acc, key, v.unwrap_or(RawBson::Null));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Takes one value (with its sort key, for the `$top`/`$bottom` family), as seen after
+    /// every value already kept.
+    fn offer(&mut self, acc: &Accumulator, key: Vec<RawBson>, v: RawBson) {
+        match acc.op {
             Op::FirstN if self.items.len() < self.n => {
-                self.insert_at(self.items.len(), Vec::new(), v.unwrap_or(RawBson::Null));
+                self.insert_at(self.items.len(), key, v);
             }
             Op::LastN => {
                 if self.items.len() == self.n {
                     self.remove_at(0);
                 }
-                self.insert_at(self.items.len(), Vec::new(), v.unwrap_or(RawBson::Null));
+                self.insert_at(self.items.len(), key, v);
             }
             Op::MinN | Op::MaxN => {
-                let Some(v) = v.filter(|v| !matches!(v, RawBson::Null | RawBson::Undefined)) else {
-                    return Ok(());
-                };
                 // Kept ascending; `$minN` drops the largest, `$maxN` the smallest.
                 if self.items.len() == self.n {
                     let (at, drop) = if acc.op == Op::MinN {
@@ -258,23 +276,21 @@ impl Ranked {
                         (0, acc.compare(&self.items[0].1, &v).is_lt())
                     };
                     if !drop {
-                        return Ok(());
+                        return;
                     }
                     self.remove_at(at);
                 }
-                self.insert_sorted(Vec::new(), v, &|item, _, v| acc.compare(&item.1, v));
+                self.insert_sorted(key, v, &|item, _, v| acc.compare(&item.1, v));
             }
             Op::Top | Op::TopN | Op::Bottom | Op::BottomN => {
                 let Some(sort) = &acc.sort else {
-                    return Ok(());
+                    return;
                 };
-                let key: Vec<RawBson> = sort.key(doc).into_iter().map(RawBson::from).collect();
                 let cmp = |a: &[RawBson], b: &[RawBson]| {
                     let a: Vec<RawBsonRef<'_>> = a.iter().map(RawBson::as_raw_bson_ref).collect();
                     let b: Vec<RawBsonRef<'_>> = b.iter().map(RawBson::as_raw_bson_ref).collect();
                     sort.compare_keys(&a, &b)
                 };
-                let v = v.unwrap_or(RawBson::Null);
                 // Kept in sort order; on a tie the value seen first stays.
                 if self.items.len() == self.n {
                     let top = matches!(acc.op, Op::Top | Op::TopN);
@@ -285,13 +301,55 @@ impl Ranked {
                         (0, cmp(&key, &self.items[0].0).is_gt())
                     };
                     if !drop {
-                        return Ok(());
+                        return;
                     }
                     self.remove_at(at);
                 }
                 self.insert_sorted(key, v, &|item, key, _| cmp(&item.0, key));
             }
             _ => {}
+        }
+    }
+
+    /// The kept values as a partial state for a spill file: `[[<sort key…>], <value>]` each,
+    /// in the order kept.
+    pub(super) fn into_partial(self) -> RawBson {
+        let mut out = RawArrayBuf::new();
+        for (key, v) in self.items {
+            let mut k = RawArrayBuf::new();
+            for part in key {
+                k.push(part);
+            }
+            let mut item = RawArrayBuf::new();
+            item.push(k);
+            item.push(v);
+            out.push(item);
+        }
+        RawBson::Array(out)
+    }
+
+    /// Takes a partial state of the same group, from later documents than those seen: its
+    /// values are offered in the order it kept them, which is their input order among equals,
+    /// so the result is the one of taking every document in turn.
+    pub(super) fn merge_partial(
+        &mut self,
+        acc: &Accumulator,
+        partial: &bson::RawArray,
+    ) -> CommandResult<()> {
+        for item in partial {
+            let item = item.map_err(|e| super::invalid_bson(&e))?;
+            let RawBsonRef::Array(pair) = item else {
+                return Err(super::partial::partial_error());
+            };
+            let mut it = pair.into_iter();
+            let (Some(Ok(RawBsonRef::Array(key))), Some(Ok(v))) = (it.next(), it.next()) else {
+                return Err(super::partial::partial_error());
+            };
+            let key = key
+                .into_iter()
+                .map(|k| k.map(RawBson::from).map_err(|e| super::invalid_bson(&e)))
+                .collect::<CommandResult<Vec<_>>>()?;
+            self.offer(acc, key, RawBson::from(v));
         }
         Ok(())
     }

@@ -1,19 +1,26 @@
 //! `$bucketAuto`: sorts documents by `groupBy` and cuts them into `buckets` ranges of about
 //! equal counts (equal values never split), each `{_id: {min, max}, <output>…}`, with bounds
 //! rounded to a `granularity` series when one is given.
+//!
+//! The input is sorted by a [`Sorter`], so it is held to the blocking stages' memory limit and
+//! spills past it under `allowDiskUse` (292 without it); buckets are then filled as the sorted
+//! documents are read back, one bucket's accumulator states in memory at a time.
 
 use std::sync::Arc;
 
-use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawdoc};
+use bson::raw::cstr;
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 
 use super::bucket::{is_group_by, parse_output};
 use super::granularity::Rounder;
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::accumulators::{Accumulator, as_f64, value_bytes};
-use crate::pipeline::{Context, Stage, Stream, aggregation_error, blocking, computed};
+use crate::pipeline::accumulators::{Accumulator, State, as_f64};
+use crate::pipeline::{Context, Doc, Stage, Stream, aggregation_error, blocking, computed};
 use crate::query::compare::compare_collated;
 use crate::query::display::{self, type_name};
+use crate::query::sort::SortSpec;
 use crate::query::{Collation, Expression, Variables};
+use crate::sorter::{Sorted, Sorter};
 
 /// `$bucketAuto: {groupBy, buckets, output?, granularity?}`.
 pub struct BucketAuto {
@@ -117,33 +124,6 @@ impl BucketAuto {
             collation: None,
         })
     }
-
-    fn bucket(
-        &self,
-        entries: &[(RawBson, RawDocumentBuf)],
-        min: RawBson,
-        max: RawBson,
-    ) -> CommandResult<RawDocumentBuf> {
-        let empty = RawBson::Null;
-        let mut states = self
-            .fields
-            .iter()
-            .map(|(_, acc)| acc.start(&empty))
-            .collect::<CommandResult<Vec<_>>>()?;
-        for (_, doc) in entries {
-            for ((_, acc), state) in self.fields.iter().zip(states.iter_mut()) {
-                acc.process(state, doc)?;
-            }
-        }
-        let mut out = RawDocumentBuf::new();
-        out.append(bson::raw::cstr!("_id"), rawdoc! {"min": min, "max": max});
-        for ((name, acc), state) in self.fields.iter().zip(states) {
-            if let Ok(name) = <&bson::raw::CStr>::try_from(name.as_str()) {
-                out.append(name, acc.finish(state)?);
-            }
-        }
-        Ok(out)
-    }
 }
 
 /// mongod's checks of a key that a granularity will round.
@@ -208,102 +188,225 @@ fn parse_buckets(v: RawBsonRef<'_>) -> CommandResult<i64> {
     })
 }
 
-impl Stage for BucketAuto {
-    fn run<'a>(&'a self, input: Stream<'a>, ctx: &'a Context) -> Stream<'a> {
-        blocking(move || {
-            let max_bytes = (!ctx.limits.allow_disk_use).then_some(ctx.limits.max_bytes);
-            let mut bytes: usize = 0;
-            let mut entries = Vec::new();
-            for item in input {
-                let (doc, _) = item?;
-                let key = self
-                    .group_by
-                    .evaluate(&doc)
-                    .map_err(aggregation_error)?
-                    .unwrap_or(RawBson::Null);
-                if self.granularity.is_some() {
-                    check_rounded(&key).map_err(aggregation_error)?;
-                }
-                bytes = bytes.saturating_add(doc.as_bytes().len() + value_bytes(Some(&key)));
-                if let Some(max) = max_bytes
-                    && bytes > max
-                {
-                    return Err(aggregation_error(crate::sorter::exceeded(max)));
-                }
-                entries.push((key, doc));
+impl BucketAuto {
+    /// Sorts the input by `groupBy` through a [`Sorter`] (held to the blocking stages' limit:
+    /// it spills under `allowDiskUse`, else fails with 292), as `{k: [<key>], d: <document>}`
+    /// sorted by `k` (the one-element array makes the key compare whole, arrays included).
+    fn sorted(&self, input: Stream<'_>, ctx: &Context) -> CommandResult<(Sorted, usize)> {
+        let spec = SortSpec::compile(&rawdoc! {"k": 1})?.with_collation(self.collation.clone());
+        let mut sorter = Sorter::new(spec, None, ctx.limits.clone());
+        let mut n: usize = 0;
+        for item in input {
+            let (doc, _) = item?;
+            let key = self
+                .group_by
+                .evaluate(&doc)
+                .map_err(aggregation_error)?
+                .unwrap_or(RawBson::Null);
+            if self.granularity.is_some() {
+                check_rounded(&key).map_err(aggregation_error)?;
             }
-            let coll = self.collation.as_deref();
-            entries.sort_by(|a, b| {
-                compare_collated(a.0.as_raw_bson_ref(), b.0.as_raw_bson_ref(), coll)
-            });
-            let n = entries.len();
-            #[expect(
-                clippy::cast_precision_loss,
-                clippy::cast_possible_truncation,
-                clippy::cast_sign_loss,
-                reason = "mongod rounds the double quotient; counts are far below 2^52"
-            )]
-            let approx = ((n as f64 / self.buckets as f64).round() as usize).max(1);
-            let mut out = Vec::new();
-            let mut start = 0;
-            let mut number = 0;
-            let mut previous_max: Option<RawBson> = None;
-            let key = |i: usize| entries.get(i).map(|(k, _)| k);
-            while start < n {
-                number += 1;
-                let mut end = if number == self.buckets {
-                    n
-                } else {
-                    start.saturating_add(approx).min(n)
-                };
-                let (Some(first), Some(last)) = (key(start), key(end - 1)) else {
+            let mut k = RawArrayBuf::new();
+            k.push(key);
+            let mut entry = RawDocumentBuf::new();
+            entry.append(cstr!("k"), k);
+            entry.append(cstr!("d"), doc);
+            sorter
+                .push(entry, crate::storage::record::NEVER)
+                .map_err(aggregation_error)?;
+            n += 1;
+        }
+        Ok((sorter.finish()?, n))
+    }
+
+    fn buckets(&self, input: Stream<'_>, ctx: &Context) -> CommandResult<Vec<Doc>> {
+        let (mut sorted, n) = self.sorted(input, ctx)?;
+        let mut next = || -> CommandResult<Option<(RawBson, RawDocumentBuf)>> {
+            let Some((entry, _)) = sorted.next_entry()? else {
+                return Ok(None);
+            };
+            let key = match entry.get("k") {
+                Ok(Some(RawBsonRef::Array(k))) => k.get(0).ok().flatten().map(RawBson::from),
+                _ => None,
+            };
+            let doc = match entry.get("d") {
+                Ok(Some(RawBsonRef::Document(d))) => Some(d.to_owned()),
+                _ => None,
+            };
+            match (key, doc) {
+                (Some(k), Some(d)) => Ok(Some((k, d))),
+                _ => Err(CommandError::internal(
+                    "$bucketAuto: malformed sorted entry",
+                )),
+            }
+        };
+        let coll = self.collation.as_deref();
+        #[expect(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "mongod rounds the double quotient; counts are far below 2^52"
+        )]
+        let approx = ((n as f64 / self.buckets as f64).round() as usize).max(1);
+        let mut out = Vec::new();
+        let mut number = 0;
+        let mut previous_max: Option<RawBson> = None;
+        // The next entry in order, read ahead of the bucket being filled.
+        let mut ahead = next()?;
+        while let Some((first, doc)) = ahead.take() {
+            number += 1;
+            let mut bucket = Bucket::start(self)?;
+            bucket.add(self, &doc)?;
+            let mut count: usize = 1;
+            let mut last = first.clone();
+            ahead = next()?;
+            // The last bucket takes everything left.
+            while number == self.buckets || count < approx {
+                let Some((key, doc)) = ahead.take() else {
                     break;
                 };
-                let (min, max) = if let Some(r) = self.granularity {
-                    let min = previous_max.take().unwrap_or_else(|| r.round_down(first));
-                    // Values below the rounded-up boundary join this bucket.
-                    let boundary = r.round_up(last);
-                    while let Some(next) = key(end)
-                        && compare_collated(
-                            boundary.as_raw_bson_ref(),
-                            next.as_raw_bson_ref(),
-                            coll,
-                        )
-                        .is_gt()
-                    {
-                        end += 1;
-                    }
-                    let max = match key(end) {
-                        Some(next) if as_f64(&boundary) == Some(0.0) => r.round_down(next),
-                        _ => boundary,
-                    };
-                    (min, max)
-                } else {
-                    // Values equal to the bucket's last one stay in it; a bucket's max is the
-                    // next bucket's min (exclusive), except for the last.
-                    while let Some(next) = key(end)
-                        && compare_collated(next.as_raw_bson_ref(), last.as_raw_bson_ref(), coll)
-                            .is_eq()
-                    {
-                        end += 1;
-                    }
-                    (first.clone(), key(end).unwrap_or(last).clone())
-                };
-                previous_max = Some(max.clone());
-                let doc = self
-                    .bucket(&entries[start..end], min, max)
-                    .map_err(aggregation_error)?;
-                out.push(computed(doc));
-                start = end;
+                bucket.add(self, &doc)?;
+                count += 1;
+                last = key;
+                ahead = next()?;
             }
-            Ok(out)
-        })
+            let (min, max) = if let Some(r) = self.granularity {
+                let min = previous_max.take().unwrap_or_else(|| r.round_down(&first));
+                // Values below the rounded-up boundary join this bucket.
+                let boundary = r.round_up(&last);
+                while let Some((key, _)) = &ahead
+                    && compare_collated(boundary.as_raw_bson_ref(), key.as_raw_bson_ref(), coll)
+                        .is_gt()
+                {
+                    if let Some((_, doc)) = ahead.take() {
+                        bucket.add(self, &doc)?;
+                    }
+                    ahead = next()?;
+                }
+                let max = match &ahead {
+                    Some((next, _)) if as_f64(&boundary) == Some(0.0) => r.round_down(next),
+                    _ => boundary,
+                };
+                (min, max)
+            } else {
+                // Values equal to the bucket's last one stay in it; a bucket's max is the next
+                // bucket's min (exclusive), except for the last.
+                while let Some((key, _)) = &ahead
+                    && compare_collated(key.as_raw_bson_ref(), last.as_raw_bson_ref(), coll).is_eq()
+                {
+                    if let Some((_, doc)) = ahead.take() {
+                        bucket.add(self, &doc)?;
+                    }
+                    ahead = next()?;
+                }
+                let max = ahead.as_ref().map_or(last, |(k, _)| k.clone());
+                (first, max)
+            };
+            previous_max = Some(max.clone());
+            out.push(computed(bucket.finish(self, min, max)?));
+        }
+        Ok(out)
+    }
+}
+
+/// The accumulators' states of the bucket being filled.
+struct Bucket(Vec<State>);
+
+impl Bucket {
+    fn start(stage: &BucketAuto) -> CommandResult<Bucket> {
+        let empty = RawBson::Null;
+        Ok(Bucket(
+            stage
+                .fields
+                .iter()
+                .map(|(_, acc)| acc.start(&empty))
+                .collect::<CommandResult<Vec<_>>>()
+                .map_err(aggregation_error)?,
+        ))
+    }
+
+    fn add(&mut self, stage: &BucketAuto, doc: &RawDocument) -> CommandResult<()> {
+        for ((_, acc), state) in stage.fields.iter().zip(self.0.iter_mut()) {
+            acc.process(state, doc).map_err(aggregation_error)?;
+        }
+        Ok(())
+    }
+
+    fn finish(
+        self,
+        stage: &BucketAuto,
+        min: RawBson,
+        max: RawBson,
+    ) -> CommandResult<RawDocumentBuf> {
+        let mut out = RawDocumentBuf::new();
+        out.append(cstr!("_id"), rawdoc! {"min": min, "max": max});
+        for ((name, acc), state) in stage.fields.iter().zip(self.0) {
+            if let Ok(name) = <&bson::raw::CStr>::try_from(name.as_str()) {
+                out.append(name, acc.finish(state).map_err(aggregation_error)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Stage for BucketAuto {
+    fn run<'a>(&'a self, input: Stream<'a>, ctx: &'a Context) -> Stream<'a> {
+        blocking(move || self.buckets(input, ctx))
     }
 
     fn collate(&mut self, collation: &Arc<Collation>) {
         self.collation = Some(collation.clone());
         for (_, acc) in &mut self.fields {
             acc.set_collation(Some(collation.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bson::{Document, doc};
+
+    use crate::pipeline::stages::tests::{aggregate_in, ctx};
+
+    fn docs(seed: u64, n: i32) -> Vec<Document> {
+        let mut x = seed;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            i32::try_from(x % m).unwrap()
+        };
+        let words = ["a", "A", "b", "B", "c"];
+        (0..n)
+            .map(|i| {
+                let v = next(50);
+                let w = words[usize::try_from(next(5)).unwrap()];
+                doc! {"_id": i, "v": v, "h": f64::from(next(40)) / 4.0, "w": w, "pad": "x".repeat(60)}
+            })
+            .collect()
+    }
+
+    /// Spilled or in memory, the same buckets (equal keys, ties included, with and without a
+    /// granularity or a collation); and the spilling input is past the limit (292 without
+    /// `allowDiskUse`).
+    #[test]
+    fn spilled_buckets_equal_in_memory_buckets() {
+        let input = docs(3, 800);
+        let output = doc! {"n": {"$sum": 1}, "ids": {"$push": "$_id"}, "f": {"$first": "$w"}};
+        for (group_by, granularity) in [("$v", None), ("$h", Some("R5")), ("$w", None)] {
+            for buckets in [1, 3, 7, 40] {
+                let mut spec =
+                    doc! {"groupBy": group_by, "buckets": buckets, "output": output.clone()};
+                if let Some(g) = granularity {
+                    spec.insert("granularity", g);
+                }
+                let pipeline = [doc! {"$bucketAuto": spec}];
+                let memory = aggregate_in(&ctx(true, usize::MAX), &pipeline, &input).unwrap();
+                let spilled = aggregate_in(&ctx(true, 4_000), &pipeline, &input).unwrap();
+                assert_eq!(memory, spilled, "{group_by} {buckets}");
+                let err = aggregate_in(&ctx(false, 4_000), &pipeline, &input).unwrap_err();
+                assert_eq!(err.code.code(), 292);
+            }
         }
     }
 }

@@ -3,27 +3,32 @@
 //! partition (mongod's `DocumentSourceInternalSetWindowFields`, after the `$sort` by partition
 //! key then `sortBy` that mongod puts before it).
 //!
-//! A blocking stage: it reads its whole input, held within the blocking stages' memory limit
-//! without `allowDiskUse` (past it, 292 from the sort mongod puts first, or 5414201 from the
-//! stage's own tracker when nothing is sorted); with `allowDiskUse` it holds its input in
-//! memory all the same (mongod would spill). The functions' values always count against the
-//! limit (5414201), so a `$push` over a large partition cannot grow without bound.
+//! A blocking stage: it reads its whole input through a [`Sorter`] by partition key then
+//! `sortBy` (the `$sort` mongod puts first), held to the blocking stages' memory limit: past
+//! it, the sort spills under `allowDiskUse` and fails with 292 without it. The output is then
+//! computed one partition at a time as the sorted input is read back, so only the partition
+//! being computed is in memory (a single partition is held whole; mongod would spill its
+//! window cache too). With neither `partitionBy` nor `sortBy` nothing is sorted and the input
+//! is one partition, held to the stage's own tracker (5414201) without `allowDiskUse`. The
+//! functions' values always count against the limit (5414201), so a `$push` over a large
+//! partition cannot grow without bound.
 
 mod bounds;
 mod functions;
 
-use std::cmp::Ordering;
 use std::sync::Arc;
 
-use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
+use bson::raw::{CStr, cstr};
+use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use self::functions::{SortInfo, WindowFn};
 use crate::error::{CommandError, CommandResult, ErrorCode};
-use crate::pipeline::{Context, Doc, Stage, Stream, aggregation_error, blocking};
+use crate::pipeline::{Context, Doc, Stage, Stream, aggregation_error};
 use crate::query::compare::compare_collated;
 use crate::query::display::type_name;
 use crate::query::sort::SortSpec;
 use crate::query::{Collation, Expression, Variables};
+use crate::sorter::Sorter;
 
 /// `FailedToParse` (9), mongod's window parse error.
 fn failed(msg: impl Into<String>) -> CommandError {
@@ -143,11 +148,46 @@ impl SetWindowFields {
         })
     }
 
-    fn compute(&self, input: Stream<'_>, ctx: &Context) -> CommandResult<Vec<Doc>> {
-        let max_bytes = (!ctx.limits.allow_disk_use).then_some(ctx.limits.max_bytes);
-        let mut bytes = 0_usize;
-        // (partition key, sort key, document, expiry)
-        let mut rows: Vec<(RawBson, Vec<RawBson>, RawDocumentBuf, i64)> = Vec::new();
+    /// The input as rows (partition key, document, expiry) in window order: through a
+    /// [`Sorter`] by partition key then `sortBy` (mongod's `$sort` before the stage: it spills
+    /// past the limit under `allowDiskUse`, else 292), or as they come when there is neither.
+    fn rows<'a>(&'a self, input: Stream<'a>, ctx: &Context) -> CommandResult<Rows<'a>> {
+        if self.partition_by.is_none() && self.sort.is_none() {
+            // One partition, unsorted: the stage's own tracker (5414201) without `allowDiskUse`.
+            let max_bytes = (!ctx.limits.allow_disk_use).then_some(ctx.limits.max_bytes);
+            let mut bytes = 0_usize;
+            let mut rows = Vec::new();
+            for item in input {
+                let (doc, expiry) = item?;
+                bytes = bytes
+                    .saturating_add(doc.as_bytes().len())
+                    .saturating_add(80);
+                if let Some(max) = max_bytes
+                    && bytes > max
+                {
+                    return Err(aggregation_error(exceeded(bytes, max)));
+                }
+                rows.push((RawBson::Null, doc, expiry));
+            }
+            return Ok(Box::new(rows.into_iter().map(Ok)));
+        }
+        // `{p: [<partition key>], d: <document>}` by `{p: 1, d.<sortBy path>: ±1…}`: the
+        // one-element array makes the key compare whole, and `d.` paths give `sortBy`'s keys.
+        let mut spec = RawDocumentBuf::new();
+        spec.append(cstr!("p"), 1);
+        for (path, ascending) in self
+            .sort
+            .as_ref()
+            .map(SortSpec::plan_keys)
+            .unwrap_or_default()
+        {
+            let name = format!("d.{path}");
+            if let Ok(name) = <&CStr>::try_from(name.as_str()) {
+                spec.append(name, if ascending { 1 } else { -1 });
+            }
+        }
+        let spec = SortSpec::compile(&spec)?.with_collation(self.collation.clone());
+        let mut sorter = Sorter::new(spec, None, ctx.limits.clone());
         for item in input {
             let (doc, expiry) = item?;
             let key = match &self.partition_by {
@@ -163,58 +203,80 @@ impl SetWindowFields {
                 },
                 None => RawBson::Null,
             };
-            let sort_key: Vec<RawBson> = self.sort.as_ref().map_or_else(Vec::new, |s| {
-                s.key(&doc).into_iter().map(RawBson::from).collect()
-            });
-            bytes = bytes
-                .saturating_add(doc.as_bytes().len())
-                .saturating_add(crate::pipeline::accumulators::value_bytes(Some(&key)))
-                .saturating_add(64);
-            if let Some(max) = max_bytes
-                && bytes > max
-            {
-                // mongod's `$sort` before the stage fails first; without one, the stage's own
-                // memory tracker does.
-                let sorted = self.sort.is_some() || self.partition_by.is_some();
-                return Err(aggregation_error(if sorted {
-                    crate::sorter::exceeded(max)
-                } else {
-                    exceeded(bytes, max)
-                }));
-            }
-            rows.push((key, sort_key, doc, expiry));
+            let mut p = RawArrayBuf::new();
+            p.push(key);
+            let mut entry = RawDocumentBuf::new();
+            entry.append(cstr!("p"), p);
+            entry.append(cstr!("d"), doc);
+            sorter.push(entry, expiry).map_err(aggregation_error)?;
         }
-        let coll = self.collation.as_deref();
-        rows.sort_by(|a, b| {
-            compare_collated(a.0.as_raw_bson_ref(), b.0.as_raw_bson_ref(), coll).then_with(|| {
-                self.sort.as_ref().map_or(Ordering::Equal, |s| {
-                    s.compare_keys(&refs(&a.1), &refs(&b.1))
-                })
+        let mut results = sorter.finish()?;
+        Ok(Box::new(std::iter::from_fn(move || {
+            let entry = match results.next_entry() {
+                Ok(Some((entry, expiry))) => (entry, expiry),
+                Ok(None) => return None,
+                Err(e) => return Some(Err(e)),
+            };
+            let (entry, expiry) = entry;
+            let key = match entry.get("p") {
+                Ok(Some(RawBsonRef::Array(p))) => p.get(0).ok().flatten().map(RawBson::from),
+                _ => None,
+            };
+            let doc = match entry.get("d") {
+                Ok(Some(RawBsonRef::Document(d))) => Some(d.to_owned()),
+                _ => None,
+            };
+            Some(match (key, doc) {
+                (Some(k), Some(d)) => Ok((k, d, expiry)),
+                _ => Err(CommandError::internal(
+                    "$setWindowFields: malformed sorted entry",
+                )),
             })
-        });
-        let mut out = Vec::with_capacity(rows.len());
-        let mut start = 0;
-        while start < rows.len() {
-            let mut end = start + 1;
-            while let (Some(a), Some(b)) = (rows.get(start), rows.get(end))
-                && compare_collated(a.0.as_raw_bson_ref(), b.0.as_raw_bson_ref(), coll).is_eq()
-            {
-                end += 1;
+        })))
+    }
+
+    /// The output, one partition at a time: only the partition being computed is held.
+    fn compute<'a>(&'a self, input: Stream<'a>, ctx: &'a Context) -> Stream<'a> {
+        let rows = match self.rows(input, ctx) {
+            Ok(rows) => rows,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        let mut rows = rows.peekable();
+        let mut pending = std::collections::VecDeque::new();
+        let coll = self.collation.as_deref();
+        Box::new(std::iter::from_fn(move || {
+            loop {
+                if let Some(doc) = pending.pop_front() {
+                    return Some(Ok(doc));
+                }
+                let first = match rows.next()? {
+                    Ok(row) => row,
+                    Err(e) => return Some(Err(e)),
+                };
+                let mut part = vec![first];
+                while let Some(Ok((key, _, _))) = rows.peek() {
+                    let same = part.first().is_some_and(|f| {
+                        compare_collated(f.0.as_raw_bson_ref(), key.as_raw_bson_ref(), coll).is_eq()
+                    });
+                    if !same {
+                        break;
+                    }
+                    if let Some(Ok(row)) = rows.next() {
+                        part.push(row);
+                    }
+                }
+                match self.partition(part, ctx) {
+                    Ok(docs) => pending.extend(docs),
+                    Err(e) => return Some(Err(aggregation_error(e))),
+                }
             }
-            let slice = rows.get(start..end).unwrap_or_default();
-            out.extend(self.partition(slice, ctx).map_err(aggregation_error)?);
-            start = end;
-        }
-        Ok(out)
+        }))
     }
 
     /// Computes the output fields of one partition.
-    fn partition(
-        &self,
-        rows: &[(RawBson, Vec<RawBson>, RawDocumentBuf, i64)],
-        ctx: &Context,
-    ) -> CommandResult<Vec<Doc>> {
-        let docs: Vec<RawDocumentBuf> = rows.iter().map(|r| r.2.clone()).collect();
+    fn partition(&self, rows: Vec<Row>, ctx: &Context) -> CommandResult<Vec<Doc>> {
+        let (docs, expiries): (Vec<RawDocumentBuf>, Vec<i64>) =
+            rows.into_iter().map(|(_, d, e)| (d, e)).unzip();
         let first_values = docs
             .iter()
             .map(|d| {
@@ -223,9 +285,17 @@ impl SetWindowFields {
                 })
             })
             .collect();
+        let sort_keys = docs
+            .iter()
+            .map(|d| {
+                self.sort.as_ref().map_or_else(Vec::new, |s| {
+                    s.key(d).into_iter().map(RawBson::from).collect()
+                })
+            })
+            .collect();
         let part = Partition {
             docs: &docs,
-            sort_keys: rows.iter().map(|r| r.1.clone()).collect(),
+            sort_keys,
             first_values,
         };
         // mongod's tracker counts the partition (unless it may spill) and the functions'
@@ -248,21 +318,23 @@ impl SetWindowFields {
             columns.push(column);
         }
         let mut out = Vec::with_capacity(docs.len());
-        for (i, (doc, row)) in docs.iter().zip(rows).enumerate() {
+        for (i, (doc, expiry)) in docs.iter().zip(expiries).enumerate() {
             let mut doc: RawDocumentBuf = doc.clone();
             for ((path, _), column) in self.output.iter().zip(&columns) {
                 let value = column.get(i).cloned().unwrap_or(RawBson::Null);
                 doc = crate::pipeline::doc::set(&doc, path, Some(value));
             }
-            out.push((doc, row.3));
+            out.push((doc, expiry));
         }
         Ok(out)
     }
 }
 
-fn refs(key: &[RawBson]) -> Vec<RawBsonRef<'_>> {
-    key.iter().map(RawBson::as_raw_bson_ref).collect()
-}
+/// A document of the input with its partition key and expiry instant.
+type Row = (RawBson, RawDocumentBuf, i64);
+
+/// The input rows in window order.
+type Rows<'a> = Box<dyn Iterator<Item = CommandResult<Row>> + 'a>;
 
 /// An object argument of the stage, or the IDL's type error.
 fn object<'a>(v: RawBsonRef<'a>, field: &str) -> CommandResult<&'a RawDocument> {
@@ -288,7 +360,8 @@ fn exceeded(used: usize, max: usize) -> CommandError {
 
 impl Stage for SetWindowFields {
     fn run<'a>(&'a self, input: Stream<'a>, ctx: &'a Context) -> Stream<'a> {
-        blocking(move || self.compute(input, ctx))
+        // Blocking: the first pull reads (and sorts) the whole input.
+        Box::new(std::iter::once_with(move || self.compute(input, ctx)).flatten())
     }
 
     fn collate(&mut self, collation: &Arc<Collation>) {

@@ -430,3 +430,63 @@ fn empty_windows_dotted_outputs_and_negative_shifts() {
         doc! {"_id": 3, "v": 4, "before": {"sum": 3, "avg": 1.5}, "prev": 2, "med": 2.0}
     );
 }
+
+/// Seeded documents: partitions of many sizes (strings, numbers, missing), ties on the sort
+/// keys, a pad that makes the input a few runs' worth at a 40,000-byte limit.
+fn random_docs(seed: u64, n: i32) -> Vec<Document> {
+    let mut x = seed;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        i32::try_from(x % m).unwrap()
+    };
+    let parts = ["a", "A", "b", "c"];
+    (0..n)
+        .map(|i| {
+            let mut d = doc! {"_id": i, "t": next(30), "u": next(3), "v": next(100)};
+            match next(6) {
+                0 => {}
+                1 => {
+                    d.insert("p", next(3));
+                }
+                _ => {
+                    d.insert("p", parts[usize::try_from(next(4)).unwrap()]);
+                }
+            }
+            d.insert("pad", "x".repeat(50));
+            d
+        })
+        .collect()
+}
+
+/// Spilled (the sort before the stage past a 40,000-byte limit) or in memory, the same output
+/// in the same order; without `allowDiskUse` the same input is 292.
+#[test]
+fn spilled_windows_equal_in_memory_windows() {
+    let docs = random_docs(11, 1200);
+    let output = doc! {
+        "sum": {"$sum": "$v", "window": {"documents": [-2, 1]}},
+        "range": {"$max": "$v", "window": {"range": [-3, 0]}},
+        "rank": {"$rank": {}},
+        "n": {"$documentNumber": {}},
+        "prev": {"$shift": {"output": "$_id", "by": -1, "default": null}},
+    };
+    let specs = [
+        doc! {"partitionBy": "$p", "sortBy": {"t": 1}, "output": output.clone()},
+        doc! {"partitionBy": {"$toUpper": "$p"}, "sortBy": {"t": -1, "u": 1}, "output": {
+        "ids": {"$push": "$_id", "window": {"documents": [-1, 1]}}}},
+        doc! {"sortBy": {"t": 1, "_id": -1}, "output": {
+        "sum": {"$sum": "$v", "window": {"documents": [-1, 1]}}}},
+        doc! {"partitionBy": "$u", "output": {"all": {"$sum": "$v"}, "f": {"$first": "$_id"}}},
+    ];
+    for spec in specs {
+        let pipeline = [doc! {"$setWindowFields": spec.clone()}];
+        let memory = aggregate_in(&ctx(true, usize::MAX), &pipeline, &docs).unwrap();
+        let spilled = aggregate_in(&ctx(true, 40_000), &pipeline, &docs).unwrap();
+        assert_eq!(memory.len(), docs.len());
+        assert_eq!(memory, spilled, "{spec}");
+        let err = aggregate_in(&ctx(false, 40_000), &pipeline, &docs).unwrap_err();
+        assert_eq!(err.code.code(), 292, "{spec}");
+    }
+}
