@@ -978,6 +978,9 @@ fn convert_string(
         None => from_string::parse_iso(s),
     };
     let Some(p) = parsed else {
+        if format.is_none() && from_string::certainly_invalid(s) {
+            return Err(conversion(format!("Error parsing date string '{s}'")));
+        }
         return Err(super::super::not_implemented(&format!(
             "$dateFromString of '{s}' (Ebb reads ISO 8601 dates and the numeric format \
              specifiers)"
@@ -1007,6 +1010,25 @@ fn convert_string(
     from_local(&zone, days, p.hour, p.minute, p.second, p.millis)
         .map(|ms| Some(RawBson::DateTime(bson::DateTime::from_millis(ms))))
         .ok_or_else(add_overflow_parts)
+}
+
+/// A date string as `$toDate` and `$convert` read it (mongod parses it as `$dateFromString`
+/// does, in UTC): its instant in milliseconds, `None` when Ebb does not read it.
+pub(super) fn string_millis(s: &str) -> Option<i64> {
+    let p = from_string::parse_iso(s)?;
+    let offset = match p.zone {
+        None | Some(from_string::Zone::Z) => 0,
+        Some(from_string::Zone::Offset(secs)) => secs,
+    };
+    let days = days_from_civil(p.year, p.month, p.day);
+    from_local(
+        &Tz::Fixed(offset),
+        days,
+        p.hour,
+        p.minute,
+        p.second,
+        p.millis,
+    )
 }
 
 /// An evaluated `startOfWeek`.

@@ -541,17 +541,6 @@ fn format_double(d: f64) -> String {
     format_g(d, 6)
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The civil date of a day count since 1970-01-01.
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
@@ -582,82 +571,11 @@ fn iso_date(ms: i64) -> String {
 /// An ISO 8601 date string: `YYYY-MM-DD`, optionally `T` (or a space) `HH:MM[:SS[.fff]]`, then
 /// `Z`, `±HH:MM`, `±HHMM` or `±HH` (UTC when absent), as milliseconds since the epoch.
 fn parse_date(s: &str) -> Result<i64, CommandError> {
-    iso_millis(s).ok_or_else(|| {
+    super::date::string_millis(s).ok_or_else(|| {
         conversion_failure(format!(
             "Error parsing date string '{s}'; Ebb reads only ISO 8601 dates"
         ))
     })
-}
-
-fn iso_millis(s: &str) -> Option<i64> {
-    fn num(s: &str) -> Option<i64> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        s.parse().ok()
-    }
-    let (day, rest) = if s.len() > 10 {
-        s.split_at_checked(10)?
-    } else {
-        (s, "")
-    };
-    let mut parts = day.split('-');
-    let (y, m, d) = (
-        num(parts.next()?)?,
-        num(parts.next()?)?,
-        num(parts.next()?)?,
-    );
-    if parts.next().is_some() || day.len() != 10 || !(1..=12).contains(&m) {
-        return None;
-    }
-    let month_days = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let max_day = month_days.get(usize::try_from(m - 1).ok()?)? + i64::from(leap && m == 2);
-    if !(1..=max_day).contains(&d) {
-        return None;
-    }
-    let mut ms = days_from_civil(y, m, d).checked_mul(86_400_000)?;
-    if rest.is_empty() {
-        return Some(ms);
-    }
-    let time = rest.strip_prefix(['T', ' '])?;
-    let (clock, offset) = match time.find(['Z', '+', '-']) {
-        Some(i) => time.split_at(i),
-        None => (time, ""),
-    };
-    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
-    let mut fields = hms.split(':');
-    let h = num(fields.next()?)?;
-    let mi = num(fields.next()?)?;
-    let sec = match fields.next() {
-        Some(f) => num(f)?,
-        None => 0,
-    };
-    if fields.next().is_some() || h > 23 || mi > 59 || sec > 59 {
-        return None;
-    }
-    let frac_ms = if frac.is_empty() {
-        0
-    } else {
-        let padded = format!("{frac:0<3}");
-        num(padded.get(..3)?)?
-    };
-    ms = ms.checked_add(((h * 60 + mi) * 60 + sec) * 1000 + frac_ms)?;
-    let shift = match offset {
-        "" | "Z" => 0,
-        o => {
-            let neg = o.starts_with('-');
-            let digits: String = o.get(1..)?.chars().filter(|c| *c != ':').collect();
-            let (oh, om) = match digits.len() {
-                2 => (num(&digits)?, 0),
-                4 => (num(digits.get(..2)?)?, num(digits.get(2..)?)?),
-                _ => return None,
-            };
-            let minutes = oh * 60 + om;
-            if neg { -minutes } else { minutes }
-        }
-    };
-    ms.checked_sub(shift * 60_000)
 }
 
 #[cfg(test)]

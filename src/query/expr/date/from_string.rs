@@ -1,5 +1,6 @@
 //! The strings `$dateFromString` reads: the common ISO 8601 forms without `format`
-//! (`2017-02-08`, `2017-02-08T12:10:40.787`, with `Z` or a `±HH[:MM]` offset) and, with
+//! (`2017-02-08`, `2017-02-08T12:10:40.787`, with `Z` or a `±HH[:MM]` offset, also after a
+//! space: `2018-03-15 +10:00`) and, with
 //! `format`, the numeric specifiers `%Y %m %d %H %M %S %L`, `%z` and `%%`. Anything else is
 //! `None`: timelib accepts many more forms and words its errors its own way, so the caller
 //! answers `NotImplemented` rather than a value or message mongod would not give.
@@ -118,7 +119,15 @@ pub(super) fn parse_iso(s: &str) -> Option<Parsed> {
         zone: None,
     };
     if !c.rest.is_empty() {
-        (c.eat(b'T') || c.eat(b' ')).then_some(())?;
+        let t = c.eat(b'T');
+        (t || c.eat(b' ')).then_some(())?;
+        // After a space, a zone may follow the date alone (`2018-03-15 +10:00`).
+        let time = t || c.rest.first().is_some_and(u8::is_ascii_digit);
+        if !time {
+            p.zone = Some(c.zone()?);
+            c.rest.is_empty().then_some(())?;
+            return p.valid();
+        }
         p.hour = c.exact(2)?;
         c.eat(b':').then_some(())?;
         p.minute = c.exact(2)?;
@@ -143,12 +152,21 @@ pub(super) fn parse_iso(s: &str) -> Option<Parsed> {
                 c.rest = c.rest.get(digits..).unwrap_or_default();
             }
         }
+        while c.eat(b' ') {}
         if !c.rest.is_empty() {
             p.zone = Some(c.zone()?);
         }
     }
     c.rest.is_empty().then_some(())?;
     p.valid()
+}
+
+/// Whether mongod certainly fails to read `s` as a date (so the answer is its
+/// `ConversionFailure`, not `NotImplemented`): an ISO-shaped date whose year has more than four
+/// digits (`20177-02-09`), which none of timelib's date forms takes.
+pub(super) fn certainly_invalid(s: &str) -> bool {
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 4 && s.as_bytes().get(digits) == Some(&b'-')
 }
 
 /// `s` read with `format` (already validated by mongod's rules).
@@ -225,6 +243,13 @@ mod tests {
         );
         let z = parse_iso("2017-02-08T12:10:40Z").map(|p| p.zone);
         assert_eq!(z, Some(Some(Zone::Z)));
+        let spaced = parse_iso("2018-03-15 +10:00").map(|p| (p.day, p.hour, p.zone));
+        assert_eq!(spaced, Some((15, 0, Some(Zone::Offset(36_000)))));
+        let spaced = parse_iso("2018-03-15 10:20 -02:00").map(|p| (p.hour, p.zone));
+        assert_eq!(spaced, Some((10, Some(Zone::Offset(-7_200)))));
+        assert!(super::certainly_invalid("20177-02-09T03:35:02.055"));
+        assert!(!super::certainly_invalid("2017-02-09"));
+        assert!(!super::certainly_invalid("20170209"));
         let off = parse_iso("2017-02-08T12:10:40.787654-05:30").map(|p| (p.millis, p.zone));
         assert_eq!(off, Some((787, Some(Zone::Offset(-19_800)))));
         for bad in [
