@@ -14,7 +14,7 @@ use std::str::FromStr;
 
 use std::ops::{Add, Div, Mul, Rem, Sub};
 
-use dec::{Context, Decimal128 as Quad};
+use dec::{Context, Decimal as Wide, Decimal128 as Quad, Rounding};
 
 /// A decimal128 value.
 #[derive(Clone, Copy)]
@@ -35,6 +35,21 @@ impl fmt::Display for Decimal {
 fn cx() -> Context<Quad> {
     // decimal128's context: 34 digits, half-even rounding.
     Context::<Quad>::default()
+}
+
+/// Digits of the working numbers of the functions decimal128's context lacks (39: 13 units of
+/// three digits), rounded to 34 as they are computed.
+type Work = Wide<13>;
+
+fn work_cx() -> Context<Work> {
+    let mut cx = Context::<Work>::default();
+    cx.set_rounding(Rounding::HalfEven);
+    // 34 ≤ 39: cannot fail. libdecnumber's exp, ln and log10 refuse contexts whose exponents
+    // reach past ±999,999 (decimal128's are ±6,144: rounded to them on the way back).
+    let _ = cx.set_precision(34);
+    let _ = cx.set_max_exponent(999_999);
+    let _ = cx.set_min_exponent(-999_999);
+    cx
 }
 
 impl Decimal {
@@ -99,6 +114,54 @@ impl Decimal {
     #[must_use]
     pub fn abs(self) -> Decimal {
         Decimal(cx().abs(self.0))
+    }
+
+    fn work(self) -> Work {
+        Work::from(self.0)
+    }
+
+    fn of_work(w: &Work) -> Decimal {
+        Decimal(cx().from_decimal(w))
+    }
+
+    /// The square root, correctly rounded (IEEE 754's `squareRoot`; NaN for a negative).
+    #[must_use]
+    pub fn sqrt(self) -> Decimal {
+        let mut w = self.work();
+        work_cx().sqrt(&mut w);
+        Decimal::of_work(&w)
+    }
+
+    /// e to this power, to 34 digits.
+    #[must_use]
+    pub fn exp(self) -> Decimal {
+        let mut w = self.work();
+        work_cx().exp(&mut w);
+        Decimal::of_work(&w)
+    }
+
+    /// The natural logarithm, to 34 digits.
+    #[must_use]
+    pub fn ln(self) -> Decimal {
+        let mut w = self.work();
+        work_cx().ln(&mut w);
+        Decimal::of_work(&w)
+    }
+
+    /// The base-10 logarithm, to 34 digits (exact for powers of ten).
+    #[must_use]
+    pub fn log10(self) -> Decimal {
+        let mut w = self.work();
+        work_cx().log10(&mut w);
+        Decimal::of_work(&w)
+    }
+
+    /// This value to the power `e`, to 34 digits.
+    #[must_use]
+    pub fn pow(self, e: Decimal) -> Decimal {
+        let mut w = self.work();
+        work_cx().pow(&mut w, &e.work());
+        Decimal::of_work(&w)
     }
 
     pub fn is_zero(self) -> bool {
@@ -249,6 +312,31 @@ mod tests {
             "0.1000000000000000055511151231257827"
         );
         assert!((d("2.5").f64() - 2.5).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn functions_to_34_digits() {
+        assert_eq!(
+            bson_text(d("2").sqrt()),
+            "1.414213562373095048801688724209698"
+        );
+        assert_eq!(bson_text(d("4").sqrt()), "2");
+        assert!(d("-4").sqrt().is_nan());
+        assert_eq!(
+            bson_text(d("1").exp()),
+            "2.718281828459045235360287471352662"
+        );
+        assert_eq!(bson_text(d("0").exp()), "1");
+        assert_eq!(
+            bson_text(d("10").ln()),
+            "2.302585092994045684017991454684364"
+        );
+        assert_eq!(bson_text(d("1000").log10()), "3");
+        assert_eq!(bson_text(d("2").pow(d("10"))), "1024");
+        assert_eq!(
+            bson_text(d("2").pow(d("0.5"))),
+            "1.414213562373095048801688724209698"
+        );
     }
 
     #[test]

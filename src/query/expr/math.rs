@@ -198,6 +198,11 @@ fn unary(op: Op, n: Num) -> Result<RawBson, CommandError> {
         }),
         Op::Sqrt => {
             // NaN gives NaN without an error.
+            if let Num::Decimal(d) = n
+                && !(d.is_negative() && !d.is_zero() && !d.is_nan())
+            {
+                return Ok(RawBson::Decimal128(d.sqrt().bson()));
+            }
             if x < 0.0 {
                 return Err(loc(
                     28714,
@@ -206,8 +211,21 @@ fn unary(op: Op, n: Num) -> Result<RawBson, CommandError> {
             }
             Ok(float_result(n, x.sqrt()))
         }
-        Op::Exp => Ok(float_result(n, x.exp())),
+        Op::Exp => Ok(match n {
+            Num::Decimal(d) => RawBson::Decimal128(d.exp().bson()),
+            _ => float_result(n, x.exp()),
+        }),
         Op::Ln | Op::Log10 => {
+            // mongod's decimal path: a positive decimal's logarithm in decimal; anything else
+            // falls through to the double checks.
+            if let Num::Decimal(d) = n
+                && !d.is_negative()
+                && !d.is_zero()
+                && !d.is_nan()
+            {
+                let v = if op == Op::Ln { d.ln() } else { d.log10() };
+                return Ok(RawBson::Decimal128(v.bson()));
+            }
             if !(x > 0.0 || x.is_nan()) {
                 let (code, name) = if op == Op::Ln {
                     (28766, "$ln")
@@ -358,11 +376,12 @@ fn log(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             ),
         ));
     }
-    let v = xd.ln() / bd.ln();
-    Ok(Some(match (x, base) {
-        (Num::Decimal(_), _) | (_, Num::Decimal(_)) => decimal(v),
-        _ => RawBson::Double(v),
-    }))
+    if matches!(x, Num::Decimal(_)) || matches!(base, Num::Decimal(_)) {
+        // mongod's `Decimal128::logarithm(base)`: the two natural logarithms, divided.
+        let v = x.decimal().ln() / base.decimal().ln();
+        return Ok(Some(RawBson::Decimal128(v.bson())));
+    }
+    Ok(Some(RawBson::Double(xd.ln() / bd.ln())))
 }
 
 /// `$pow: [base, exponent]`: an int when both are ints and the result fits (else a long), a
@@ -399,7 +418,11 @@ fn pow(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
         }
     };
     let (bi, ei) = match (base, exp) {
-        (Num::Decimal(_), _) | (_, Num::Decimal(_)) => return Ok(Some(decimal(bd.powf(ed)))),
+        (Num::Decimal(_), _) | (_, Num::Decimal(_)) => {
+            return Ok(Some(RawBson::Decimal128(
+                base.decimal().pow(exp.decimal()).bson(),
+            )));
+        }
         (Num::Double(_), _) | (_, Num::Double(_)) => {
             return Ok(Some(RawBson::Double(bd.powf(ed))));
         }
