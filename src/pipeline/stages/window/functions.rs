@@ -10,6 +10,7 @@ use super::bounds::{Bounds, TimeUnit, constant};
 use super::{Partition, failed, loc};
 use crate::error::CommandResult;
 use crate::pipeline::accumulators::{Accumulator, State, as_f64};
+use crate::query::decimal::Decimal;
 use crate::query::display::{self, type_name};
 use crate::query::{Expression, Variables};
 
@@ -87,7 +88,7 @@ enum Func {
     },
     ExpMovingAvg {
         input: Expression,
-        alpha: dd::Dd,
+        alpha: Decimal,
     },
     Covariance {
         x: Expression,
@@ -194,20 +195,24 @@ impl WindowFn {
             Func::Derivative { input, unit } => self.derivative(input, *unit, part),
             Func::Integral { input, unit } => self.integral(input, *unit, part),
             Func::ExpMovingAvg { input, alpha } => {
-                // mongod computes in Decimal128; double-double arithmetic (about 32 digits)
-                // rounds to the same doubles.
-                let keep = dd::add(dd::ONE, dd::neg(*alpha));
-                let mut avg: Option<dd::Dd> = None;
+                // mongod's `AccumulatorExpMovingAvg`: every input coerced to a decimal (a double
+                // by its 15 digits), the average kept in decimal, answered as a double unless an
+                // input was a decimal.
+                let keep = Decimal::of_i64(1) - *alpha;
+                let mut avg: Option<Decimal> = None;
+                let mut decimal = false;
                 part.docs
                     .iter()
                     .map(|d| {
-                        if let Some(x) = input.evaluate(d)?.as_ref().and_then(as_f64) {
-                            let x = (x, 0.0);
-                            avg = Some(
-                                avg.map_or(x, |a| dd::add(dd::mul(x, *alpha), dd::mul(a, keep))),
-                            );
+                        if let Some(v) = input.evaluate(d)?.as_ref().and_then(as_decimal) {
+                            decimal |= v.1;
+                            avg = Some(avg.map_or(v.0, |a| v.0 * *alpha + a * keep));
                         }
-                        Ok(avg.map_or(RawBson::Null, |(hi, lo)| RawBson::Double(hi + lo)))
+                        Ok(match avg {
+                            None => RawBson::Null,
+                            Some(a) if decimal => RawBson::Decimal128(a.bson()),
+                            Some(a) => RawBson::Double(a.f64()),
+                        })
                     })
                     .collect()
             }
@@ -610,6 +615,18 @@ fn parse_shift(
     })
 }
 
+/// A number as mongod's `Value::coerceToDecimal` reads it (a double by its 15 digits), and
+/// whether it was a decimal.
+fn as_decimal(v: &RawBson) -> Option<(Decimal, bool)> {
+    match v {
+        RawBson::Int32(i) => Some((Decimal::of_i64(i64::from(*i)), false)),
+        RawBson::Int64(i) => Some((Decimal::of_i64(*i), false)),
+        RawBson::Double(d) => Some((Decimal::of_f64(*d), false)),
+        RawBson::Decimal128(d) => Some((Decimal::of_bson(*d), true)),
+        _ => None,
+    }
+}
+
 /// `$expMovingAvg: {input, N | alpha}` (no window).
 fn parse_exp_moving_avg(
     items: &[(&str, RawBsonRef<'_>)],
@@ -651,7 +668,8 @@ fn parse_exp_moving_avg(
         if x <= 0.0 {
             return Err(failed(format!("'N' must be greater than zero. Got {x}")));
         }
-        dd::div((2.0, 0.0), (x + 1.0, 0.0))
+        // mongod: `Decimal128(2).divide(Decimal128(N + 1))`.
+        Decimal::of_i64(2) / (Decimal::of_f64(x) + Decimal::of_i64(1))
     } else if let Some(a) = arg.get("alpha").ok().flatten() {
         let x = as_f64(&RawBson::from(a)).ok_or_else(|| failed("'alpha' must be a number"))?;
         if !(x > 0.0 && x < 1.0) {
@@ -660,7 +678,7 @@ fn parse_exp_moving_avg(
                 display::element("alpha", a)
             )));
         }
-        dd::decimal15(x)
+        as_decimal(&RawBson::from(a)).map_or_else(|| Decimal::of_f64(x), |(d, _)| d)
     } else {
         return Err(failed(format!(
             "Got unrecognized field in $expMovingAvg{shape}"
@@ -902,72 +920,5 @@ impl WindowFn {
         if let Func::Acc(acc) = &mut self.func {
             acc.set_collation(collation);
         }
-    }
-}
-
-/// Double-double numbers (an unevaluated sum `hi + lo`), for `$expMovingAvg`'s decimal
-/// arithmetic.
-mod dd {
-    pub type Dd = (f64, f64);
-
-    pub const ONE: Dd = (1.0, 0.0);
-
-    fn two_sum(a: f64, b: f64) -> Dd {
-        let s = a + b;
-        let bb = s - a;
-        (s, (a - (s - bb)) + (b - bb))
-    }
-
-    fn quick_two_sum(a: f64, b: f64) -> Dd {
-        let s = a + b;
-        (s, b - (s - a))
-    }
-
-    pub fn neg(a: Dd) -> Dd {
-        (-a.0, -a.1)
-    }
-
-    pub fn add(a: Dd, b: Dd) -> Dd {
-        let (s, e) = two_sum(a.0, b.0);
-        quick_two_sum(s, e + a.1 + b.1)
-    }
-
-    pub fn mul(a: Dd, b: Dd) -> Dd {
-        let p = a.0 * b.0;
-        let e = a.0.mul_add(b.0, -p) + a.0 * b.1 + a.1 * b.0;
-        quick_two_sum(p, e)
-    }
-
-    pub fn div(a: Dd, b: Dd) -> Dd {
-        let q1 = a.0 / b.0;
-        let r = add(a, neg(mul((q1, 0.0), b)));
-        let q2 = r.0 / b.0;
-        let r = add(r, neg(mul((q2, 0.0), b)));
-        let q3 = r.0 / b.0;
-        add(quick_two_sum(q1, q2), (q3, 0.0))
-    }
-
-    /// A double as mongod turns it into a Decimal128 (15 significant digits).
-    pub fn decimal15(x: f64) -> Dd {
-        let text = format!("{x:.14e}");
-        let Some((mantissa, exp)) = text.split_once('e') else {
-            return (x, 0.0);
-        };
-        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-        let (Ok(m), Ok(e)) = (digits.parse::<i64>(), exp.parse::<i32>()) else {
-            return (x, 0.0);
-        };
-        // x = m * 10^(e - 14); alpha lies in (0, 1), so the power is negative and small.
-        let shift = 14 - e;
-        if !(0..=300).contains(&shift) {
-            return (x, 0.0);
-        }
-        #[expect(clippy::cast_precision_loss, reason = "15 digits fit a double exactly")]
-        let m = (m as f64, 0.0);
-        let mut scale = ONE;
-        for _ in 0..shift {
-            scale = mul(scale, (10.0, 0.0));
-        }
-        div(m, scale)
     }
 }
