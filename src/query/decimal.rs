@@ -100,6 +100,18 @@ impl Decimal {
         Decimal::parse(&text).unwrap_or(Decimal(Quad::NAN))
     }
 
+    /// A number as mongod's `Value::coerceToDecimal` reads it (integers exactly, a double by
+    /// its 15 digits); `None` for anything else.
+    pub fn coerce(v: bson::RawBsonRef<'_>) -> Option<Decimal> {
+        match v {
+            bson::RawBsonRef::Int32(i) => Some(Decimal::of_i64(i64::from(i))),
+            bson::RawBsonRef::Int64(i) => Some(Decimal::of_i64(i)),
+            bson::RawBsonRef::Double(d) => Some(Decimal::of_f64(d)),
+            bson::RawBsonRef::Decimal128(d) => Some(Decimal::of_bson(d)),
+            _ => None,
+        }
+    }
+
     /// The nearest double.
     pub fn f64(self) -> f64 {
         let text = self.0.to_string();

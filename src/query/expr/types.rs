@@ -14,13 +14,13 @@ use bson::oid::ObjectId;
 use bson::spec::ElementType;
 use bson::{RawBson, RawBsonRef};
 
-use super::arith::decimal;
 use super::{
     CommandError, Env, Node, Operator, PositionalOp, Scope, Value, arg, call, eval, exactly,
     integral_i32, nullish, object_fields, parse, parse_args, r, tname,
 };
 use crate::error::ErrorCode;
 use crate::query::compare::{Dec, decimal_to_f64};
+use crate::query::decimal::Decimal;
 use crate::query::display::{format_g, type_name};
 use crate::query::true_value;
 
@@ -405,26 +405,13 @@ fn decimal_to_long(d: bson::Decimal128) -> Result<i64, CommandError> {
 
 /// An integer as a decimal, exactly.
 fn exact_decimal(i: i64) -> RawBson {
-    i.to_string()
-        .parse::<bson::Decimal128>()
-        .map_or(RawBson::Null, RawBson::Decimal128)
+    RawBson::Decimal128(Decimal::of_i64(i).bson())
 }
 
 /// A double as mongod's `Decimal128(double)`: its 15 significant digits (`0.1` is
 /// `0.100000000000000`).
 fn decimal_of_double(d: f64) -> RawBson {
-    if !d.is_finite() {
-        return decimal(d);
-    }
-    if d == 0.0 {
-        let zero = if d.is_sign_negative() { "-0" } else { "0" };
-        return zero
-            .parse::<bson::Decimal128>()
-            .map_or(RawBson::Double(d), RawBson::Decimal128);
-    }
-    format!("{d:.14e}")
-        .parse::<bson::Decimal128>()
-        .map_or_else(|_| decimal(d), RawBson::Decimal128)
+    RawBson::Decimal128(Decimal::of_f64(d).bson())
 }
 
 fn number_failure(s: &str, reason: &str) -> CommandError {

@@ -615,16 +615,10 @@ fn parse_shift(
     })
 }
 
-/// A number as mongod's `Value::coerceToDecimal` reads it (a double by its 15 digits), and
-/// whether it was a decimal.
+/// A number as mongod's `Value::coerceToDecimal` reads it, and whether it was a decimal.
 fn as_decimal(v: &RawBson) -> Option<(Decimal, bool)> {
-    match v {
-        RawBson::Int32(i) => Some((Decimal::of_i64(i64::from(*i)), false)),
-        RawBson::Int64(i) => Some((Decimal::of_i64(*i), false)),
-        RawBson::Double(d) => Some((Decimal::of_f64(*d), false)),
-        RawBson::Decimal128(d) => Some((Decimal::of_bson(*d), true)),
-        _ => None,
-    }
+    let v = v.as_raw_bson_ref();
+    Decimal::coerce(v).map(|d| (d, matches!(v, RawBsonRef::Decimal128(_))))
 }
 
 /// `$expMovingAvg: {input, N | alpha}` (no window).
