@@ -247,15 +247,23 @@ impl XorShift {
 // The engine baseline
 // ---------------------------------------------------------------------------------------------
 
-/// Adds `doc` to `batch` as Ebb stores it: key `collection · keystring(_id)`, value record header
-/// + the BSON.
+/// The record ids the engine baseline gives its documents, in insertion order as Ebb does.
+static NEXT_RID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Adds `doc` to `batch` as Ebb stores it: key `collection · record id`, value record header
+/// + the BSON, and its `_id` index entry `collection · keystring(_id)` → record id.
 fn put_doc(batch: &mut Batch, collection: u64, now_ms: i64, doc: &RawDocumentBuf) -> BenchResult {
     let id = doc.get("_id")?.ok_or("document without _id")?;
-    let key = record::doc_key(collection, &keystring::to_key(id));
+    let rid = NEXT_RID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     batch.put(
         Keyspace::Docs,
-        key,
+        record::doc_key(collection, rid).to_vec(),
         record::encode(now_ms, record::NEVER, doc),
+    );
+    batch.put(
+        Keyspace::Index,
+        ebb::index::id_entry_key(collection, &keystring::to_key(id)),
+        ebb::index::rid_value(rid).to_vec(),
     );
     Ok(())
 }

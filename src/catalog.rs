@@ -25,9 +25,11 @@ const FORMAT_KEY: [u8; 1] = [0x05];
 // (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
-/// Key format 2: decimal128 values have exact keystrings (format 1 keyed a decimal by its
-/// nearest double). Keys of every other value are the same in both.
-const KEY_FORMAT: u32 = 2;
+/// Key format 3: documents are keyed by record id (insertion order) and reached by `_id`
+/// through the `_id` index's entries; secondary and expiry entries end in the record id.
+/// Format 2 keyed documents by the keystring of their `_id`, and format 1 too, with decimal128
+/// values keyed by their nearest double.
+const KEY_FORMAT: u32 = 3;
 /// Index entries written per commit while an index is built over existing documents.
 const BUILD_CHUNK: usize = 8192;
 /// Keys removed per batch when a dropped collection's data is cleaned up.
@@ -235,6 +237,10 @@ pub struct Collection {
     pub id_accesses: Arc<IndexAccesses>,
     /// Its collection scans (see [`ScanCounts`]); kept across index changes.
     pub scans: Arc<ScanCounts>,
+    /// The record id the next inserted document gets (ids grow in insertion order: see
+    /// `storage::record::doc_key`); kept across index changes and renames. Taken under the
+    /// write lock.
+    next_rid: Arc<AtomicU64>,
 }
 
 /// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
@@ -295,6 +301,7 @@ impl Collection {
             live_front: Mutex::new(None),
             id_accesses: Arc::default(),
             scans: Arc::default(),
+            next_rid: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -303,7 +310,34 @@ impl Collection {
     fn keeping_counters(mut self, old: &Collection) -> Self {
         self.id_accesses = Arc::clone(&old.id_accesses);
         self.scans = Arc::clone(&old.scans);
+        self.next_rid = Arc::clone(&old.next_rid);
         self
+    }
+
+    /// A record id for a new document: above every one given before (of this process, or
+    /// stored when it started). Called under the write lock, so ids follow commit order.
+    pub fn new_rid(&self) -> u64 {
+        self.next_rid.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sets where record ids go on from: after the highest stored in `snapshot`.
+    fn resume_rids(&self, snapshot: &dyn Snapshot) -> Result<(), StorageError> {
+        let prefix = record::collection_prefix(self.id);
+        let upper = crate::storage::prefix_end(&prefix);
+        let last = snapshot
+            .range(
+                Keyspace::Docs,
+                Bound::Included(&prefix),
+                upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+                true,
+            )
+            .next()
+            .transpose()?;
+        let next = last
+            .and_then(|(k, _)| record::rid_of_doc_key(&k))
+            .map_or(1, |r| r.saturating_add(1));
+        self.next_rid.store(next, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Counts what the plan a query runs reads, as mongod's `CollectionQueryInfo::notifyOfQuery`
@@ -339,13 +373,20 @@ impl Collection {
         self.write_lock.epoch.load(Ordering::SeqCst)
     }
 
-    /// Adds to `batch` the removal of every index entry `doc` (stored under `id_key`) may
-    /// have: when the document itself is removed (a purge, a policy change).
-    pub fn delete_entries(&self, doc: &RawDocument, id_key: &[u8], batch: &mut Batch) {
+    /// Adds to `batch` the removal of every index entry `doc` (stored under record id `rid`)
+    /// may have, its `_id` entry included: when the document itself is removed (a purge, a
+    /// policy change).
+    pub fn delete_entries(&self, doc: &RawDocument, rid: u64, batch: &mut Batch) {
+        if let Some(id_key) = crate::query::keystring::encode_id(doc) {
+            batch.delete(
+                Keyspace::Index,
+                crate::index::id_entry_key(self.id, &id_key),
+            );
+        }
         for fi in &self.field_indexes {
             let Ok(keys) = fi.keys(doc) else { continue };
             for c in &keys.components {
-                if let Ok(entry) = fi.entry(c, id_key) {
+                if let Ok(entry) = fi.entry(c, rid) {
                     batch.delete(Keyspace::Index, entry);
                 }
             }
@@ -415,33 +456,33 @@ fn corrupt(what: impl std::fmt::Display) -> StorageError {
     StorageError::Corrupt(format!("catalog: {what}"))
 }
 
-/// Refuses a store written in a key format this build does not read, and marks a store without
-/// a format marker with the current one. A store without one was written in format 1 (or is
-/// new): its keys are read as they are unless a document holds a decimal128, whose keys changed
-/// in format 2 (in `_id` or an indexed field it would be misread).
-fn check_format(store: &GroupCommit) -> Result<(), StorageError> {
+/// Refuses a store written in a later key format than this build's, and marks a new store
+/// (one without a format marker and without documents) with the current one. Returns the
+/// earlier format of a store to move to record ids ([`Catalog::migrate_to_record_ids`]): a
+/// marker of 2, or documents and no marker (format 1); see [`KEY_FORMAT`].
+fn check_format(store: &GroupCommit) -> Result<Option<u32>, StorageError> {
     let snapshot = store.storage().snapshot();
     if let Some(v) = snapshot.get(Keyspace::Catalog, &FORMAT_KEY)? {
         let format = <[u8; 4]>::try_from(&v[..])
             .map(u32::from_be_bytes)
             .map_err(corrupt)?;
-        if format != KEY_FORMAT {
-            return Err(StorageError::UnsupportedFormat(format!(
-                "it is in key format {format}, and this build of Ebb reads key format \
-                 {KEY_FORMAT} only"
-            )));
+        if format == KEY_FORMAT {
+            return Ok(None);
         }
-        return Ok(());
+        if (1..KEY_FORMAT).contains(&format) {
+            return Ok(Some(format));
+        }
+        return Err(StorageError::UnsupportedFormat(format!(
+            "it is in key format {format}, and this build of Ebb reads key formats 1 to \
+             {KEY_FORMAT} only"
+        )));
     }
-    for entry in snapshot.range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false) {
-        let (_, value) = entry?;
-        if holds_decimal(record::decode(&value)?.doc) {
-            return Err(StorageError::UnsupportedFormat(format!(
-                "it was written by an earlier Ebb (key format 1) and holds decimal128 values, \
-                 which key format {KEY_FORMAT} keys differently; export it with that earlier \
-                 build (mongodump) and import it into a new data directory (mongorestore)"
-            )));
-        }
+    if let Some(entry) = snapshot
+        .range(Keyspace::Docs, Bound::Unbounded, Bound::Unbounded, false)
+        .next()
+    {
+        entry?;
+        return Ok(Some(1));
     }
     let mut batch = Batch::new();
     batch.put(
@@ -450,21 +491,7 @@ fn check_format(store: &GroupCommit) -> Result<(), StorageError> {
         KEY_FORMAT.to_be_bytes().to_vec(),
     );
     store.commit(batch)?;
-    Ok(())
-}
-
-/// Whether a decimal128 value occurs anywhere in `doc`.
-fn holds_decimal(doc: &RawDocument) -> bool {
-    fn value(v: bson::RawBsonRef<'_>) -> bool {
-        match v {
-            bson::RawBsonRef::Decimal128(_) => true,
-            bson::RawBsonRef::Document(d) => holds_decimal(d),
-            bson::RawBsonRef::Array(a) => a.into_iter().any(|v| v.is_ok_and(value)),
-            bson::RawBsonRef::JavaScriptCodeWithScope(c) => holds_decimal(c.scope),
-            _ => false,
-        }
-    }
-    doc.iter().any(|e| e.is_ok_and(|(_, v)| value(v)))
+    Ok(None)
 }
 
 impl From<StorageError> for CommandError {
@@ -588,7 +615,7 @@ fn check_db_case(open: &BTreeSet<String>, db: &str) -> Result<(), CommandError> 
 impl Catalog {
     /// Loads the catalog from `store`, after checking it is in a key format this build reads.
     pub fn open(store: Arc<GroupCommit>) -> Result<Self, StorageError> {
-        check_format(&store)?;
+        let migrating = check_format(&store)?;
         let snapshot = store.storage().snapshot();
         let mut names = Names::new();
         let end = [RECORD_PREFIX + 1];
@@ -632,6 +659,10 @@ impl Catalog {
                 doc.get_document("options").map_err(corrupt)?.to_owned(),
                 indexes,
             );
+            // (A collection still in an earlier key format gets its record ids as it moves.)
+            if migrating.is_none() || migrate::is_migrated(&*snapshot, id)? {
+                collection.resume_rids(&*snapshot)?;
+            }
             names.insert(
                 (collection.db.clone(), collection.name.clone()),
                 Arc::new(collection),
@@ -652,6 +683,11 @@ impl Catalog {
             views: RwLock::new(views),
         };
         catalog.abandon_builds()?;
+        if let Some(from) = migrating {
+            catalog
+                .migrate_to_record_ids(from)
+                .map_err(|e| StorageError::Corrupt(format!("moving to record ids: {e}")))?;
+        }
         catalog
             .upgrade_indexes()
             .map_err(|e| StorageError::Corrupt(format!("building indexes at startup: {e}")))?;
@@ -1005,9 +1041,9 @@ impl Catalog {
             if rec.expires_ms <= now_ms {
                 continue;
             }
-            let id_key = key.get(8..).unwrap_or_default();
+            let rid = record::rid_of_doc_key(&key).ok_or_else(|| corrupt("document key"))?;
             for t in &targets {
-                let (entries, multikey) = t.entries(rec.doc, id_key)?;
+                let (entries, multikey) = t.entries(rec.doc, rid)?;
                 if multikey {
                     indexes[t.pos].multikey.store(true, Ordering::Release);
                 }
@@ -1033,8 +1069,8 @@ impl Catalog {
                     crate::index::split_entry(p).map(|(_, c, _)| c)
                         == crate::index::split_entry(&key).map(|(_, c, _)| c)
                 });
-                if same && let Some((_, components, id_key)) = crate::index::split_entry(&key) {
-                    let doc_key = record::doc_key(collection_id, id_key);
+                if same && let Some((_, components, rid)) = crate::index::split_entry(&key) {
+                    let doc_key = record::doc_key(collection_id, rid);
                     let doc = match snapshot.get(Keyspace::Docs, &doc_key)? {
                         Some(v) => record::decode(&v)?.doc.to_owned(),
                         None => RawDocumentBuf::new(),
@@ -1223,6 +1259,7 @@ impl Catalog {
 }
 
 mod drops;
+mod migrate;
 mod views;
 pub use drops::{PurgeCursor, purge_task};
 pub use views::{MAX_VIEW_DEPTH, ResolvedView, View, not_a_collection};
@@ -1234,11 +1271,25 @@ mod tests {
     use bson::rawdoc;
 
     use super::*;
-    use crate::query::keystring;
     use crate::storage::MemoryStorage;
 
-    fn store() -> Arc<GroupCommit> {
+    /// A store with nothing in it: no format marker either.
+    fn bare() -> Arc<GroupCommit> {
         Arc::new(GroupCommit::new(Arc::new(MemoryStorage::new())))
+    }
+
+    /// A store marked with the current key format, as `Catalog::open` leaves a new one: tests
+    /// may write documents in it before opening a catalog.
+    fn store() -> Arc<GroupCommit> {
+        let store = bare();
+        let mut batch = Batch::new();
+        batch.put(
+            Keyspace::Catalog,
+            FORMAT_KEY.to_vec(),
+            KEY_FORMAT.to_be_bytes().to_vec(),
+        );
+        store.commit(batch).unwrap();
+        store
     }
 
     fn count(store: &GroupCommit, ks: Keyspace) -> usize {
@@ -1251,11 +1302,10 @@ mod tests {
 
     fn put_docs(store: &GroupCommit, collection_id: u64, docs: &[RawDocumentBuf]) {
         let mut batch = Batch::new();
-        for d in docs {
-            let id = keystring::to_key(d.get("_id").unwrap().unwrap());
+        for (rid, d) in (1..).zip(docs) {
             batch.put(
                 Keyspace::Docs,
-                record::doc_key(collection_id, &id),
+                record::doc_key(collection_id, rid).to_vec(),
                 record::encode(0, record::NEVER, d),
             );
         }
@@ -1270,45 +1320,29 @@ mod tests {
             .map(|v| v.to_vec())
     }
 
-    /// A new store is marked with the key format; a store of format 1 (no marker) is marked
-    /// when it holds no decimal128 and refused when it does; another format is refused.
+    /// A new store is marked with the key format; a store of format 1 (documents and no
+    /// marker) is moved to the current one (`migrate.rs`); a later format is refused.
     #[test]
-    fn stores_of_other_key_formats_are_refused() {
-        let fresh = store();
+    fn stores_of_other_key_formats() {
+        let fresh = bare();
         drop(Catalog::open(Arc::clone(&fresh)).unwrap());
-        assert_eq!(format_of(&fresh), Some(vec![0, 0, 0, 2]));
+        assert_eq!(format_of(&fresh), Some(vec![0, 0, 0, 3]));
         Catalog::open(Arc::clone(&fresh)).unwrap();
 
-        let old = store();
+        let old = bare();
         put_docs(&old, 7, &[rawdoc! { "_id": 1, "a": [{ "b": 2.5 }] }]);
         Catalog::open(Arc::clone(&old)).unwrap();
-        assert_eq!(format_of(&old), Some(vec![0, 0, 0, 2]));
+        assert_eq!(format_of(&old), Some(vec![0, 0, 0, 3]));
 
-        let old = store();
-        let d = bson::Decimal128::from_bytes([0; 16]);
-        put_docs(
-            &old,
-            7,
-            &[
-                rawdoc! { "_id": 1 },
-                rawdoc! { "_id": 2, "a": [{ "b": d }] },
-            ],
-        );
-        let Err(e) = Catalog::open(Arc::clone(&old)) else {
-            panic!("a format 1 store with decimals was opened");
-        };
-        assert!(matches!(e, StorageError::UnsupportedFormat(_)), "{e}");
-        assert!(e.to_string().contains("key format 1"), "{e}");
-        assert_eq!(format_of(&old), None);
-
-        let newer = store();
+        let newer = bare();
         let mut batch = Batch::new();
-        batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 3]);
+        batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 4]);
         newer.commit(batch).unwrap();
         let Err(e) = Catalog::open(Arc::clone(&newer)) else {
-            panic!("a format 3 store was opened");
+            panic!("a format 4 store was opened");
         };
-        assert!(e.to_string().contains("key format 3"), "{e}");
+        assert!(matches!(e, StorageError::UnsupportedFormat(_)), "{e}");
+        assert!(e.to_string().contains("key format 4"), "{e}");
     }
 
     fn purge_all(catalog: &Catalog) {
@@ -1416,7 +1450,7 @@ mod tests {
         for i in 0..3_u8 {
             batch.put(
                 Keyspace::Index,
-                crate::index::entry_key(orphan, &[i], &[1]).unwrap(),
+                crate::index::entry_key(orphan, &[i], 1).unwrap(),
                 Vec::new(),
             );
         }
@@ -1503,11 +1537,10 @@ mod tests {
             let docs: Vec<RawDocumentBuf> = (0..2_500).map(|i| rawdoc! { "_id": i }).collect();
             put_docs(&store, c.id, &docs);
             let mut batch = Batch::new();
-            for d in &docs {
-                let key = keystring::to_key(d.get("_id").unwrap().unwrap());
+            for rid in 1..=2_500 {
                 batch.put(
                     Keyspace::Expiry,
-                    crate::ttl::expiry_key(c.id, 5, &key),
+                    crate::ttl::expiry_key(c.id, 5, rid).to_vec(),
                     Vec::new(),
                 );
             }

@@ -39,7 +39,7 @@ pub const DEFAULT_FIRST_BATCH: usize = 101;
 /// [`CURSOR_TIMEOUT`]) must not hold them for longer than this.
 pub const SNAPSHOT_HISTORY_WINDOW: Duration = Duration::from_secs(300);
 
-/// A scan of one collection's documents in `_id` order.
+/// A scan of one collection's documents in natural order (record ids: insertion order).
 pub struct Scan {
     /// The read view every batch comes from.
     pub snapshot: Box<dyn Snapshot>,
@@ -70,6 +70,14 @@ pub struct Scan {
     /// ([`Snapshot::scanned`]: what it stepped over may make a compaction due). `None` for a
     /// scan of part of the keys.
     pub whole: Option<u64>,
+}
+
+/// A document read from a collection: its record id, the document, its expiry instant.
+pub type Record = (u64, RawDocumentBuf, i64);
+
+/// The record id of a `docs` key.
+fn rid_of(key: &[u8]) -> CommandResult<u64> {
+    record::rid_of_doc_key(key).ok_or_else(|| CommandError::internal("a document key too short"))
 }
 
 /// Every this many entries read, a scan checks whether shutdown has begun.
@@ -105,6 +113,19 @@ impl Scan {
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        Ok(self
+            .next_records(max_docs, max_bytes)?
+            .into_iter()
+            .map(|(_, d, e)| (d, e))
+            .collect())
+    }
+
+    /// Like [`Scan::next_entries`], with each document's record id first.
+    pub fn next_records(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<Record>> {
         let mut out = Vec::new();
         let mut bytes = 0;
         if self.done || max_docs == 0 {
@@ -119,14 +140,14 @@ impl Scan {
                 return Ok(out);
             };
             self.examined += 1;
-            if let Some(entry) = Self::admit(
+            if let Some((doc, expires)) = Self::admit(
                 self.filter.as_ref(),
                 self.projection.as_ref(),
                 &mut self.skip,
                 self.now_ms,
                 &value,
             )? {
-                out.push(entry);
+                out.push((rid_of(lo)?, doc, expires));
                 if let Some(r) = &mut self.remaining {
                     *r -= 1;
                 }
@@ -151,6 +172,7 @@ impl Scan {
             .range(Keyspace::Docs, lower, upper, self.reverse)
         {
             let (key, value) = entry?;
+            let rid = rid_of(&key)?;
             last_key = Some(key);
             self.examined += 1;
             interrupted(self.interrupt.as_ref(), self.examined)?;
@@ -172,7 +194,7 @@ impl Scan {
                 break;
             }
             bytes += size;
-            out.push((doc, expires_ms));
+            out.push((rid, doc, expires_ms));
             if let Some(r) = &mut self.remaining {
                 *r -= 1;
                 if *r == 0 {
@@ -251,14 +273,14 @@ pub struct ScanStats {
 }
 
 /// A scan of an index's entries within bounds (see [`crate::query::plan::IndexScan`]),
-/// fetching each entry's document from the same snapshot. The `_id` index is the `docs`
-/// keyspace itself: its "entries" are the records.
+/// fetching each entry's document from the same snapshot. Entries of the `_id` index hold the
+/// record id in their value, those of other indexes at the end of their key.
 pub struct IndexScan {
     /// The read view every batch comes from.
     pub snapshot: Box<dyn Snapshot>,
     /// The collection whose documents the entries point to.
     pub collection_id: u64,
-    /// Whether the entries are those of the `_id` index (the `docs` keyspace).
+    /// Whether the entries are those of the `_id` index.
     pub id_index: bool,
     /// Key ranges, in scan order.
     pub ranges: Vec<KeyRange>,
@@ -268,8 +290,8 @@ pub struct IndexScan {
     pub at: usize,
     /// Where the walk of `ranges[at]` resumes (the end it walks from).
     pub resume: Option<Bound<Vec<u8>>>,
-    /// `_id`s already read (a multikey index has several entries per document).
-    pub seen: Option<HashSet<Vec<u8>>>,
+    /// Record ids already read (a multikey index has several entries per document).
+    pub seen: Option<HashSet<u64>>,
     /// Documents that do not match are skipped.
     pub filter: Option<Filter>,
     /// Applied to each returned document.
@@ -295,24 +317,24 @@ pub struct IndexScan {
 }
 
 impl IndexScan {
-    /// Whether an entry's key fields lie within the bounds; `None` if the key is not an entry.
-    fn admits_key<'k>(&self, key: &'k [u8]) -> Option<(bool, &'k [u8])> {
-        let (mut rest, id_key) = if self.id_index {
-            let id = key.get(8..)?;
-            (id, id)
+    /// Whether an entry's key fields lie within the bounds, and the record id it leads to;
+    /// `None` if the entry is not one.
+    fn admits_entry(&self, key: &[u8], value: &[u8]) -> Option<(bool, u64)> {
+        let (mut rest, rid) = if self.id_index {
+            (key.get(8..)?, crate::index::rid_of_value(value)?)
         } else {
-            let (_, components, id_key) = split_entry(key)?;
-            (components, id_key)
+            let (_, components, rid) = split_entry(key)?;
+            (components, rid)
         };
         for check in &self.checks {
             let len = keystring::encoded_len(rest, check.descending)?;
             let component = rest.get(..len)?;
             if !check.admits(component) {
-                return Some((false, id_key));
+                return Some((false, rid));
             }
             rest = rest.get(len..)?;
         }
-        Some((true, id_key))
+        Some((true, rid))
     }
 
     /// Reads the next batch, as [`Scan::next_entries`] does.
@@ -321,16 +343,25 @@ impl IndexScan {
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        Ok(self
+            .next_records(max_docs, max_bytes)?
+            .into_iter()
+            .map(|(_, d, e)| (d, e))
+            .collect())
+    }
+
+    /// Reads the next batch, as [`Scan::next_records`] does.
+    pub fn next_records(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+    ) -> CommandResult<Vec<Record>> {
         let mut out = Vec::new();
         let mut bytes = 0;
         if max_docs == 0 {
             return Ok(out);
         }
-        let ks = if self.id_index {
-            Keyspace::Docs
-        } else {
-            Keyspace::Index
-        };
+        let ks = Keyspace::Index;
         while !self.done {
             let Some(range) = self.ranges.get(self.at) else {
                 self.done = true;
@@ -374,24 +405,21 @@ impl IndexScan {
                 let (key, value) = entry?;
                 self.stats.keys_examined += 1;
                 interrupted(self.interrupt.as_ref(), self.stats.keys_examined)?;
-                let Some((inside, id_key)) = self.admits_key(&key) else {
+                let Some((inside, rid)) = self.admits_entry(&key, &value) else {
                     continue;
                 };
                 if !inside {
                     continue;
                 }
                 if let Some(seen) = &mut self.seen
-                    && !seen.insert(id_key.to_vec())
+                    && !seen.insert(rid)
                 {
                     continue;
                 }
-                let value = if self.id_index {
-                    Some(value)
-                } else {
-                    let doc_key = record::doc_key(self.collection_id, id_key);
-                    self.snapshot.get(Keyspace::Docs, &doc_key)?
+                let doc_key = record::doc_key(self.collection_id, rid);
+                let Some(value) = self.snapshot.get(Keyspace::Docs, &doc_key)? else {
+                    continue;
                 };
-                let Some(value) = value else { continue };
                 self.stats.docs_examined += 1;
                 let Some((doc, expires_ms)) = Scan::admit(
                     self.filter.as_ref(),
@@ -407,13 +435,13 @@ impl IndexScan {
                 if !out.is_empty() && bytes + size > max_bytes {
                     // This one starts the next batch: resume at it, and read it again then.
                     if let Some(seen) = &mut self.seen {
-                        seen.remove(id_key);
+                        seen.remove(&rid);
                     }
                     stop = Some(Bound::Included(key.to_vec()));
                     break;
                 }
                 bytes += size;
-                out.push((doc, expires_ms));
+                out.push((rid, doc, expires_ms));
                 if let Some(r) = &mut self.remaining {
                     *r -= 1;
                     if *r == 0 {
@@ -711,6 +739,22 @@ impl Source {
                 }
                 Ok(out)
             }
+        }
+    }
+
+    /// Every document left of a live scan, with its record id. Empty for other sources.
+    pub fn drain_records(&mut self) -> CommandResult<Vec<Record>> {
+        let mut all = Vec::new();
+        loop {
+            let batch = match self {
+                Source::Scan(s) => s.next_records(usize::MAX, usize::MAX)?,
+                Source::Index(s) => s.next_records(usize::MAX, usize::MAX)?,
+                Source::Buffered(_) | Source::Sorted(_) => Vec::new(),
+            };
+            if batch.is_empty() {
+                return Ok(all);
+            }
+            all.extend(batch);
         }
     }
 

@@ -216,7 +216,9 @@ pub fn recompute(
     for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (key, value) = entry?;
         let rec = record::decode(&value)?;
-        let Some(id_key) = key.get(8..) else { continue };
+        let Some(rid) = record::rid_of_doc_key(&key) else {
+            continue;
+        };
         // (A batch never touches one key twice: the order of two changes to one key within a
         // batch is not something to rely on.)
         let is_expired = rec.expires_ms <= now_ms;
@@ -231,11 +233,11 @@ pub fn recompute(
         if rec.expires_ms != record::NEVER {
             batch.delete_once(
                 Keyspace::Expiry,
-                expiry_key(collection.id, rec.expires_ms, id_key),
+                expiry_key(collection.id, rec.expires_ms, rid).to_vec(),
             );
         }
         if is_expired {
-            collection.delete_entries(rec.doc, id_key, batch);
+            collection.delete_entries(rec.doc, rid, batch);
             batch.delete(Keyspace::Docs, key);
             continue;
         }
@@ -247,7 +249,7 @@ pub fn recompute(
         if expires != record::NEVER {
             batch.put(
                 Keyspace::Expiry,
-                expiry_key(collection.id, expires, id_key),
+                expiry_key(collection.id, expires, rid).to_vec(),
                 Vec::new(),
             );
         }
@@ -292,18 +294,18 @@ fn remove_due(
     key: &Bytes,
     batch: &mut Batch,
 ) -> Result<bool, StorageError> {
-    let (Some(id_key), Some(expires)) = (key.get(16..), instant_of(key)) else {
+    let (Some(rid), Some(expires)) = (record::rid_of_expiry_key(key), instant_of(key)) else {
         return Ok(false);
     };
-    let doc_key = record::doc_key(collection.id, id_key);
+    let doc_key = record::doc_key(collection.id, rid);
     let mut removed = false;
     if let Some(value) = snapshot.get(Keyspace::Docs, &doc_key)?
         && let rec = record::decode(&value)?
         && rec.expires_ms == expires
     {
-        collection.delete_entries(rec.doc, id_key, batch);
+        collection.delete_entries(rec.doc, rid, batch);
         // No tombstone where the engine's compactions drop what the purge is done with.
-        batch.expire(Keyspace::Docs, doc_key);
+        batch.expire(Keyspace::Docs, doc_key.to_vec());
         removed = true;
     }
     batch.delete_once(Keyspace::Expiry, key.clone());
@@ -707,11 +709,11 @@ mod tests {
 
     #[test]
     fn expiry_keys_order_by_instant() {
-        let a = expiry_key(7, -5, b"x");
-        let b = expiry_key(7, 0, b"a");
-        let c = expiry_key(7, 10, b"a");
+        let a = expiry_key(7, -5, 9);
+        let b = expiry_key(7, 0, 1);
+        let c = expiry_key(7, 10, 1);
         assert!(a < b && b < c);
-        assert!(expiry_key(7, i64::MAX - 1, b"z") < expiry_key(8, i64::MIN, b"a"));
+        assert!(expiry_key(7, i64::MAX - 1, 9) < expiry_key(8, i64::MIN, 1));
     }
 
     // -- the purge's two halves: finding (no lock) and removing (under the lock) --
@@ -727,8 +729,9 @@ mod tests {
         (store, catalog, c)
     }
 
-    fn id_key(id: i32) -> Vec<u8> {
-        crate::query::keystring::to_key(bson::RawBsonRef::Int32(id))
+    /// The record id the tests store document `id` under.
+    fn rid(id: i32) -> u64 {
+        u64::try_from(id).unwrap() + 1
     }
 
     /// Writes document `id` expiring at `expires`, with its expiry entry, dropping the entry of
@@ -742,16 +745,16 @@ mod tests {
     ) {
         let mut batch = Batch::new();
         if let Some(old) = previous {
-            batch.delete(Keyspace::Expiry, expiry_key(c.id, old, &id_key(id)));
+            batch.delete(Keyspace::Expiry, expiry_key(c.id, old, rid(id)).to_vec());
         }
         batch.put(
             Keyspace::Docs,
-            record::doc_key(c.id, &id_key(id)),
+            record::doc_key(c.id, rid(id)).to_vec(),
             record::encode(0, expires, &rawdoc! { "_id": id }),
         );
         batch.put(
             Keyspace::Expiry,
-            expiry_key(c.id, expires, &id_key(id)),
+            expiry_key(c.id, expires, rid(id)).to_vec(),
             Vec::new(),
         );
         store.commit(batch).unwrap();
@@ -779,7 +782,7 @@ mod tests {
         assert_eq!(keys(&store, Keyspace::Docs).len(), 1);
         assert_eq!(
             keys(&store, Keyspace::Expiry),
-            vec![Bytes::from(expiry_key(c.id, 9_000, &id_key(4)))]
+            vec![Bytes::from(expiry_key(c.id, 9_000, rid(4)).to_vec())]
         );
     }
 
@@ -794,7 +797,7 @@ mod tests {
         let mut batch = Batch::new();
         batch.put(
             Keyspace::Expiry,
-            expiry_key(c.id, 1_000, &id_key(4)),
+            expiry_key(c.id, 1_000, rid(4)).to_vec(),
             Vec::new(),
         );
         store.commit(batch).unwrap();
@@ -811,10 +814,13 @@ mod tests {
         // Checked again: 1 and 3 go as found, 2 stays, 4 goes although the snapshot had it live.
         assert_eq!(remove_found(&catalog, &c, due).unwrap(), 3);
         let docs = keys(&store, Keyspace::Docs);
-        assert_eq!(docs, vec![Bytes::from(record::doc_key(c.id, &id_key(2)))]);
+        assert_eq!(
+            docs,
+            vec![Bytes::from(record::doc_key(c.id, rid(2)).to_vec())]
+        );
         assert_eq!(
             keys(&store, Keyspace::Expiry),
-            vec![Bytes::from(expiry_key(c.id, 8_000, &id_key(2)))]
+            vec![Bytes::from(expiry_key(c.id, 8_000, rid(2)).to_vec())]
         );
     }
 

@@ -2721,8 +2721,10 @@ async fn max_time_ms_bounds_reads_and_is_checked() -> TestResult {
 // Batches that scan from the front (the writers' live front, src/commands/write.rs)
 // ---------------------------------------------------------------------------------------------
 
-/// Deleting from the front moves where writers' scans start; a document written below it,
-/// by an insert or an upsert, between statements or inside one batch, must still be found.
+/// Deleting from the front moves where writers' scans start; statements without a sort take
+/// documents in natural order, which is insertion order as in mongod: a document inserted
+/// later, by an insert or an upsert, between statements or inside one batch, comes after
+/// the ones before it whatever its `_id`, and is still found.
 #[tokio::test]
 async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
     let (_server, client) = start().await?;
@@ -2740,7 +2742,7 @@ async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
         Bson::Int32(13)
     );
 
-    // Below the front: an insert, then a scan from the start must find it first.
+    // A smaller `_id` inserted now comes last in natural order.
     coll(&client, "front")
         .insert_one(doc! { "_id": 5, "n": 5 })
         .await?;
@@ -2749,21 +2751,27 @@ async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
             "update": "front",
             "updates": [
                 { "q": {}, "u": { "$set": { "first": true } } },
-                // An upsert below everything, then a delete from the start: it goes first.
+                // An upsert of the smallest `_id` of all: it comes last as well.
                 { "q": { "_id": 1 }, "u": { "$set": { "n": 1 } }, "upsert": true },
             ],
         })
         .await?;
     assert_eq!(reply.get_i32("n")?, 2, "{reply}");
     let first = all(&client, "front", doc! { "first": true }).await?;
-    assert_eq!(ids(&first), vec![Bson::Int32(5)]);
+    assert_eq!(ids(&first), vec![Bson::Int32(13)]);
+    let natural = drain(coll(&client, "front").find(doc! {}).await?).await?;
+    assert_eq!(
+        ids(&natural),
+        int32s(&[13, 14, 15, 16, 17, 18, 19, 5, 1]),
+        "an unsorted find returns insertion order"
+    );
     let deletes: Vec<Bson> = (0..2)
         .map(|_| Bson::Document(doc! { "q": {}, "limit": 1 }))
         .collect();
     db.run_command(doc! { "delete": "front", "deletes": deletes })
         .await?;
     let left = ids(&all(&client, "front", doc! {}).await?);
-    assert_eq!(left, int32s(&[13, 14, 15, 16, 17, 18, 19]));
+    assert_eq!(left, int32s(&[1, 5, 15, 16, 17, 18, 19]));
 
     // Everything deleted, then one insert far above the old front.
     db.run_command(doc! { "delete": "front", "deletes": [{ "q": {}, "limit": 0 }] })
@@ -2778,7 +2786,7 @@ async fn scans_from_the_front_see_documents_written_below_it() -> TestResult {
         .run_command(doc! { "delete": "front", "deletes": [{ "q": {}, "limit": 1 }] })
         .await?;
     assert_eq!(reply.get_i32("n")?, 1, "{reply}");
-    assert_eq!(ids(&all(&client, "front", doc! {}).await?), int32s(&[100]));
+    assert_eq!(ids(&all(&client, "front", doc! {}).await?), int32s(&[0]));
     Ok(())
 }
 

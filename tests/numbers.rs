@@ -393,37 +393,87 @@ async fn decimal_keys_survive_a_restart() -> TestResult {
     Ok(())
 }
 
-/// A data directory of key format 1 (no format marker: an earlier build) that holds decimals is
-/// refused at startup with a message naming the format, rather than misread.
+/// A data directory of key format 2 (an earlier build: documents stored under their `_id`,
+/// natural order `_id` order), decimals among its `_id`s, is moved to record ids at startup:
+/// every document is there and found by `_id`, in `_id` order, inserts go after them, and
+/// `validate` finds the indexes whole.
 #[tokio::test]
-async fn a_format_1_directory_with_decimals_is_refused() -> TestResult {
-    use ebb::storage::{Batch, DiskStorage, Keyspace, Storage};
+async fn a_format_2_directory_is_moved_to_record_ids() -> TestResult {
+    use ebb::storage::{Batch, DiskStorage, Keyspace, Storage, record};
     let dir = tempfile::Builder::new()
         .prefix("ebb-numbers-")
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))?;
     let server = TestServer::start_durable(dir.path(), |_| {}).await?;
     let client = server.client().await?;
     let coll = client.database("numbers").collection::<Document>("c");
-    coll.insert_one(doc! { "_id": 1, "x": dec("0.1") }).await?;
+    coll.insert_many([
+        doc! { "_id": 3, "x": 3 },
+        doc! { "_id": dec("0.5"), "x": 0 },
+        doc! { "_id": 1, "x": 1 },
+    ])
+    .await?;
     server.stop().await?;
     {
-        // What an earlier build leaves: the same store without the key format marker.
+        // What an earlier build leaves: documents under `collection id · keystring(_id)`, no
+        // `_id` index entries, and the marker of format 2.
         let disk = DiskStorage::open(dir.path())?;
+        let snapshot = disk.snapshot();
         let mut batch = Batch::new();
-        batch.delete(Keyspace::Catalog, vec![0x05_u8]);
+        for entry in snapshot.range(
+            Keyspace::Docs,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        ) {
+            let (key, value) = entry?;
+            let doc = record::decode(&value)?.doc;
+            let id = ebb::query::keystring::encode_id(doc).expect("an _id");
+            let mut old_key = key[..8].to_vec();
+            old_key.extend_from_slice(&id);
+            batch.delete(Keyspace::Docs, key.clone());
+            batch.put(Keyspace::Docs, old_key, value.clone());
+        }
+        for entry in snapshot.range(
+            Keyspace::Index,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+        ) {
+            batch.delete(Keyspace::Index, entry?.0);
+        }
+        batch.put(Keyspace::Catalog, vec![0x05_u8], vec![0, 0, 0, 2]);
         disk.commit(batch)?;
         disk.sync()?;
     }
-    let mut server = TestServer::start_durable(dir.path(), |_| {}).await?;
-    let outcome = common::within("a refused start", async {
-        server.join().await.unwrap_or(Ok(()))
-    })
-    .await;
-    let err = outcome.expect_err("the server started on a format 1 directory with decimals");
-    let msg = err.to_string();
-    assert!(
-        msg.contains("key format 1") && msg.contains("decimal128"),
-        "{msg}"
+    let server = TestServer::start_durable(dir.path(), |_| {}).await?;
+    let client = server.client().await?;
+    let coll = client.database("numbers").collection::<Document>("c");
+    let natural = drain(coll.find(doc! {}).await?).await?;
+    let xs: Vec<i32> = natural
+        .iter()
+        .map(|d| d.get_i32("x"))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(xs, vec![0, 1, 3], "moved in _id order");
+    let by_id = drain(coll.find(doc! { "_id": dec("0.5") }).await?).await?;
+    assert_eq!(by_id, vec![doc! { "_id": dec("0.5"), "x": 0 }]);
+    coll.insert_one(doc! { "_id": 2, "x": 2 }).await?;
+    let dup = coll.insert_one(doc! { "_id": 1, "x": 9 }).await;
+    assert!(dup.is_err(), "a moved _id still holds its key");
+    let natural = drain(coll.find(doc! {}).await?).await?;
+    let xs: Vec<i32> = natural
+        .iter()
+        .map(|d| d.get_i32("x"))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(
+        xs,
+        vec![0, 1, 3, 2],
+        "a new document comes after the moved ones"
     );
+    let report = client
+        .database("numbers")
+        .run_command(doc! { "validate": "c" })
+        .await?;
+    assert!(report.get_bool("valid")?, "{report}");
+    server.stop().await?;
     Ok(())
 }

@@ -270,10 +270,20 @@ pub(super) async fn find_explained(
         };
         // mongod's `IDHACK`: a use of the `_id` index.
         collection.id_accesses.note();
-        let key = record::doc_key(collection.id, &keystring::to_key(id));
-        // The latest committed record (a snapshot of one key is that key's latest value),
-        // written into the reply straight from the bytes storage returned.
-        let value = state.catalog.store().storage().get(Keyspace::Docs, &key)?;
+        // The latest committed `_id` entry, then the latest committed record it names (a
+        // snapshot of one key is that key's latest value; between the two reads the document
+        // may go, which reads as it gone), written into the reply straight from the bytes
+        // storage returned.
+        let storage = state.catalog.store().storage();
+        let entry = crate::index::id_entry_key(collection.id, &keystring::to_key(id));
+        let value = match storage
+            .get(Keyspace::Index, &entry)?
+            .as_deref()
+            .and_then(crate::index::rid_of_value)
+        {
+            Some(rid) => storage.get(Keyspace::Docs, &record::doc_key(collection.id, rid))?,
+            None => None,
+        };
         let live = match &value {
             Some(v) => live_doc(v, now)?,
             None => None,
@@ -624,7 +634,7 @@ pub(super) fn kill_cursors(req: &Request<'_>, state: &ServerState) -> CommandRes
 }
 
 /// Reads every live document of `collection` that matches `filter`, as the planner chooses
-/// (in `_id` order unless an index gives `sort`'s), off the runtime. Also returns the plan
+/// (in natural order unless an index gives `sort`'s), off the runtime. Also returns the plan
 /// and what it read.
 pub(crate) async fn collect_planned(
     state: &ServerState,

@@ -8,7 +8,8 @@
 //! reported as warnings, pending the purge. Expired documents the purge is done with (their
 //! expiry entry and index entries are gone; a compaction drops their bytes, see
 //! `storage::expired`) are skipped. Unique indexes must hold each key at most once among
-//! live documents, and an index holding a multikey document must be flagged multikey.
+//! live documents, and an index holding a multikey document must be flagged multikey. The `_id`
+//! index is checked the same way: one entry per live document, naming its record.
 
 use std::collections::{HashMap, HashSet};
 
@@ -86,12 +87,18 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
     let mut missing = RawArrayBuf::new();
     let mut extra = RawArrayBuf::new();
     let (mut nrecords, mut expired, mut invalid) = (0_i64, 0_i64, 0_i64);
-    // The `_id` of each document, by `_id` key, for reports of missing entries.
-    let mut ids: HashMap<Vec<u8>, bson::RawBson> = HashMap::new();
+    // The `_id` of each document, by record id, for reports of missing entries.
+    let mut ids: HashMap<u64, bson::RawBson> = HashMap::new();
+    // The `_id` index's entries, each as its key followed by its value (the record id).
+    let mut id_check = IndexCheck::default();
     let prefix = record::collection_prefix(collection.id);
     for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (key, value) = entry?;
-        let id_key = key.get(8..).unwrap_or_default();
+        let Some(rid) = record::rid_of_doc_key(&key) else {
+            invalid += 1;
+            errors.push("a document key without a record id".to_owned());
+            continue;
+        };
         let rec = match record::decode(&value) {
             Ok(r) => r,
             Err(e) => {
@@ -106,7 +113,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
         } else if snapshot
             .get(
                 Keyspace::Expiry,
-                &record::expiry_key(collection.id, rec.expires_ms, id_key),
+                &record::expiry_key(collection.id, rec.expires_ms, rid),
             )?
             .is_some()
         {
@@ -114,6 +121,18 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
         } else {
             // The purge is done with it (its entries are gone); a compaction drops its bytes.
             continue;
+        }
+        if let Some(id_key) = crate::query::keystring::encode_id(rec.doc) {
+            let mut entry = crate::index::id_entry_key(collection.id, &id_key);
+            entry.extend_from_slice(&crate::index::rid_value(rid));
+            if live {
+                id_check.expected.insert(entry);
+            } else {
+                id_check.optional.insert(entry);
+            }
+        } else {
+            invalid += 1;
+            errors.push("a document without _id".to_owned());
         }
         for (fi, c) in collection.field_indexes.iter().zip(&mut checks) {
             let keys = match fi.keys(rec.doc) {
@@ -131,7 +150,7 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
                 c.multikey = true;
             }
             for k in &keys.components {
-                let Ok(entry) = fi.entry(k, id_key) else {
+                let Ok(entry) = fi.entry(k, rid) else {
                     continue;
                 };
                 if live {
@@ -144,15 +163,53 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
                 && !keys.components.is_empty()
                 && let Ok(Some(id)) = rec.doc.get("_id")
             {
-                ids.insert(id_key.to_vec(), bson::RawBson::from(id));
+                ids.insert(rid, bson::RawBson::from(id));
             }
         }
     }
     let mut keys_per_index = RawDocumentBuf::new();
     let mut details = RawDocumentBuf::new();
-    keys_per_index.append(cstr!("_id_"), number(nrecords));
-    details.append(cstr!("_id_"), rawdoc! { "valid": true });
     let (mut n_extra, mut n_missing, mut pending_purge) = (0_usize, 0_usize, 0_usize);
+    {
+        let mut extra_here = 0_usize;
+        for entry in snapshot.prefix(Keyspace::Index, &prefix) {
+            let (key, value) = entry?;
+            let mut both = key.to_vec();
+            both.extend_from_slice(&value);
+            if id_check.expected.remove(&both) {
+                id_check.keys += 1;
+            } else if id_check.optional.contains(&both) {
+                pending_purge += 1;
+            } else {
+                extra_here += 1;
+                if extra_here <= MAX_LISTED {
+                    extra.push(rawdoc! { "indexName": "_id_", "entry": hex(&both) });
+                }
+            }
+        }
+        let leftover = id_check.expected.len();
+        for entry in id_check.expected.iter().take(MAX_LISTED) {
+            missing.push(rawdoc! { "indexName": "_id_", "entry": hex(entry) });
+        }
+        n_extra += extra_here;
+        n_missing += leftover;
+        if leftover > 0 {
+            id_check.errors.push(format!(
+                "index '_id_' is missing {leftover} entries of live documents"
+            ));
+        }
+        if extra_here > 0 {
+            id_check
+                .errors
+                .push("index '_id_' has entries of no live document".to_owned());
+        }
+        keys_per_index.append(cstr!("_id_"), number(id_check.keys));
+        details.append(
+            cstr!("_id_"),
+            rawdoc! { "valid": id_check.errors.is_empty() },
+        );
+        errors.extend(std::mem::take(&mut id_check.errors));
+    }
     for (fi, mut c) in collection.field_indexes.iter().zip(checks) {
         let spec = &collection.indexes[fi.pos];
         let prefix = crate::index::index_prefix(fi.id);
@@ -190,10 +247,10 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
         for entry in &leftover {
             n_missing += 1;
             if n_missing <= MAX_LISTED
-                && let Some((_, _, id_key)) = split_entry(entry)
+                && let Some((_, _, rid)) = split_entry(entry)
             {
                 let mut report = rawdoc! { "indexName": spec.name.as_str() };
-                if let Some(id) = ids.get(id_key) {
+                if let Some(id) = ids.get(&rid) {
                     report.append(cstr!("_id"), id.clone());
                 }
                 report.append(cstr!("entry"), hex(entry));

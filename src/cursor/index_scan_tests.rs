@@ -30,16 +30,21 @@ fn store(
     let pattern = KeyPattern::parse(key).expect("pattern");
     let mut batch = Batch::new();
     let mut multikey = false;
-    for d in docs {
+    for (rid, d) in (1..).zip(docs) {
         let id = d.get("_id").expect("bson").expect("_id");
         let id_key = keystring::to_key(id);
+        batch.put(
+            Keyspace::Index,
+            crate::index::id_entry_key(COLL, &id_key),
+            crate::index::rid_value(rid).to_vec(),
+        );
         let expiry = match id {
             RawBsonRef::Int32(n) if expired.contains(&n) => 5,
             _ => record::NEVER,
         };
         batch.put(
             Keyspace::Docs,
-            record::doc_key(COLL, &id_key),
+            record::doc_key(COLL, rid).to_vec(),
             record::encode(0, expiry, d),
         );
         // Single-field keys only here: one entry per value (array elements expanded).
@@ -57,7 +62,7 @@ fn store(
             encode_component(v, *dir, &mut c);
             batch.put(
                 Keyspace::Index,
-                entry_key(INDEX, &c, &id_key).expect("fits"),
+                entry_key(INDEX, &c, rid).expect("fits"),
                 Vec::new(),
             );
         }

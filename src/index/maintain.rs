@@ -70,28 +70,28 @@ impl FieldIndex {
         document_keys(&self.pattern, doc, self.sparse)
     }
 
-    /// The entry of key `components` for the document whose `_id` keystring is `id_key`.
-    pub fn entry(&self, components: &[u8], id_key: &[u8]) -> CommandResult<Vec<u8>> {
-        entry_key(self.id, components, id_key).ok_or_else(|| {
+    /// The entry of key `components` for the document stored under record id `rid`.
+    pub fn entry(&self, components: &[u8], rid: u64) -> CommandResult<Vec<u8>> {
+        entry_key(self.id, components, rid).ok_or_else(|| {
             CommandError::new(
                 ErrorCode::KeyTooLong,
                 format!(
                     "index key too large to store: {} bytes, Ebb's limit is {} bytes",
-                    8 + components.len() + id_key.len() + 2,
+                    16 + components.len(),
                     super::MAX_ENTRY_LEN
                 ),
             )
         })
     }
 
-    /// Every entry `doc` (whose `_id` keystring is `id_key`) gives this index, and whether its
-    /// keys are multikey.
-    pub fn entries(&self, doc: &RawDocument, id_key: &[u8]) -> CommandResult<(Vec<Vec<u8>>, bool)> {
+    /// Every entry `doc` (stored under record id `rid`) gives this index, and whether its keys
+    /// are multikey.
+    pub fn entries(&self, doc: &RawDocument, rid: u64) -> CommandResult<(Vec<Vec<u8>>, bool)> {
         let keys = self.keys(doc)?;
         let entries = keys
             .components
             .iter()
-            .map(|c| self.entry(c, id_key))
+            .map(|c| self.entry(c, rid))
             .collect::<CommandResult<_>>()?;
         Ok((entries, keys.multikey))
     }

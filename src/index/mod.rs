@@ -1,18 +1,22 @@
-//! Secondary indexes: key patterns, the bytes of index entries, and (in submodules) the keys a
-//! document produces and their maintenance. See `docs/storage.md` for where entries live.
+//! Indexes: key patterns, the bytes of index entries, and (in submodules) the keys a document
+//! produces and their maintenance. See `docs/storage.md` for where entries live.
 //!
-//! An index entry is one key of the `index` keyspace, with an empty value:
+//! Documents are stored under record ids (`storage::record::doc_key`); index entries lead to
+//! them. A secondary index's entry is one key of the `index` keyspace, with an empty value:
 //!
 //! ```text
-//! index id (u64 BE) · component 1 · … · component n · keystring(_id) · len(keystring(_id)) (u16 BE)
+//! index id (u64 BE) · component 1 · … · component n · record id (u64 BE)
 //! ```
 //!
 //! Each component is the [`keystring`] of one key field's value; for a descending field every
 //! byte is complemented. Key strings are self-delimiting (no encoding is a proper prefix of
 //! another), so the complement of one reverses its order against any other, and a
 //! concatenation orders component by component. A range scan over an index therefore returns
-//! entries in the index's order, ties broken by `_id`. The trailing length lets
-//! [`split_entry`] find the `_id` without decoding the components.
+//! entries in the index's order, ties broken by record id (insertion order), as mongod's are.
+//!
+//! The `_id` index has one entry per document, under the collection's own id (ids are never
+//! shared between collections and indexes): `collection id · keystring(_id)`, whose value is
+//! the record id, so that finding a document by `_id` is one point read ([`id_entry_key`]).
 
 pub mod keys;
 mod maintain;
@@ -102,36 +106,52 @@ pub fn index_prefix(index_id: u64) -> [u8; 8] {
 }
 
 /// The entry of index `index_id` for the encoded key `components` (see [`encode_component`])
-/// of the document whose `_id` keystring is `id_key`. `None` when the entry would be longer than
+/// of the document stored under record id `rid`. `None` when the entry would be longer than
 /// the storage engine's key limit (64 KiB).
-pub fn entry_key(index_id: u64, components: &[u8], id_key: &[u8]) -> Option<Vec<u8>> {
-    let id_len = u16::try_from(id_key.len()).ok()?;
-    let total = 8 + components.len() + id_key.len() + 2;
+pub fn entry_key(index_id: u64, components: &[u8], rid: u64) -> Option<Vec<u8>> {
+    let total = 16 + components.len();
     if total > MAX_ENTRY_LEN {
         return None;
     }
     let mut key = Vec::with_capacity(total);
     key.extend_from_slice(&index_id.to_be_bytes());
     key.extend_from_slice(components);
-    key.extend_from_slice(id_key);
-    key.extend_from_slice(&id_len.to_be_bytes());
+    key.extend_from_slice(&rid.to_be_bytes());
     Some(key)
 }
 
 /// The longest entry key: fjall's key limit is 65,535 bytes (u16 length).
 pub const MAX_ENTRY_LEN: usize = 65_535;
 
-/// An entry key's parts: the index id, the encoded components and the `_id` keystring. `None`
-/// for bytes that are not an entry.
-pub fn split_entry(key: &[u8]) -> Option<(u64, &[u8], &[u8])> {
+/// A secondary entry key's parts: the index id, the encoded components and the record id.
+/// `None` for bytes that are not an entry.
+pub fn split_entry(key: &[u8]) -> Option<(u64, &[u8], u64)> {
     let id = u64::from_be_bytes(key.get(..8)?.try_into().ok()?);
-    let len_at = key.len().checked_sub(2)?;
-    let id_len = usize::from(u16::from_be_bytes(key.get(len_at..)?.try_into().ok()?));
-    let id_at = len_at.checked_sub(id_len)?;
-    if id_at < 8 {
+    let rid_at = key.len().checked_sub(8)?;
+    if rid_at < 8 {
         return None;
     }
-    Some((id, key.get(8..id_at)?, key.get(id_at..len_at)?))
+    let rid = u64::from_be_bytes(key.get(rid_at..)?.try_into().ok()?);
+    Some((id, key.get(8..rid_at)?, rid))
+}
+
+/// The `_id` index entry of the document whose `_id` keystring is `id_key`, in collection
+/// `collection_id`; its value is the record id ([`rid_value`]).
+pub fn id_entry_key(collection_id: u64, id_key: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + id_key.len());
+    key.extend_from_slice(&collection_id.to_be_bytes());
+    key.extend_from_slice(id_key);
+    key
+}
+
+/// The value of an `_id` index entry: the record id.
+pub fn rid_value(rid: u64) -> [u8; 8] {
+    rid.to_be_bytes()
+}
+
+/// The record id an `_id` index entry's value holds.
+pub fn rid_of_value(value: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(value.try_into().ok()?))
 }
 
 /// mongod's `DuplicateKey` error for key `components` of index `spec` (compiled as `index`),
@@ -222,7 +242,7 @@ mod tests {
         let key = |a: &str, b: i32| {
             let mut out = component(Bson::String(a.into()), Direction::Ascending);
             out.extend(component(Bson::Int32(b), Direction::Descending));
-            entry_key(3, &out, &keystring::to_key(RawBsonRef::Int32(1))).expect("fits")
+            entry_key(3, &out, 1).expect("fits")
         };
         assert!(key("a", 5) < key("a", 1));
         assert!(key("a", 1) < key("ab", 9));
@@ -236,12 +256,9 @@ mod tests {
             Direction::Descending,
             &mut components,
         );
-        let id = keystring::to_key(RawBsonRef::Int64(42));
-        let key = entry_key(9, &components, &id).expect("fits");
-        assert_eq!(
-            split_entry(&key),
-            Some((9, components.as_slice(), id.as_slice()))
-        );
+        let key = entry_key(9, &components, 42).expect("fits");
+        assert_eq!(split_entry(&key), Some((9, components.as_slice(), 42)));
+        assert!(entry_key(9, &components, 255) < entry_key(9, &components, 256));
         assert_eq!(split_entry(&[1, 2, 3]), None);
     }
 

@@ -3,11 +3,11 @@
 //! Given a compiled filter, an optional sort, a `hint` and the collection's indexes, [`plan`]
 //! picks one access path:
 //!
-//! - a **collection scan** (`COLLSCAN`) of the `docs` keyspace in `_id` order, forwards or
-//!   backwards (`$natural`);
+//! - a **collection scan** (`COLLSCAN`) of the `docs` keyspace in natural (insertion) order,
+//!   forwards or backwards (`$natural`);
 //! - an **index scan** (`IXSCAN`) over a list of intervals per key field ([`Interval`], what
-//!   mongod's explain shows as `indexBounds`), of a secondary index or of the `_id` index (the
-//!   `docs` keyspace itself, whose keys are `_id` keystrings).
+//!   mongod's explain shows as `indexBounds`), of a secondary index or of the `_id` index
+//!   (whose entries lead from `_id` keystrings to record ids).
 //!
 //! Bounds are only ever a superset of the keys of matching documents: whoever runs the plan
 //! applies the whole filter to every document it fetches. A predicate the planner does not
@@ -484,9 +484,9 @@ pub struct Query<'a> {
 #[derive(Debug, Clone)]
 #[expect(clippy::struct_excessive_bools, reason = "explain reports each flag")]
 pub struct IndexScan {
-    /// Position in `Collection::indexes`, or `None` for the `_id` index (the `docs` keyspace).
+    /// Position in `Collection::indexes`, or `None` for the `_id` index.
     pub index: Option<usize>,
-    /// The index id prefixing its entries (unused for `_id`).
+    /// The index id prefixing its entries (for `_id`, the collection's id is).
     pub index_id: u64,
     /// `name`.
     pub name: String,
@@ -513,7 +513,7 @@ pub struct IndexScan {
 /// How documents are read.
 #[derive(Debug, Clone)]
 pub enum Access {
-    /// Every document, in `_id` order (backwards when `reverse`).
+    /// Every document, in natural (insertion) order (backwards when `reverse`).
     Collscan {
         /// `$natural: -1`.
         reverse: bool,

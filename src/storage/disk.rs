@@ -434,8 +434,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let doc = bson::rawdoc! { "a": 1 };
         let now = 1_000;
-        let key = |i: u32| keyed(1, i);
-        let id_key = |i: u32| i.to_be_bytes().to_vec();
+        let key = |i: u32| record::doc_key(1, u64::from(i)).to_vec();
         {
             let store = DiskStorage::open(dir.path())?;
             store.set_expiry_clock(std::sync::Arc::new(move || now));
@@ -455,7 +454,7 @@ mod tests {
                 if expires != record::NEVER {
                     batch.put(
                         Keyspace::Expiry,
-                        record::expiry_key(1, expires, &id_key(i)),
+                        record::expiry_key(1, expires, u64::from(i)).to_vec(),
                         Vec::new(),
                     );
                 }
@@ -464,7 +463,10 @@ mod tests {
             // The purge is done with 0 and 1; 2 is expired but not purged yet.
             let mut batch = Batch::new();
             for i in [0, 1] {
-                batch.delete(Keyspace::Expiry, record::expiry_key(1, 500, &id_key(i)));
+                batch.delete(
+                    Keyspace::Expiry,
+                    record::expiry_key(1, 500, u64::from(i)).to_vec(),
+                );
                 batch.expire(Keyspace::Docs, key(i));
             }
             store.commit(batch)?;

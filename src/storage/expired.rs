@@ -131,7 +131,7 @@ impl ExpiredFilter {
         if expires == record::NEVER || expires > now_ms {
             return false;
         }
-        let (Some(id), Some(id_key)) = (key.get(..8), key.get(8..)) else {
+        let (Some(id), Some(rid)) = (key.get(..8), record::rid_of_doc_key(key)) else {
             return false;
         };
         let Ok(id) = <[u8; 8]>::try_from(id).map(u64::from_be_bytes) else {
@@ -139,7 +139,7 @@ impl ExpiredFilter {
         };
         // A failed read keeps the record: dropping it is only ever an optimisation.
         matches!(
-            expiry.contains_key(record::expiry_key(id, expires, id_key)),
+            expiry.contains_key(record::expiry_key(id, expires, rid)),
             Ok(false)
         )
     }

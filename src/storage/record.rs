@@ -99,13 +99,18 @@ pub fn instant_of(expiry_key: &[u8]) -> Option<i64> {
     Some((u64::from_be_bytes(bytes) ^ (1 << 63)).cast_signed())
 }
 
-/// The `expiry` keyspace key of a document: collection id, instant, `_id` keystring.
-pub fn expiry_key(collection_id: u64, expires_ms: i64, id_key: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(16 + id_key.len());
-    key.extend_from_slice(&collection_id.to_be_bytes());
-    key.extend_from_slice(&instant_key(expires_ms));
-    key.extend_from_slice(id_key);
+/// The `expiry` keyspace key of a document: collection id, instant, record id.
+pub fn expiry_key(collection_id: u64, expires_ms: i64, rid: u64) -> [u8; 24] {
+    let mut key = [0; 24];
+    key[..8].copy_from_slice(&collection_id.to_be_bytes());
+    key[8..16].copy_from_slice(&instant_key(expires_ms));
+    key[16..].copy_from_slice(&rid.to_be_bytes());
     key
+}
+
+/// The record id at the end of an `expiry` keyspace key.
+pub fn rid_of_expiry_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(16..24)?.try_into().ok()?))
 }
 
 /// The key prefix of a collection's documents.
@@ -113,12 +118,19 @@ pub fn collection_prefix(collection_id: u64) -> [u8; 8] {
     collection_id.to_be_bytes()
 }
 
-/// The key of a document: collection id, then the keystring of its `_id`.
-pub fn doc_key(collection_id: u64, id_key: &[u8]) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + id_key.len());
-    key.extend_from_slice(&collection_id.to_be_bytes());
-    key.extend_from_slice(id_key);
+/// The key of a document: collection id, then its record id. Record ids are given in insertion
+/// order, so a scan of a collection's keys returns its documents in insertion order (mongod's
+/// natural order).
+pub fn doc_key(collection_id: u64, rid: u64) -> [u8; 16] {
+    let mut key = [0; 16];
+    key[..8].copy_from_slice(&collection_id.to_be_bytes());
+    key[8..].copy_from_slice(&rid.to_be_bytes());
     key
+}
+
+/// The record id of a `docs` keyspace key.
+pub fn rid_of_doc_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.get(8..16)?.try_into().ok()?))
 }
 
 #[cfg(test)]
@@ -135,9 +147,12 @@ mod tests {
         assert!(decode(&value[..10]).is_err());
         assert_eq!(header_expiry(&encode(5, 77, &doc)), Some(77));
         assert_eq!(header_expiry(&value[..10]), None);
-        let key = expiry_key(3, -5, b"id");
+        let key = expiry_key(3, -5, 9);
         assert_eq!(instant_of(&key), Some(-5));
-        assert!(expiry_key(3, -5, b"id") < expiry_key(3, 4, b"a"));
+        assert_eq!(rid_of_expiry_key(&key), Some(9));
+        assert!(expiry_key(3, -5, 9) < expiry_key(3, 4, 1));
+        assert_eq!(rid_of_doc_key(&doc_key(3, 7)), Some(7));
+        assert!(doc_key(3, 255) < doc_key(3, 256));
         let mut bad = value.clone();
         bad[0] = 9;
         assert!(decode(&bad).is_err());

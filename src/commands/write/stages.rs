@@ -45,12 +45,16 @@ impl Writer<'_> {
         if self.pending.contains_key(id_key) {
             self.flush()?;
         }
-        let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(id_key))? else {
+        let Some(rid) = self.stored_rid(id_key)? else {
+            return Ok(None);
+        };
+        let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(rid))? else {
             return Ok(None);
         };
         let rec = record::decode(&value)?;
         Ok((rec.expires_ms > self.now_ms).then(|| Found {
             id_key: id_key.to_vec(),
+            rid,
             doc: rec.doc.to_owned(),
             expires_ms: rec.expires_ms,
         }))
@@ -60,12 +64,8 @@ impl Writer<'_> {
     /// write like an update's, which resets the modification time and so the TTL.
     pub(crate) fn replace_found(&mut self, found: &Found, doc: &RawDocument) -> CommandResult<()> {
         check_storable(doc, true)?;
-        self.put(
-            &found.id_key,
-            doc,
-            Some((found.expires_ms, Some(&found.doc))),
-        )
-        .map_err(|(error, dup)| with_dup_info(error, dup))
+        self.put(found, doc, Some((found.expires_ms, Some(&found.doc))))
+            .map_err(|(error, dup)| with_dup_info(error, dup))
     }
 
     /// Commits what this writer holds so far (statements after it see it).

@@ -10,7 +10,7 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc
 use super::super::args::{WriteConcern, collection_name, variables, wrong_type};
 use super::batch::{BatchTarget, run_batch};
 use super::storable::{check_storable, id_of, with_id_first};
-use super::writer::{Found, Writer};
+use super::writer::Writer;
 use super::{Fail, compile_errors, creation_errors, ordered, statements, write_reply};
 use crate::catalog::validate_writable;
 use crate::dispatch::Request;
@@ -174,25 +174,21 @@ pub(super) fn apply_update(
         out.after = Some(doc);
         return Ok(out);
     }
-    for Found {
-        id_key,
-        doc,
-        expires_ms,
-    } in matches
-    {
+    for found in matches {
         out.matched += 1;
-        let changed = s.update.apply_with(&doc, &ctx).map_err(|e| (e, None))?;
+        let (doc, expires_ms) = (&found.doc, found.expires_ms);
+        let changed = s.update.apply_with(doc, &ctx).map_err(|e| (e, None))?;
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
-            w.put(&id_key, new_doc, Some((expires_ms, Some(&doc))))?;
+            w.put(&found, new_doc, Some((expires_ms, Some(doc))))?;
             out.modified += 1;
         } else if s.update.is_replacement() {
             // A replacement is a write even when the bytes are the same: it resets the
             // modification time (and so the TTL), though MongoDB counts nothing modified.
-            w.put(&id_key, &doc, Some((expires_ms, Some(&doc))))?;
+            w.put(&found, doc, Some((expires_ms, Some(doc))))?;
         }
         out.after = Some(changed.unwrap_or_else(|| doc.clone()));
-        out.before = Some(doc);
+        out.before = Some(found.doc);
     }
     Ok(out)
 }

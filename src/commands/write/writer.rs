@@ -26,15 +26,17 @@ pub(crate) struct Writer<'a> {
     pub snapshot: Box<dyn Snapshot>,
     pub now_ms: i64,
     pub batch: Batch,
-    /// `_id` keys written by this batch, which the snapshot does not see yet, with the expiry
-    /// instant written for each.
-    pub(super) pending: HashMap<Vec<u8>, i64>,
+    /// `_id` keys written by this batch, which the snapshot does not see yet, with the record
+    /// id and the expiry instant written for each.
+    pub(super) pending: HashMap<Vec<u8>, (u64, i64)>,
+    /// The same writes by record id: rid → expiry instant.
+    pending_rids: HashMap<u64, i64>,
     /// What one range read of the snapshot found for a set of `_id` keys (see
     /// [`Writer::probe`]), so that checking each of them needs no point read.
     probed: Option<Probe>,
     /// Keys of unique indexes written by this batch, which the snapshot does not see:
-    /// `(index id, key)` → the `_id` key of the document holding it.
-    unique_added: HashMap<(u64, Vec<u8>), Vec<u8>>,
+    /// `(index id, key)` → the record id of the document holding it.
+    unique_added: HashMap<(u64, Vec<u8>), u64>,
     /// Entries of unique indexes this batch removed, which the snapshot still shows.
     unique_removed: HashSet<Vec<u8>>,
     /// Whether this batch set an index's multikey flag: the collection record, which keeps
@@ -57,15 +59,17 @@ struct Probe {
     first: Vec<u8>,
     /// The largest key asked about.
     last: Vec<u8>,
-    /// The `_id` keys stored from `first` to `last`, with the expiry instant of each (expired
-    /// or not).
-    stored: HashMap<Vec<u8>, i64>,
+    /// The `_id` keys the `_id` index holds from `first` to `last`, with the record id of each
+    /// (expired or not).
+    stored: HashMap<Vec<u8>, u64>,
 }
 
 /// A live document a statement matched.
 pub(crate) struct Found {
     /// The keystring of its `_id`.
     pub id_key: Vec<u8>,
+    /// Its record id.
+    pub rid: u64,
     /// The document.
     pub doc: RawDocumentBuf,
     /// Its expiry instant as stored.
@@ -86,6 +90,7 @@ impl<'a> Writer<'a> {
             now_ms,
             batch: Batch::new(),
             pending: HashMap::new(),
+            pending_rids: HashMap::new(),
             probed: None,
             unique_added: HashMap::new(),
             unique_removed: HashSet::new(),
@@ -135,13 +140,13 @@ impl<'a> Writer<'a> {
         if n < MIN_KEYS {
             return Ok(None);
         }
-        let (lower, upper) = (self.key(first), self.key(last));
+        let (lower, upper) = (self.id_entry(first), self.id_entry(last));
         let budget = n * 2 + 64;
         let mut stored = HashMap::new();
         for (seen, entry) in self
             .snapshot
             .range(
-                Keyspace::Docs,
+                Keyspace::Index,
                 Bound::Included(&lower),
                 Bound::Included(&upper),
                 false,
@@ -153,7 +158,9 @@ impl<'a> Writer<'a> {
             }
             let (key, value) = entry?;
             let id_key = key.get(8..).unwrap_or_default();
-            stored.insert(id_key.to_vec(), record::decode(&value)?.expires_ms);
+            let rid = crate::index::rid_of_value(&value)
+                .ok_or_else(|| CommandError::internal("an _id index entry without a record id"))?;
+            stored.insert(id_key.to_vec(), rid);
         }
         Ok(Some(Probe {
             first: first.to_vec(),
@@ -162,22 +169,53 @@ impl<'a> Writer<'a> {
         }))
     }
 
-    pub(super) fn key(&self, id_key: &[u8]) -> Vec<u8> {
-        record::doc_key(self.collection.id, id_key)
+    /// The `docs` key of record `rid`.
+    pub(super) fn key(&self, rid: u64) -> Vec<u8> {
+        record::doc_key(self.collection.id, rid).to_vec()
     }
 
-    /// The expiry instant of the record stored under this `_id` key (in this batch or the
-    /// snapshot), expired or not; `None` if there is none.
-    fn stored_expiry(&self, id_key: &[u8]) -> CommandResult<Option<i64>> {
-        if let Some(expires) = self.pending.get(id_key) {
-            return Ok(Some(*expires));
+    /// The `_id` index entry of the `_id` keystring `id_key`.
+    pub(super) fn id_entry(&self, id_key: &[u8]) -> Vec<u8> {
+        crate::index::id_entry_key(self.collection.id, id_key)
+    }
+
+    /// The record id the `_id` index gives `id_key` (in this batch or the snapshot), expired
+    /// or not.
+    pub(super) fn stored_rid(&self, id_key: &[u8]) -> CommandResult<Option<u64>> {
+        if let Some((rid, _)) = self.pending.get(id_key) {
+            return Ok(Some(*rid));
         }
         if let Some(probe) = &self.probed
             && (probe.first.as_slice()..=probe.last.as_slice()).contains(&id_key)
         {
             return Ok(probe.stored.get(id_key).copied());
         }
-        match self.snapshot.get(Keyspace::Docs, &self.key(id_key))? {
+        match self.snapshot.get(Keyspace::Index, &self.id_entry(id_key))? {
+            Some(value) => Ok(Some(crate::index::rid_of_value(&value).ok_or_else(
+                || CommandError::internal("an _id index entry without a record id"),
+            )?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The record id and expiry instant of the record stored under this `_id` key (in this
+    /// batch or the snapshot), expired or not; `None` if there is none.
+    fn stored(&self, id_key: &[u8]) -> CommandResult<Option<(u64, i64)>> {
+        if let Some(found) = self.pending.get(id_key) {
+            return Ok(Some(*found));
+        }
+        let Some(rid) = self.stored_rid(id_key)? else {
+            return Ok(None);
+        };
+        Ok(self.rid_expiry(rid)?.map(|e| (rid, e)))
+    }
+
+    /// The expiry instant of record `rid` (in this batch or the snapshot), if it is stored.
+    fn rid_expiry(&self, rid: u64) -> CommandResult<Option<i64>> {
+        if let Some(expires) = self.pending_rids.get(&rid) {
+            return Ok(Some(*expires));
+        }
+        match self.snapshot.get(Keyspace::Docs, &self.key(rid))? {
             Some(value) => Ok(Some(record::decode(&value)?.expires_ms)),
             None => Ok(None),
         }
@@ -205,22 +243,23 @@ impl<'a> Writer<'a> {
         let stored = if fresh_id {
             None
         } else {
-            self.stored_expiry(&id_key).map_err(|e| (e, None))?
+            self.stored(&id_key).map_err(|e| (e, None))?
         };
-        // An expired document holds no `_id`: inserting it again succeeds (and replaces it).
-        if stored.is_some_and(|expires| expires > self.now_ms) {
+        // An expired document holds no `_id`: inserting it again succeeds, and replaces it in
+        // its record (the purge has not reached it: it still has its `_id` entry).
+        if stored.is_some_and(|(_, expires)| expires > self.now_ms) {
             let id = id_of(doc).map_err(|e| (e, None))?;
             return Err(dup_key_error(self.collection, id));
         }
         // The expired document replaced may still have index entries: read it to remove them.
         // (One written by this batch was expired when written, and so got none.)
         let old_doc = match stored {
-            Some(_)
+            Some((rid, _))
                 if !self.collection.field_indexes.is_empty()
                     && !self.pending.contains_key(&id_key) =>
             {
                 self.snapshot
-                    .get(Keyspace::Docs, &self.key(&id_key))
+                    .get(Keyspace::Docs, &self.key(rid))
                     .map_err(|e| (e.into(), None))?
                     .map(|v| record::decode(&v).map(|r| r.doc.to_owned()))
                     .transpose()
@@ -228,39 +267,56 @@ impl<'a> Writer<'a> {
             }
             _ => None,
         };
-        self.put_owned(id_key, doc, stored.map(|e| (e, old_doc.as_deref())))
+        let Some((rid, expires)) = stored else {
+            // A new record, at the end of the collection's natural order; its `_id` entry is
+            // added once nothing refused it (a refused document leaves the batch as it was).
+            let rid = self.collection.new_rid();
+            let entry = self.id_entry(&id_key);
+            self.put_owned(rid, id_key, doc, None)?;
+            self.batch.put(
+                Keyspace::Index,
+                entry,
+                crate::index::rid_value(rid).to_vec(),
+            );
+            return Ok(());
+        };
+        self.put_owned(rid, id_key, doc, Some((expires, old_doc.as_deref())))
     }
 
-    /// Writes `doc` under `id_key`, replacing the record there (`old`: its expiry, and the
+    /// Writes `doc` over the record `found` matched, replacing it (`old`: its expiry, and the
     /// document when the collection has indexes): the modification time is now, and the expiry
     /// is what the collection's TTL policy gives. Index entries change in the same batch; a
     /// unique index refusing the document fails it before anything is added to the batch.
     pub(super) fn put(
         &mut self,
-        id_key: &[u8],
+        found: &Found,
         doc: &RawDocument,
         old: Option<(i64, Option<&RawDocument>)>,
     ) -> Result<(), Fail> {
-        self.put_owned(id_key.to_vec(), doc, old)
+        self.put_owned(found.rid, found.id_key.clone(), doc, old)
     }
 
-    /// [`Writer::put`], keeping `id_key` (for the batch's own `_id` checks) without a copy.
+    /// [`Writer::put`] of record `rid`, keeping `id_key` (for the batch's own `_id` checks)
+    /// without a copy. The `_id` entry is the caller's.
     fn put_owned(
         &mut self,
+        rid: u64,
         id_key: Vec<u8>,
         doc: &RawDocument,
         old: Option<(i64, Option<&RawDocument>)>,
     ) -> Result<(), Fail> {
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
         if !self.collection.field_indexes.is_empty() {
-            self.change_entries(&id_key, doc, expires, old)?;
+            self.change_entries(rid, doc, expires, old)?;
         }
         let old_expiry = old.map(|(e, _)| e);
         let id = self.collection.id;
         // A batch never changes one key twice, so an unchanged expiry entry is left alone.
         if let Some(old) = old_expiry.filter(|&old| old != record::NEVER && old != expires) {
-            self.batch
-                .delete_once(Keyspace::Expiry, crate::ttl::expiry_key(id, old, &id_key));
+            self.batch.delete_once(
+                Keyspace::Expiry,
+                crate::ttl::expiry_key(id, old, rid).to_vec(),
+            );
         }
         // Written over an expired record with the same instant (a date TTL given the same past
         // date again): the purge may already have taken that entry and left the record for the
@@ -272,16 +328,13 @@ impl<'a> Writer<'a> {
             && expires <= self.now_ms
             && self
                 .snapshot
-                .get(
-                    Keyspace::Expiry,
-                    &crate::ttl::expiry_key(id, expires, &id_key),
-                )
+                .get(Keyspace::Expiry, &crate::ttl::expiry_key(id, expires, rid))
                 .map_err(|e| (e.into(), None))?
                 .is_none();
         if expires != record::NEVER && (old_expiry != Some(expires) || same_expired) {
             self.batch.put(
                 Keyspace::Expiry,
-                crate::ttl::expiry_key(id, expires, &id_key),
+                crate::ttl::expiry_key(id, expires, rid).to_vec(),
                 Vec::new(),
             );
         }
@@ -292,7 +345,7 @@ impl<'a> Writer<'a> {
             }
             None => record::encode(self.now_ms, expires, doc).into(),
         };
-        let key = self.key(&id_key);
+        let key = self.key(rid);
         {
             let mut front = self
                 .collection
@@ -308,7 +361,8 @@ impl<'a> Writer<'a> {
         } else {
             self.batch.put(Keyspace::Docs, key, value);
         }
-        self.pending.insert(id_key, expires);
+        self.pending.insert(id_key, (rid, expires));
+        self.pending_rids.insert(rid, expires);
         Ok(())
     }
 
@@ -319,7 +373,7 @@ impl<'a> Writer<'a> {
     /// all of the new ones written. A document written already expired gets no entries.
     fn change_entries(
         &mut self,
-        id_key: &[u8],
+        rid: u64,
         doc: &RawDocument,
         expires: i64,
         old: Option<(i64, Option<&RawDocument>)>,
@@ -344,12 +398,12 @@ impl<'a> Writer<'a> {
                 if old_live && old_keys.components.binary_search(c).is_ok() {
                     continue;
                 }
-                let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                let entry = fi.entry(c, rid).map_err(|e| (e, None))?;
                 puts.push((n, entry, c.clone()));
             }
             for c in &old_keys.components {
                 if new_keys.components.binary_search(c).is_err() {
-                    let entry = fi.entry(c, id_key).map_err(|e| (e, None))?;
+                    let entry = fi.entry(c, rid).map_err(|e| (e, None))?;
                     deletes.push((n, entry, c.clone()));
                 }
             }
@@ -365,7 +419,7 @@ impl<'a> Writer<'a> {
         {
             let fi = &collection.field_indexes[*n];
             if self
-                .unique_holder(fi.id, c, id_key, &deletes)
+                .unique_holder(fi.id, c, rid, &deletes)
                 .map_err(|e| (e, None))?
             {
                 let (error, dup) = crate::index::duplicate_key(
@@ -392,7 +446,7 @@ impl<'a> Writer<'a> {
                 if self
                     .unique_added
                     .get(&key)
-                    .is_some_and(|holder| holder == id_key)
+                    .is_some_and(|holder| *holder == rid)
                 {
                     self.unique_added.remove(&key);
                 }
@@ -403,25 +457,25 @@ impl<'a> Writer<'a> {
         for (n, entry, c) in puts {
             if collection.field_indexes[n].unique {
                 self.unique_added
-                    .insert((collection.field_indexes[n].id, c), id_key.to_vec());
+                    .insert((collection.field_indexes[n].id, c), rid);
             }
             self.batch.put(Keyspace::Index, entry, Vec::new());
         }
         Ok(())
     }
 
-    /// Whether a live document other than `id_key` holds key `components` of unique index
+    /// Whether a live document other than record `rid` holds key `components` of unique index
     /// `index_id`, as the batch would leave it (`deleting`: entries this write removes). An
     /// expired document holds no key.
     fn unique_holder(
         &self,
         index_id: u64,
         components: &[u8],
-        id_key: &[u8],
+        rid: u64,
         deleting: &[(usize, Vec<u8>, Vec<u8>)],
     ) -> CommandResult<bool> {
-        if let Some(holder) = self.unique_added.get(&(index_id, components.to_vec()))
-            && holder != id_key
+        if let Some(&holder) = self.unique_added.get(&(index_id, components.to_vec()))
+            && holder != rid
             && self.is_live(holder)?
         {
             return Ok(true);
@@ -444,17 +498,18 @@ impl<'a> Writer<'a> {
             let Some((_, _, holder)) = crate::index::split_entry(&key) else {
                 continue;
             };
-            if holder != id_key && self.is_live(holder)? {
+            if holder != rid && self.is_live(holder)? {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    /// Whether the document stored under `id_key` (by this batch or in the snapshot) is live.
-    fn is_live(&self, id_key: &[u8]) -> CommandResult<bool> {
+    /// Whether the document stored under record `rid` (by this batch or in the snapshot) is
+    /// live.
+    fn is_live(&self, rid: u64) -> CommandResult<bool> {
         Ok(self
-            .stored_expiry(id_key)?
+            .rid_expiry(rid)?
             .is_some_and(|expires| expires > self.now_ms))
     }
 
@@ -474,6 +529,7 @@ impl<'a> Writer<'a> {
         );
         self.snapshot = self.catalog.snapshot();
         self.pending.clear();
+        self.pending_rids.clear();
         self.probed = None;
         self.unique_added.clear();
         self.unique_removed.clear();
@@ -488,7 +544,7 @@ impl<'a> Writer<'a> {
                 continue;
             };
             for c in keys.components {
-                let Ok(entry) = fi.entry(&c, &found.id_key) else {
+                let Ok(entry) = fi.entry(&c, found.rid) else {
                     continue;
                 };
                 if fi.unique {
@@ -496,7 +552,7 @@ impl<'a> Writer<'a> {
                     if self
                         .unique_added
                         .get(&key)
-                        .is_some_and(|holder| *holder == found.id_key)
+                        .is_some_and(|holder| *holder == found.rid)
                     {
                         self.unique_added.remove(&key);
                     }
@@ -505,10 +561,12 @@ impl<'a> Writer<'a> {
                 self.batch.delete(Keyspace::Index, entry);
             }
         }
-        self.batch.delete(Keyspace::Docs, self.key(&found.id_key));
+        self.batch.delete(Keyspace::Docs, self.key(found.rid));
+        self.batch
+            .delete(Keyspace::Index, self.id_entry(&found.id_key));
         if found.expires_ms != record::NEVER {
-            let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, &found.id_key);
-            self.batch.delete_once(Keyspace::Expiry, key);
+            let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, found.rid);
+            self.batch.delete_once(Keyspace::Expiry, key.to_vec());
         }
     }
 
@@ -527,11 +585,14 @@ impl<'a> Writer<'a> {
             // mongod's `IDHACK`: a use of the `_id` index.
             self.collection.id_accesses.note();
             let id_key = keystring::to_key(id.as_raw_bson_ref());
-            if let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(&id_key))? {
+            if let Some(rid) = self.stored_rid(&id_key)?
+                && let Some(value) = self.snapshot.get(Keyspace::Docs, &self.key(rid))?
+            {
                 let rec = record::decode(&value)?;
                 if rec.expires_ms > self.now_ms && filter.try_matches(rec.doc)? {
                     out.push(Found {
                         id_key,
+                        rid,
                         doc: rec.doc.to_owned(),
                         expires_ms: rec.expires_ms,
                     });
@@ -587,21 +648,22 @@ impl<'a> Writer<'a> {
             source.set_interrupt(token);
         }
         source.set_window(None, 0, limit.map(|l| u64::try_from(l).unwrap_or(u64::MAX)));
-        let docs = source.drain()?;
+        let docs = source.drain_records()?;
         // (Writes this writer has not committed are not in the snapshot: they could lie below.)
         if from_start && self.pending.is_empty() {
             *front = match docs.first() {
-                Some((doc, _)) => keystring::encode_id(doc).map(|id_key| self.key(&id_key)),
+                Some((rid, _, _)) => Some(self.key(*rid)),
                 // No live document at all from the front on: any later write lowers it.
                 None => prefix_end(&record::collection_prefix(self.collection.id)),
             };
         }
         drop(front);
-        for (doc, expires_ms) in docs {
+        for (rid, doc, expires_ms) in docs {
             let id_key = keystring::encode_id(&doc)
                 .ok_or_else(|| CommandError::internal("stored document without _id"))?;
             out.push(Found {
                 id_key,
+                rid,
                 doc,
                 expires_ms,
             });
