@@ -75,6 +75,11 @@ pub struct Scan {
 /// A document read from a collection: its record id, the document, its expiry instant.
 pub type Record = (u64, RawDocumentBuf, i64);
 
+/// Documents with their expiry instants, their record ids left out.
+fn without_rids(records: Vec<Record>) -> Vec<(RawDocumentBuf, i64)> {
+    records.into_iter().map(|(_, d, e)| (d, e)).collect()
+}
+
 /// The record id of a `docs` key.
 fn rid_of(key: &[u8]) -> CommandResult<u64> {
     record::rid_of_doc_key(key).ok_or_else(|| CommandError::internal("a document key too short"))
@@ -113,11 +118,7 @@ impl Scan {
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
-        Ok(self
-            .next_records(max_docs, max_bytes)?
-            .into_iter()
-            .map(|(_, d, e)| (d, e))
-            .collect())
+        Ok(without_rids(self.next_records(max_docs, max_bytes)?))
     }
 
     /// Like [`Scan::next_entries`], with each document's record id first.
@@ -343,11 +344,7 @@ impl IndexScan {
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
-        Ok(self
-            .next_records(max_docs, max_bytes)?
-            .into_iter()
-            .map(|(_, d, e)| (d, e))
-            .collect())
+        Ok(without_rids(self.next_records(max_docs, max_bytes)?))
     }
 
     /// Reads the next batch, as [`Scan::next_records`] does.

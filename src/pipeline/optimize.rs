@@ -50,7 +50,7 @@ pub fn optimize(stages: &[RawDocumentBuf]) -> Vec<RawDocumentBuf> {
 }
 
 /// The longest pipeline rewritten (mongod 7.0's `internalPipelineLengthLimit`).
-const MAX_STAGES: usize = 1000;
+const MAX_STAGES: usize = super::stages::MAX_PIPELINE_LENGTH;
 
 /// Parses `stages` (answering the given pipeline's errors), then runs what the rewrites make
 /// of it (the given stages should a rewritten one not parse).

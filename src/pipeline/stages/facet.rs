@@ -128,6 +128,7 @@ impl Facet {
         }
         let mut facets = Vec::new();
         for (name, docs) in raw {
+            super::check_length(docs.len())?;
             let mut stages: Stages = Vec::new();
             let mut refused = None;
             for d in docs {

@@ -106,8 +106,26 @@ pub fn parse_stage(stage: &RawDocument, vars: &Arc<Variables>) -> CommandResult<
 
 /// Parses a whole pipeline the pipeline layer runs (each element a stage document).
 pub fn parse_pipeline(stages: &[&RawDocument], vars: &Arc<Variables>) -> CommandResult<Stages> {
+    // Checked before parsing, as mongod does, so a huge pipeline is not parsed at all.
+    check_length(stages.len())?;
     stages.iter().map(|s| parse_stage(s, vars)).collect()
 }
+
+/// mongod's refusal (`Location7749501`) of a pipeline of `len` stages, past
+/// [`MAX_PIPELINE_LENGTH`].
+pub(crate) fn check_length(len: usize) -> CommandResult<()> {
+    if len > MAX_PIPELINE_LENGTH {
+        return Err(CommandError::new(
+            ErrorCode::Location(7_749_501),
+            format!("Pipeline length must be no longer than {MAX_PIPELINE_LENGTH} stages."),
+        ));
+    }
+    Ok(())
+}
+
+/// mongod's `internalPipelineLengthLimit`: the most stages a pipeline (or a sub-pipeline of
+/// `$facet`, `$lookup`, `$unionWith`) may have.
+pub const MAX_PIPELINE_LENGTH: usize = 1000;
 
 /// mongod's `internalMaxSubPipelineViewDepth`: how deep sub-pipelines (`$lookup`,
 /// `$unionWith`) and the views they read may nest.

@@ -391,3 +391,21 @@ fn unknown_stages_are_40324_and_search_stages_search_not_enabled() {
         assert_eq!(code(d, &[]), expected, "{stage}");
     }
 }
+
+/// A pipeline, or a `$facet` sub-pipeline, of more than 1,000 stages is refused before it is
+/// parsed (`Location7749501`, mongod's `internalPipelineLengthLimit`); 1,000 stages run.
+#[test]
+fn pipelines_longer_than_1000_stages_are_refused() {
+    let skip = || doc! { "$skip": 0 };
+    let ok: Vec<Document> = (0..1000).map(|_| skip()).collect();
+    assert_eq!(aggregate(&ok, &[doc! { "a": 1 }]).unwrap().len(), 1);
+    let long: Vec<Document> = (0..1001).map(|_| skip()).collect();
+    let e = aggregate(&long, &[]).unwrap_err();
+    assert_eq!(e.code.code(), 7_749_501);
+    assert_eq!(
+        e.errmsg,
+        "Pipeline length must be no longer than 1000 stages."
+    );
+    let facet = doc! { "$facet": { "f": long } };
+    assert_eq!(code(facet, &[]), 7_749_501);
+}
