@@ -16,6 +16,9 @@ use std::ops::{Add, Div, Mul, Rem, Sub};
 
 use dec::{Context, Decimal as Wide, Decimal128 as Quad, Rounding};
 
+mod pi;
+mod trig;
+
 /// A decimal128 value.
 #[derive(Clone, Copy)]
 pub struct Decimal(Quad);
@@ -174,6 +177,11 @@ impl Decimal {
         let mut w = self.work();
         work_cx().pow(&mut w, &e.work());
         Decimal::of_work(&w)
+    }
+
+    /// The numeric order of two decimals (`None` when either is NaN); `1.0` equals `1`.
+    pub fn compare(self, other: Decimal) -> Option<std::cmp::Ordering> {
+        cx().partial_cmp(self.0, other.0)
     }
 
     pub fn is_zero(self) -> bool {
