@@ -10,6 +10,7 @@ use super::bounds::{Bounds, TimeUnit, constant};
 use super::{Partition, failed, loc};
 use crate::error::CommandResult;
 use crate::pipeline::accumulators::{Accumulator, State, as_f64};
+use crate::pipeline::stages::fill::interpolate;
 use crate::query::decimal::Decimal;
 use crate::query::display::{self, type_name};
 use crate::query::{Expression, Variables};
@@ -455,24 +456,22 @@ fn keys_equal(a: &[RawBson], b: &[RawBson]) -> bool {
         })
 }
 
-/// `$linearFill`: nulls between two numbers become the straight line between them.
+/// `$linearFill`: nulls between two numbers become the straight line between them, computed
+/// as mongod computes it (`$fill`'s `interpolate`): in decimal when a decimal is involved.
 fn linear_fill(input: &Expression, part: &Partition<'_>) -> CommandResult<Vec<RawBson>> {
     let keys = part.range_keys();
     let mut xs = Vec::with_capacity(keys.len());
     for k in keys {
-        xs.push(match k {
-            #[expect(clippy::cast_precision_loss, reason = "dates as doubles, as mongod")]
-            RawBson::DateTime(d) => d.timestamp_millis() as f64,
-            other => as_f64(other).ok_or_else(|| {
-                loc(
-                    6_050_106,
-                    format!(
-                        "The sortBy field of $linearFill must be numeric or a date, found {}",
-                        type_name(other.element_type())
-                    ),
-                )
-            })?,
-        });
+        if !matches!(k, RawBson::DateTime(_)) && as_f64(k).is_none() {
+            return Err(loc(
+                6_050_106,
+                format!(
+                    "The sortBy field of $linearFill must be numeric or a date, found {}",
+                    type_name(k.element_type())
+                ),
+            ));
+        }
+        xs.push(k);
     }
     let mut ys: Vec<Option<RawBson>> = Vec::with_capacity(part.docs.len());
     for d in part.docs {
@@ -499,17 +498,19 @@ fn linear_fill(input: &Expression, part: &Partition<'_>) -> CommandResult<Vec<Ra
             continue;
         }
         let next = (i + 1..ys.len()).find(|&j| matches!(ys.get(j), Some(Some(_))));
-        let value = match (prev, next) {
-            (Some(p), Some(q)) => {
-                let point = |k: usize| -> Option<(f64, f64)> {
-                    Some((*xs.get(k)?, ys.get(k)?.as_ref().and_then(as_f64)?))
-                };
-                match (point(p), point(q), xs.get(i)) {
-                    (Some((x0, y0)), Some((x1, y1)), Some(x)) if x1 != x0 => {
-                        RawBson::Double(y0 + (x - x0) * (y1 - y0) / (x1 - x0))
-                    }
-                    _ => RawBson::Null,
-                }
+        let point = |k: usize| -> Option<(&RawBson, &RawBson)> {
+            Some((*xs.get(k)?, ys.get(k)?.as_ref()?))
+        };
+        let value = match (prev.and_then(point), next.and_then(point), xs.get(i)) {
+            // Equal sort values have no line through them.
+            (Some(first), Some(second), Some(x))
+                if !crate::query::compare::compare(
+                    first.0.as_raw_bson_ref(),
+                    second.0.as_raw_bson_ref(),
+                )
+                .is_eq() =>
+            {
+                interpolate(first, second, x)?
             }
             _ => RawBson::Null,
         };
