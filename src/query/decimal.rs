@@ -171,12 +171,14 @@ impl Decimal {
         Decimal::of_work(&w)
     }
 
-    /// This value to the power `e`, to 34 digits.
+    /// This value to the power `e`, to 34 digits, as mongod's `Decimal128::power` answers it:
+    /// the power plus the zero with the most negative exponent, so that an exact power is
+    /// written with all 34 digits (`2^10` is `1024.000000000000000000000000000000`).
     #[must_use]
     pub fn pow(self, e: Decimal) -> Decimal {
         let mut w = self.work();
         work_cx().pow(&mut w, &e.work());
-        Decimal::of_work(&w)
+        Decimal::of_work(&w) + Decimal::parse("0E-6176").unwrap_or(Decimal(Quad::ZERO))
     }
 
     /// The numeric order of two decimals (`None` when either is NaN); `1.0` equals `1`.
@@ -196,8 +198,14 @@ impl Decimal {
         self.0.is_finite()
     }
 
+    /// Less than zero (not -0, not NaN).
     pub fn is_negative(self) -> bool {
         self.0.is_negative()
+    }
+
+    /// The sign bit, as mongod's `Decimal128::isNegative`: -0 is signed.
+    pub fn is_signed(self) -> bool {
+        self.0.is_signed()
     }
 
     /// mongod's `$round`/`$trunc` of a decimal: quantized to `places` decimal places (negative:
@@ -352,7 +360,16 @@ mod tests {
             "2.302585092994045684017991454684364"
         );
         assert_eq!(bson_text(d("1000").log10()), "3");
-        assert_eq!(bson_text(d("2").pow(d("10"))), "1024");
+        assert_eq!(
+            bson_text(d("2").pow(d("10"))),
+            "1024.000000000000000000000000000000"
+        );
+        assert_eq!(
+            bson_text(d("2").pow(d("-3"))),
+            "0.1250000000000000000000000000000000"
+        );
+        assert_eq!(bson_text(d("10").pow(d("-6177"))), "0E-6176");
+        assert_eq!(bson_text(d("10").pow(d("6145"))), "Infinity");
         assert_eq!(
             bson_text(d("2").pow(d("0.5"))),
             "1.414213562373095048801688724209698"

@@ -462,12 +462,23 @@ fn pow(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             format!("$pow's exponent must be numeric, not {}", tname(b)),
         ));
     };
-    let (bd, ed) = (base.f64(), exp.f64());
-    if bd == 0.0 && ed < 0.0 {
-        return Err(loc(
+    let zero_base = || {
+        loc(
             28764,
             "$pow cannot take a base of 0 and a negative exponent",
-        ));
+        )
+    };
+    if matches!(base, Num::Decimal(_)) || matches!(exp, Num::Decimal(_)) {
+        // Checked in decimal, as mongod does: -0 is negative, 1E-400 is not zero.
+        let (b, e) = (base.decimal(), exp.decimal());
+        if b.is_zero() && e.is_signed() {
+            return Err(zero_base());
+        }
+        return Ok(Some(RawBson::Decimal128(b.pow(e).bson())));
+    }
+    let (bd, ed) = (base.f64(), exp.f64());
+    if bd == 0.0 && ed < 0.0 {
+        return Err(zero_base());
     }
     let long_result = matches!(base, Num::Long(_)) || matches!(exp, Num::Long(_));
     let int = |v: i64| -> RawBson {
@@ -479,9 +490,7 @@ fn pow(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
     };
     let (bi, ei) = match (base, exp) {
         (Num::Decimal(_), _) | (_, Num::Decimal(_)) => {
-            return Ok(Some(RawBson::Decimal128(
-                base.decimal().pow(exp.decimal()).bson(),
-            )));
+            return Err(CommandError::internal("$pow of a decimal computed above"));
         }
         (Num::Double(_), _) | (_, Num::Double(_)) => {
             return Ok(Some(RawBson::Double(bd.powf(ed))));
@@ -910,6 +919,11 @@ mod tests {
             ),
             (
                 rawbson!({"$pow": [0, -1]}),
+                28764,
+                "$pow cannot take a base of 0 and a negative exponent",
+            ),
+            (
+                rawbson!({"$pow": [(RawBson::Decimal128("0".parse().unwrap())), (RawBson::Decimal128("-0".parse().unwrap()))]}),
                 28764,
                 "$pow cannot take a base of 0 and a negative exponent",
             ),
