@@ -6,7 +6,7 @@
 use std::cmp::Ordering;
 use std::sync::{Arc, OnceLock};
 
-use bson::{RawBson, RawBsonRef, RawDocumentBuf, rawbson, rawdoc};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawbson, rawdoc};
 
 use super::reshape::Reshape;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -319,7 +319,7 @@ fn coordinate(v: &RawBson) -> Option<(RawBson, bool)> {
 /// x1))` with `$add`, `$subtract`, `$multiply` and `$divide`, in that order and with their
 /// types: a decimal when any of the five is a decimal (exact, in decimal128), else a double;
 /// dates subtract to milliseconds.
-pub(super) fn interpolate(
+fn interpolate(
     (x1, y1): (&RawBson, &RawBson),
     (x2, y2): (&RawBson, &RawBson),
     x: &RawBson,
@@ -348,8 +348,7 @@ fn known((px, py): &(RawBson, Option<RawBson>)) -> Option<(&RawBson, &RawBson)> 
     py.as_ref().map(|v| (px, v))
 }
 
-/// `$linearFill`: nulls between two numbers interpolated along the sort field; nulls before
-/// the first or after the last number stay null.
+/// `$fill`'s `linear`: `$linearFill` along the `sortBy` field (every value null without one).
 fn linear(
     part: &[Doc],
     input: &Expression,
@@ -358,9 +357,25 @@ fn linear(
     let Some(sort) = sort else {
         return Ok(vec![RawBson::Null; part.len()]);
     };
-    let mut points: Vec<(RawBson, Option<RawBson>)> = Vec::with_capacity(part.len());
+    linear_fill(
+        part.iter()
+            .map(|(d, _)| (d.as_ref(), doc::get(d, sort).map(RawBson::from))),
+        input,
+    )
+}
+
+/// `$linearFill` over one partition in sort order, each document with its `sortBy` value
+/// (`None` when missing), as mongod's `WindowFunctionExecLinearFill` (which `$fill` desugars
+/// to): nulls between two numbers interpolated along the sort values, nulls before the first or
+/// after the last number left null; its errors (TypeMismatch for a value or sort value of
+/// another type or sort values mixing numbers and dates, 6050106 for a repeated sort value).
+pub(super) fn linear_fill<'d>(
+    rows: impl Iterator<Item = (&'d RawDocument, Option<RawBson>)>,
+    input: &Expression,
+) -> CommandResult<Vec<RawBson>> {
+    let mut points: Vec<(RawBson, Option<RawBson>)> = Vec::new();
     let mut last_x: Option<(RawBson, bool)> = None;
-    for (d, _) in part {
+    for (d, x) in rows {
         let y = input.evaluate(d)?;
         let y = match y {
             Some(v) if nullish(Some(&v)) => None,
@@ -373,11 +388,12 @@ fn linear(
                 )));
             }
         };
-        let x = doc::get(d, sort).map_or(RawBson::Null, RawBson::from);
+        let missing = x.is_none();
+        let x = x.unwrap_or(RawBson::Null);
         let Some((xv, is_date)) = coordinate(&x) else {
             return Err(type_mismatch(format!(
                 "Value of the sortBy field must be numeric or a date, but found {}",
-                if matches!(x, RawBson::Null) && doc::get(d, sort).is_none() {
+                if missing {
                     "missing"
                 } else {
                     type_name(x.element_type())
@@ -596,6 +612,42 @@ mod tests {
         for column in got {
             assert_eq!(column[1], Bson::Double(1.0));
         }
+    }
+
+    #[test]
+    fn linear_fill_errors_the_same_both_ways() {
+        let stages = |docs: &[Document]| {
+            [
+                code(
+                    doc! {"$fill": {"sortBy": {"x": 1}, "output": {"y": {"method": "linear"}}}},
+                    docs,
+                ),
+                code(
+                    doc! {"$setWindowFields": {"sortBy": {"x": 1},
+                    "output": {"y": {"$linearFill": "$y"}}}},
+                    docs,
+                ),
+            ]
+        };
+        // A value that is not a number, a sort value that is not one, missing, or repeated.
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": 2, "y": "a"}]),
+            [14, 14]
+        );
+        assert_eq!(
+            stages(&[doc! {"x": "a", "y": 1}, doc! {"x": "b", "y": 2}]),
+            [14, 14]
+        );
+        assert_eq!(stages(&[doc! {"y": 1}, doc! {"x": 1, "y": 2}]), [14, 14]);
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": 1, "y": 2}]),
+            [6_050_106, 6_050_106]
+        );
+        // Numbers and dates mixed.
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": hour(0), "y": 2}]),
+            [14, 14]
+        );
     }
 
     #[test]

@@ -10,7 +10,6 @@ use super::bounds::{Bounds, TimeUnit, constant};
 use super::{Partition, failed, loc};
 use crate::error::CommandResult;
 use crate::pipeline::accumulators::{Accumulator, State, as_f64};
-use crate::pipeline::stages::fill::interpolate;
 use crate::query::decimal::Decimal;
 use crate::query::display::{self, type_name};
 use crate::query::{Expression, Variables};
@@ -456,67 +455,14 @@ fn keys_equal(a: &[RawBson], b: &[RawBson]) -> bool {
         })
 }
 
-/// `$linearFill`: nulls between two numbers become the straight line between them, computed
-/// as mongod computes it (`$fill`'s `interpolate`): in decimal when a decimal is involved.
+/// `$linearFill`: nulls between two numbers become the straight line between them, as
+/// `$fill`'s `linear` computes them (both are mongod's `WindowFunctionExecLinearFill`).
 fn linear_fill(input: &Expression, part: &Partition<'_>) -> CommandResult<Vec<RawBson>> {
-    let keys = part.range_keys();
-    let mut xs = Vec::with_capacity(keys.len());
-    for k in keys {
-        if !matches!(k, RawBson::DateTime(_)) && as_f64(k).is_none() {
-            return Err(loc(
-                6_050_106,
-                format!(
-                    "The sortBy field of $linearFill must be numeric or a date, found {}",
-                    type_name(k.element_type())
-                ),
-            ));
-        }
-        xs.push(k);
-    }
-    let mut ys: Vec<Option<RawBson>> = Vec::with_capacity(part.docs.len());
-    for d in part.docs {
-        match input.evaluate(d)? {
-            None | Some(RawBson::Null) => ys.push(None),
-            Some(v) if as_f64(&v).is_some() => ys.push(Some(v)),
-            Some(v) => {
-                return Err(loc(
-                    6_050_105,
-                    format!(
-                        "Value to $linearFill must be numeric or null, found {}",
-                        display::value(v.as_raw_bson_ref())
-                    ),
-                ));
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(ys.len());
-    let mut prev: Option<usize> = None;
-    for i in 0..ys.len() {
-        if let Some(Some(v)) = ys.get(i) {
-            out.push(v.clone());
-            prev = Some(i);
-            continue;
-        }
-        let next = (i + 1..ys.len()).find(|&j| matches!(ys.get(j), Some(Some(_))));
-        let point = |k: usize| -> Option<(&RawBson, &RawBson)> {
-            Some((*xs.get(k)?, ys.get(k)?.as_ref()?))
-        };
-        let value = match (prev.and_then(point), next.and_then(point), xs.get(i)) {
-            // Equal sort values have no line through them.
-            (Some(first), Some(second), Some(x))
-                if !crate::query::compare::compare(
-                    first.0.as_raw_bson_ref(),
-                    second.0.as_raw_bson_ref(),
-                )
-                .is_eq() =>
-            {
-                interpolate(first, second, x)?
-            }
-            _ => RawBson::Null,
-        };
-        out.push(value);
-    }
-    Ok(out)
+    let rows = part.docs.iter().zip(part.range_keys()).map(|(d, k)| {
+        let x = (!matches!(k, RawBson::Undefined)).then(|| k.clone());
+        (d.as_ref(), x)
+    });
+    crate::pipeline::stages::fill::linear_fill(rows, input)
 }
 
 /// `$rank`, `$denseRank`, `$documentNumber: {}`.
