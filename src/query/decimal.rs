@@ -171,6 +171,40 @@ impl Decimal {
         Decimal::of_work(&w)
     }
 
+    /// The base-2 logarithm, to 34 digits: exact for a power of two (`0.125` gives `-3`).
+    #[must_use]
+    pub fn log2(self) -> Decimal {
+        let mut ln2 = Work::from(cx().from_i128(2));
+        let mut cx = work_cx();
+        // Five more digits than the result's, rounded once.
+        let _ = cx.set_precision(39);
+        cx.ln(&mut ln2);
+        let mut w = self.work();
+        cx.ln(&mut w);
+        cx.div(&mut w, &ln2);
+        let v = Decimal::of_work(&w);
+        // A power of two (exactly a decimal128 from 2^-48 to 2^112): the integer nearest to
+        // the quotient, exactly.
+        let k = v.round_to(0, false);
+        if let Ok(e) = k.0.to_string().parse::<i32>()
+            && (-48..=112).contains(&e)
+        {
+            let two = cx.from_i128(2);
+            let mut p = cx.from_i128(1);
+            for _ in 0..e.unsigned_abs() {
+                if e > 0 {
+                    cx.mul(&mut p, &two);
+                } else {
+                    cx.div(&mut p, &two);
+                }
+            }
+            if cx.partial_cmp(&p, &self.work()) == Some(std::cmp::Ordering::Equal) {
+                return Decimal::of_i64(i64::from(e));
+            }
+        }
+        v
+    }
+
     /// This value to the power `e`, to 34 digits, as mongod's `Decimal128::power` answers it:
     /// the power plus the zero with the most negative exponent, so that an exact power is
     /// written with all 34 digits (`2^10` is `1024.000000000000000000000000000000`).

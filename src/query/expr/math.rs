@@ -417,6 +417,21 @@ fn log(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             format!("$log's base must be numeric, not {}", tname(b)),
         ));
     };
+    if matches!(x, Num::Decimal(_)) || matches!(base, Num::Decimal(_)) {
+        // mongod's decimal path: in decimal when the argument is positive and the base
+        // positive and not 1 (`Decimal128::logarithm(base)`); anything else (NaN included)
+        // falls through to the double checks and a double.
+        let (xd, bd) = (x.decimal(), base.decimal());
+        let zero = Decimal::of_i64(0);
+        let one = Decimal::of_i64(1);
+        let above_zero = |d: Decimal| d.compare(zero).is_some_and(std::cmp::Ordering::is_gt);
+        if above_zero(xd)
+            && above_zero(bd)
+            && bd.compare(one).is_some_and(std::cmp::Ordering::is_ne)
+        {
+            return Ok(Some(RawBson::Decimal128(logarithm(xd, bd).bson())));
+        }
+    }
     let (xd, bd) = (x.f64(), base.f64());
     if !(xd > 0.0 || xd.is_nan()) {
         return Err(loc(
@@ -436,12 +451,23 @@ fn log(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             ),
         ));
     }
-    if matches!(x, Num::Decimal(_)) || matches!(base, Num::Decimal(_)) {
-        // mongod's `Decimal128::logarithm(base)`: the two natural logarithms, divided.
-        let v = x.decimal().ln() / base.decimal().ln();
-        return Ok(Some(RawBson::Decimal128(v.bson())));
-    }
     Ok(Some(RawBson::Double(xd.ln() / bd.ln())))
+}
+
+/// mongod's `Decimal128::logarithm(base)`: the base-2 and base-10 logarithms for those bases
+/// (exact for their powers), else the two natural logarithms divided.
+fn logarithm(x: Decimal, base: Decimal) -> Decimal {
+    let is = |n: i64| {
+        base.compare(Decimal::of_i64(n))
+            .is_some_and(std::cmp::Ordering::is_eq)
+    };
+    if is(2) {
+        x.log2()
+    } else if is(10) {
+        x.log10()
+    } else {
+        x.ln() / base.ln()
+    }
 }
 
 /// `$pow: [base, exponent]`: an int when both are ints and the result fits (else a long), a
