@@ -177,7 +177,7 @@ fn log2(v: &RawBson) -> f64 {
     let RawBson::Decimal128(d) = v else {
         return f64::NAN;
     };
-    (Decimal::of_bson(*d).ln() / Decimal::of_i64(2).ln()).f64()
+    Decimal::of_bson(*d).log2().f64()
 }
 
 /// `$pow(2, e)` with `e` a decimal: mongod's `Decimal128::power`.
