@@ -418,14 +418,24 @@ pub(super) fn linear_fill<'d>(
         last_x = Some((x, is_date));
         points.push((xv, y));
     }
+    // The next known point after each document, found in one pass from the end (a run of
+    // nulls costs its length, not its square).
+    let mut after: Vec<Option<(&RawBson, &RawBson)>> = vec![None; points.len()];
+    let mut next = None;
+    for (slot, point) in after.iter_mut().zip(&points).rev() {
+        *slot = next;
+        if let Some(p) = known(point) {
+            next = Some(p);
+        }
+    }
     let mut out = Vec::with_capacity(points.len());
-    for (i, (x, y)) in points.iter().enumerate() {
+    let mut before = None;
+    for ((x, y), after) in points.iter().zip(after) {
         if let Some(v) = y {
             out.push(v.clone());
+            before = Some((x, v));
             continue;
         }
-        let before = points[..i].iter().rev().find_map(known);
-        let after = points[i + 1..].iter().find_map(known);
         out.push(match (before, after) {
             (Some(first), Some(second)) => interpolate(first, second, x)?,
             _ => RawBson::Null,
@@ -602,6 +612,15 @@ mod tests {
         ]);
         for column in got {
             assert_eq!(column[1], dec("1.500000000000000000000000000000000"));
+        }
+        // A long run of nulls, each filled from the same two ends.
+        let mut run: Vec<(Bson, Option<Bson>)> =
+            (0..=2000).map(|x| (Bson::Int32(x), None)).collect();
+        run[0].1 = Some(Bson::Int32(0));
+        run[2000].1 = Some(Bson::Int32(4000));
+        for column in both_ways(&run) {
+            assert_eq!(column[1000], Bson::Double(2000.0));
+            assert_eq!(column[1999], Bson::Double(3998.0));
         }
         // Doubles and integers only: a double.
         let got = both_ways(&[
