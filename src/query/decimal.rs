@@ -16,6 +16,9 @@ use std::ops::{Add, Div, Mul, Rem, Sub};
 
 use dec::{Context, Decimal as Wide, Decimal128 as Quad, Rounding};
 
+mod pi;
+mod trig;
+
 /// A decimal128 value.
 #[derive(Clone, Copy)]
 pub struct Decimal(Quad);
@@ -168,12 +171,53 @@ impl Decimal {
         Decimal::of_work(&w)
     }
 
-    /// This value to the power `e`, to 34 digits.
+    /// The base-2 logarithm, to 34 digits: exact for a power of two (`0.125` gives `-3`).
+    #[must_use]
+    pub fn log2(self) -> Decimal {
+        let mut ln2 = Work::from(cx().from_i128(2));
+        let mut cx = work_cx();
+        // Five more digits than the result's, rounded once.
+        let _ = cx.set_precision(39);
+        cx.ln(&mut ln2);
+        let mut w = self.work();
+        cx.ln(&mut w);
+        cx.div(&mut w, &ln2);
+        let v = Decimal::of_work(&w);
+        // A power of two (exactly a decimal128 from 2^-48 to 2^112): the integer nearest to
+        // the quotient, exactly.
+        let k = v.round_to(0, false);
+        if let Ok(e) = k.0.to_string().parse::<i32>()
+            && (-48..=112).contains(&e)
+        {
+            let two = cx.from_i128(2);
+            let mut p = cx.from_i128(1);
+            for _ in 0..e.unsigned_abs() {
+                if e > 0 {
+                    cx.mul(&mut p, &two);
+                } else {
+                    cx.div(&mut p, &two);
+                }
+            }
+            if cx.partial_cmp(&p, &self.work()) == Some(std::cmp::Ordering::Equal) {
+                return Decimal::of_i64(i64::from(e));
+            }
+        }
+        v
+    }
+
+    /// This value to the power `e`, to 34 digits, as mongod's `Decimal128::power` answers it:
+    /// the power plus the zero with the most negative exponent, so that an exact power is
+    /// written with all 34 digits (`2^10` is `1024.000000000000000000000000000000`).
     #[must_use]
     pub fn pow(self, e: Decimal) -> Decimal {
         let mut w = self.work();
         work_cx().pow(&mut w, &e.work());
-        Decimal::of_work(&w)
+        Decimal::of_work(&w) + Decimal::parse("0E-6176").unwrap_or(Decimal(Quad::ZERO))
+    }
+
+    /// The numeric order of two decimals (`None` when either is NaN); `1.0` equals `1`.
+    pub fn compare(self, other: Decimal) -> Option<std::cmp::Ordering> {
+        cx().partial_cmp(self.0, other.0)
     }
 
     pub fn is_zero(self) -> bool {
@@ -188,8 +232,14 @@ impl Decimal {
         self.0.is_finite()
     }
 
+    /// Less than zero (not -0, not NaN).
     pub fn is_negative(self) -> bool {
         self.0.is_negative()
+    }
+
+    /// The sign bit, as mongod's `Decimal128::isNegative`: -0 is signed.
+    pub fn is_signed(self) -> bool {
+        self.0.is_signed()
     }
 
     /// mongod's `$round`/`$trunc` of a decimal: quantized to `places` decimal places (negative:
@@ -344,7 +394,16 @@ mod tests {
             "2.302585092994045684017991454684364"
         );
         assert_eq!(bson_text(d("1000").log10()), "3");
-        assert_eq!(bson_text(d("2").pow(d("10"))), "1024");
+        assert_eq!(
+            bson_text(d("2").pow(d("10"))),
+            "1024.000000000000000000000000000000"
+        );
+        assert_eq!(
+            bson_text(d("2").pow(d("-3"))),
+            "0.1250000000000000000000000000000000"
+        );
+        assert_eq!(bson_text(d("10").pow(d("-6177"))), "0E-6176");
+        assert_eq!(bson_text(d("10").pow(d("6145"))), "Infinity");
         assert_eq!(
             bson_text(d("2").pow(d("0.5"))),
             "1.414213562373095048801688724209698"

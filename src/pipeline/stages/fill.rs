@@ -4,9 +4,9 @@
 //! `value` are then set as `$addFields: {f: {$ifNull: ["$f", value]}}` sets them.
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use bson::{RawBson, RawBsonRef, RawDocumentBuf};
+use bson::{RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawbson, rawdoc};
 
 use super::reshape::Reshape;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -294,35 +294,61 @@ fn locf(part: &[Doc], input: &Expression) -> CommandResult<Vec<RawBson>> {
     Ok(out)
 }
 
-/// A number as a double, when it is one.
-fn number(v: &RawBson) -> Option<f64> {
+fn is_number(v: &RawBson) -> bool {
+    matches!(
+        v,
+        RawBson::Int32(_) | RawBson::Int64(_) | RawBson::Double(_) | RawBson::Decimal128(_)
+    )
+}
+
+/// A sort value as `$linearFill` reads it: a number as it is, or a date (Timestamps and
+/// ObjectIds as the date they hold); `true` for a date.
+fn coordinate(v: &RawBson) -> Option<(RawBson, bool)> {
+    let date = |ms: i64| Some((RawBson::DateTime(bson::DateTime::from_millis(ms)), true));
     match v {
-        RawBson::Int32(i) => Some(f64::from(*i)),
-        #[expect(
-            clippy::cast_precision_loss,
-            reason = "mongod interpolates in doubles too"
-        )]
-        RawBson::Int64(i) => Some(*i as f64),
-        RawBson::Double(f) => Some(*f),
-        RawBson::Decimal128(d) => d.to_string().parse().ok(),
+        RawBson::DateTime(_) => Some((v.clone(), true)),
+        RawBson::Timestamp(t) => date(i64::from(t.time) * 1000),
+        RawBson::ObjectId(o) => date(o.timestamp().timestamp_millis()),
+        other if is_number(other) => Some((other.clone(), false)),
         _ => None,
     }
 }
 
-/// A sort value as `$linearFill` reads it: a number, or a date (Timestamps and ObjectIds
-/// coerce), as milliseconds; `true` for a date.
-fn coordinate(v: &RawBson) -> Option<(f64, bool)> {
-    #[expect(clippy::cast_precision_loss, reason = "dates interpolate in doubles")]
-    match v {
-        RawBson::DateTime(d) => Some((d.timestamp_millis() as f64, true)),
-        RawBson::Timestamp(t) => Some((f64::from(t.time) * 1000.0, true)),
-        RawBson::ObjectId(o) => Some((o.timestamp().timestamp_millis() as f64, true)),
-        other => number(other).map(|n| (n, false)),
-    }
+/// mongod's `$linearFill` interpolation (`WindowFunctionExecLinearFill`): the value at `x` on
+/// the line through (x1, y1) and (x2, y2), computed as `y1 + (x - x1) * ((y2 - y1) / (x2 -
+/// x1))` with `$add`, `$subtract`, `$multiply` and `$divide`, in that order and with their
+/// types: a decimal when any of the five is a decimal (exact, in decimal128), else a double;
+/// dates subtract to milliseconds.
+fn interpolate(
+    (x1, y1): (&RawBson, &RawBson),
+    (x2, y2): (&RawBson, &RawBson),
+    x: &RawBson,
+) -> CommandResult<RawBson> {
+    static LINE: OnceLock<Option<Expression>> = OnceLock::new();
+    let line = LINE.get_or_init(|| {
+        let spec = rawbson!({"$add": ["$y1", {"$multiply": [
+            {"$subtract": ["$x", "$x1"]},
+            {"$divide": [{"$subtract": ["$y2", "$y1"]}, {"$subtract": ["$x2", "$x1"]}]}
+        ]}]});
+        Expression::parse(spec.as_raw_bson_ref()).ok()
+    });
+    let Some(line) = line else {
+        return Err(CommandError::internal(
+            "the $linearFill line does not parse",
+        ));
+    };
+    let points = rawdoc! {
+        "x1": x1.clone(), "y1": y1.clone(), "x2": x2.clone(), "y2": y2.clone(), "x": x.clone()
+    };
+    Ok(line.evaluate(&points)?.unwrap_or(RawBson::Null))
 }
 
-/// `$linearFill`: nulls between two numbers interpolated along the sort field; nulls before
-/// the first or after the last number stay null.
+/// A point whose value is known.
+fn known((px, py): &(RawBson, Option<RawBson>)) -> Option<(&RawBson, &RawBson)> {
+    py.as_ref().map(|v| (px, v))
+}
+
+/// `$fill`'s `linear`: `$linearFill` along the `sortBy` field (every value null without one).
 fn linear(
     part: &[Doc],
     input: &Expression,
@@ -331,28 +357,43 @@ fn linear(
     let Some(sort) = sort else {
         return Ok(vec![RawBson::Null; part.len()]);
     };
-    let mut points: Vec<(f64, Option<(RawBson, f64)>)> = Vec::with_capacity(part.len());
+    linear_fill(
+        part.iter()
+            .map(|(d, _)| (d.as_ref(), doc::get(d, sort).map(RawBson::from))),
+        input,
+    )
+}
+
+/// `$linearFill` over one partition in sort order, each document with its `sortBy` value
+/// (`None` when missing), as mongod's `WindowFunctionExecLinearFill` (which `$fill` desugars
+/// to): nulls between two numbers interpolated along the sort values, nulls before the first or
+/// after the last number left null; its errors (TypeMismatch for a value or sort value of
+/// another type or sort values mixing numbers and dates, 6050106 for a repeated sort value).
+pub(super) fn linear_fill<'d>(
+    rows: impl Iterator<Item = (&'d RawDocument, Option<RawBson>)>,
+    input: &Expression,
+) -> CommandResult<Vec<RawBson>> {
+    let mut points: Vec<(RawBson, Option<RawBson>)> = Vec::new();
     let mut last_x: Option<(RawBson, bool)> = None;
-    for (d, _) in part {
+    for (d, x) in rows {
         let y = input.evaluate(d)?;
         let y = match y {
             Some(v) if nullish(Some(&v)) => None,
             None => None,
-            Some(v) => match number(&v) {
-                Some(n) => Some((v, n)),
-                None => {
-                    return Err(type_mismatch(format!(
-                        "Value to be filled must be numeric or nullish, but found {}",
-                        type_name(v.element_type())
-                    )));
-                }
-            },
+            Some(v) if is_number(&v) => Some(v),
+            Some(v) => {
+                return Err(type_mismatch(format!(
+                    "Value to be filled must be numeric or nullish, but found {}",
+                    type_name(v.element_type())
+                )));
+            }
         };
-        let x = doc::get(d, sort).map_or(RawBson::Null, RawBson::from);
-        let Some((xn, is_date)) = coordinate(&x) else {
+        let missing = x.is_none();
+        let x = x.unwrap_or(RawBson::Null);
+        let Some((xv, is_date)) = coordinate(&x) else {
             return Err(type_mismatch(format!(
                 "Value of the sortBy field must be numeric or a date, but found {}",
-                if matches!(x, RawBson::Null) && doc::get(d, sort).is_none() {
+                if missing {
                     "missing"
                 } else {
                     type_name(x.element_type())
@@ -375,25 +416,28 @@ fn linear(
             }
         }
         last_x = Some((x, is_date));
-        points.push((xn, y));
+        points.push((xv, y));
+    }
+    // The next known point after each document, found in one pass from the end (a run of
+    // nulls costs its length, not its square).
+    let mut after: Vec<Option<(&RawBson, &RawBson)>> = vec![None; points.len()];
+    let mut next = None;
+    for (slot, point) in after.iter_mut().zip(&points).rev() {
+        *slot = next;
+        if let Some(p) = known(point) {
+            next = Some(p);
+        }
     }
     let mut out = Vec::with_capacity(points.len());
-    for (i, (x, y)) in points.iter().enumerate() {
-        if let Some((v, _)) = y {
+    let mut before = None;
+    for ((x, y), after) in points.iter().zip(after) {
+        if let Some(v) = y {
             out.push(v.clone());
+            before = Some((x, v));
             continue;
         }
-        let before = points[..i]
-            .iter()
-            .rev()
-            .find_map(|(px, py)| py.as_ref().map(|(_, n)| (*px, *n)));
-        let after = points[i + 1..]
-            .iter()
-            .find_map(|(px, py)| py.as_ref().map(|(_, n)| (*px, *n)));
         out.push(match (before, after) {
-            (Some((x1, y1)), Some((x2, y2))) => {
-                RawBson::Double(y1 + (y2 - y1) * ((x - x1) / (x2 - x1)))
-            }
+            (Some(first), Some(second)) => interpolate(first, second, x)?,
             _ => RawBson::Null,
         });
     }
@@ -495,6 +539,133 @@ mod tests {
                 Bson::Int32(485),
                 Bson::Null,
             ]
+        );
+    }
+
+    fn dec(s: &str) -> Bson {
+        Bson::Decimal128(s.parse().unwrap())
+    }
+
+    /// `(x, y)` points, `y` None where it is to be filled, through `$fill` and through
+    /// `$setWindowFields`' `$linearFill`: the filled column of each.
+    fn both_ways(points: &[(Bson, Option<Bson>)]) -> [Vec<Bson>; 2] {
+        let docs: Vec<Document> = points
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| {
+                let mut d = doc! {"_id": i32::try_from(i).unwrap(), "x": x.clone()};
+                if let Some(y) = y {
+                    d.insert("y", y.clone());
+                }
+                d
+            })
+            .collect();
+        let fill = aggregate(
+            &[doc! {"$fill": {"sortBy": {"x": 1}, "output": {"y": {"method": "linear"}}}}],
+            &docs,
+        )
+        .unwrap();
+        let window = aggregate(
+            &[doc! {"$setWindowFields": {"sortBy": {"x": 1},
+            "output": {"y": {"$linearFill": "$y"}}}}],
+            &docs,
+        )
+        .unwrap();
+        [fill, window].map(|out| out.iter().map(|d| d.get("y").unwrap().clone()).collect())
+    }
+
+    #[test]
+    fn linear_interpolation_as_mongod_computes_it() {
+        // y1 + (x - x1) * ((y2 - y1) / (x2 - x1)), in that order: 10/3 first (a double
+        // 3.3333333333333335), not 10 * (1/3) (3.333333333333333).
+        let got = both_ways(&[
+            (Bson::Int32(0), Some(Bson::Int32(0))),
+            (Bson::Int32(1), None),
+            (Bson::Int32(3), Some(Bson::Int32(10))),
+        ]);
+        for column in got {
+            assert_eq!(column[1], Bson::Double(3.333_333_333_333_333_5));
+        }
+        // Decimal values interpolate in decimal, exactly.
+        let got = both_ways(&[
+            (Bson::Int32(1), Some(dec("1.10"))),
+            (Bson::Int32(2), None),
+            (Bson::Int32(3), Some(dec("2.205"))),
+        ]);
+        for column in got {
+            assert_eq!(column, vec![dec("1.10"), dec("1.6525"), dec("2.205")]);
+        }
+        // A decimal sort value makes the line decimal too, to 34 digits.
+        let got = both_ways(&[
+            (Bson::Int32(0), Some(Bson::Int32(1))),
+            (Bson::Int32(1), None),
+            (dec("3"), Some(Bson::Int32(2))),
+        ]);
+        for column in got {
+            assert_eq!(column[1], dec("1.333333333333333333333333333333333"));
+        }
+        // Dates subtract to milliseconds: 1 + 3600000 * (1 / 7200000).
+        let got = both_ways(&[
+            (Bson::DateTime(hour(0)), Some(dec("1"))),
+            (Bson::DateTime(hour(1)), None),
+            (Bson::DateTime(hour(2)), Some(dec("2"))),
+        ]);
+        for column in got {
+            assert_eq!(column[1], dec("1.500000000000000000000000000000000"));
+        }
+        // A long run of nulls, each filled from the same two ends.
+        let mut run: Vec<(Bson, Option<Bson>)> =
+            (0..=2000).map(|x| (Bson::Int32(x), None)).collect();
+        run[0].1 = Some(Bson::Int32(0));
+        run[2000].1 = Some(Bson::Int32(4000));
+        for column in both_ways(&run) {
+            assert_eq!(column[1000], Bson::Double(2000.0));
+            assert_eq!(column[1999], Bson::Double(3998.0));
+        }
+        // Doubles and integers only: a double.
+        let got = both_ways(&[
+            (Bson::Int64(10), Some(Bson::Double(0.5))),
+            (Bson::Int64(20), None),
+            (Bson::Int64(40), Some(Bson::Int64(2))),
+        ]);
+        for column in got {
+            assert_eq!(column[1], Bson::Double(1.0));
+        }
+    }
+
+    #[test]
+    fn linear_fill_errors_the_same_both_ways() {
+        let stages = |docs: &[Document]| {
+            [
+                code(
+                    doc! {"$fill": {"sortBy": {"x": 1}, "output": {"y": {"method": "linear"}}}},
+                    docs,
+                ),
+                code(
+                    doc! {"$setWindowFields": {"sortBy": {"x": 1},
+                    "output": {"y": {"$linearFill": "$y"}}}},
+                    docs,
+                ),
+            ]
+        };
+        // A value that is not a number, a sort value that is not one, missing, or repeated.
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": 2, "y": "a"}]),
+            [14, 14]
+        );
+        assert_eq!(
+            stages(&[doc! {"x": "a", "y": 1}, doc! {"x": "b", "y": 2}]),
+            [14, 14]
+        );
+        assert_eq!(stages(&[doc! {"y": 1}, doc! {"x": 1, "y": 2}]), [14, 14]);
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": 1, "y": 2}]),
+            [6_050_106, 6_050_106]
+        );
+        // Numbers and dates mixed.
+        assert_eq!(
+            stages(&[doc! {"x": 1, "y": 1}, doc! {"x": hour(0), "y": 2}]),
+            [14, 14]
         );
     }
 

@@ -2,13 +2,19 @@
 //! two that bucket boundaries are rounded to, as mongod's `GranularityRounder`s round.
 //!
 //! Inputs are non-negative numbers (`$bucketAuto` checks each key first). Preferred numbers
-//! answer doubles; powers of two answer `$pow(2, e)`'s type (int, long, or double below 1).
-//! Decimal inputs are rounded as doubles (mongod rounds them in decimal).
+//! answer doubles, or decimals for a decimal: mongod rounds a decimal in decimal, with the
+//! series' doubles as decimals of 15 digits scaled by powers of ten (so 0.8 rounds up to
+//! `1.00000000000000` in E6). Powers of two answer `$pow(2, e)`'s type: an int, a long, a
+//! double below 1, and for a decimal a decimal power written with 34 digits.
+//!
+//! mongod loops forever on an infinite input (its multiplier never catches up); Ebb answers
+//! the infinity itself.
 
 use bson::RawBson;
 
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::pipeline::accumulators::as_f64;
+use crate::query::decimal::Decimal;
 
 const R5: &[f64] = &[10., 16., 25., 40., 63.];
 const R10: &[f64] = &[100., 125., 160., 200., 250., 315., 400., 500., 630., 800.];
@@ -100,11 +106,21 @@ impl Rounder {
     /// The smallest boundary strictly above `v` (0 stays 0).
     pub fn round_up(self, v: &RawBson) -> RawBson {
         let x = as_f64(v).unwrap_or(0.0);
-        if x == 0.0 {
+        if x == 0.0 || infinite(v) {
             return v.clone();
         }
         match self {
-            Rounder::Series(s) => RawBson::Double(series_up(s, x)),
+            Rounder::Series(s) => match v {
+                RawBson::Decimal128(d) => {
+                    RawBson::Decimal128(decimal_up(s, Decimal::of_bson(*d)).bson())
+                }
+                _ => RawBson::Double(series_up(s, x)),
+            },
+            Rounder::PowersOfTwo if matches!(v, RawBson::Decimal128(_)) => {
+                #[expect(clippy::cast_possible_truncation, reason = "log2 of a decimal fits")]
+                let e = (log2(v).floor() + 1.0) as i32;
+                decimal_pow2(e)
+            }
             Rounder::PowersOfTwo => pow2(match v {
                 RawBson::Int32(_) | RawBson::Int64(_) => {
                     let n = integer(v);
@@ -119,11 +135,21 @@ impl Rounder {
     /// The largest boundary strictly below `v` (0 stays 0).
     pub fn round_down(self, v: &RawBson) -> RawBson {
         let x = as_f64(v).unwrap_or(0.0);
-        if x == 0.0 {
+        if x == 0.0 || infinite(v) {
             return v.clone();
         }
         match self {
-            Rounder::Series(s) => RawBson::Double(series_down(s, x)),
+            Rounder::Series(s) => match v {
+                RawBson::Decimal128(d) => {
+                    RawBson::Decimal128(decimal_down(s, Decimal::of_bson(*d)).bson())
+                }
+                _ => RawBson::Double(series_down(s, x)),
+            },
+            Rounder::PowersOfTwo if matches!(v, RawBson::Decimal128(_)) => {
+                #[expect(clippy::cast_possible_truncation, reason = "log2 of a decimal fits")]
+                let e = (log2(v).ceil() - 1.0) as i32;
+                decimal_pow2(e)
+            }
             Rounder::PowersOfTwo => pow2(match v {
                 RawBson::Int32(_) | RawBson::Int64(_) => {
                     let n = integer(v);
@@ -135,6 +161,103 @@ impl Rounder {
             }),
         }
     }
+}
+
+/// An infinite double or decimal (a decimal past a double's range is finite).
+fn infinite(v: &RawBson) -> bool {
+    match v {
+        RawBson::Double(d) => d.is_infinite(),
+        RawBson::Decimal128(d) => !Decimal::of_bson(*d).is_finite(),
+        _ => false,
+    }
+}
+
+/// mongod's `Decimal128::logarithm(2)` of a decimal, as a double.
+fn log2(v: &RawBson) -> f64 {
+    let RawBson::Decimal128(d) = v else {
+        return f64::NAN;
+    };
+    Decimal::of_bson(*d).log2().f64()
+}
+
+/// `$pow(2, e)` with `e` a decimal: mongod's `Decimal128::power`.
+fn decimal_pow2(e: i32) -> RawBson {
+    RawBson::Decimal128(Decimal::of_i64(2).pow(Decimal::of_i64(i64::from(e))).bson())
+}
+
+/// The most times a decimal's multiplier is scaled by ten: past decimal128's whole range.
+const MAX_SCALINGS: usize = 13_000;
+
+fn less(a: Decimal, b: Decimal) -> bool {
+    a.compare(b).is_some_and(std::cmp::Ordering::is_lt)
+}
+
+/// The series as mongod's `Decimal128(double)`: `10.0000000000000`, `16.0000000000000`, ….
+fn decimal_series(s: &[f64]) -> Vec<Decimal> {
+    s.iter().map(|&b| Decimal::of_f64(b)).collect()
+}
+
+/// `series_up` in decimal, as mongod's `GranularityRounderPreferredNumbers::roundUp`.
+fn decimal_up(s: &[f64], x: Decimal) -> Decimal {
+    let series = decimal_series(s);
+    let (Some(&first), Some(&last)) = (series.first(), series.last()) else {
+        return x;
+    };
+    let ten = Decimal::of_i64(10);
+    let mut m = Decimal::of_i64(1);
+    for _ in 0..MAX_SCALINGS {
+        if less(x, last * m) {
+            break;
+        }
+        m = m * ten;
+    }
+    for _ in 0..MAX_SCALINGS {
+        if !less(x, first * m) {
+            break;
+        }
+        let previous_min = first * m;
+        m = m / ten;
+        if !less(x, last * m) {
+            return previous_min;
+        }
+    }
+    series
+        .iter()
+        .map(|&b| b * m)
+        .find(|&b| less(x, b))
+        .unwrap_or(last * m)
+}
+
+/// `series_down` in decimal, as mongod's `GranularityRounderPreferredNumbers::roundDown`.
+fn decimal_down(s: &[f64], x: Decimal) -> Decimal {
+    let series = decimal_series(s);
+    let (Some(&first), Some(&last)) = (series.first(), series.last()) else {
+        return x;
+    };
+    let ten = Decimal::of_i64(10);
+    let mut m = Decimal::of_i64(1);
+    for _ in 0..MAX_SCALINGS {
+        if less(first * m, x) {
+            break;
+        }
+        m = m / ten;
+    }
+    for _ in 0..MAX_SCALINGS {
+        if !less(last * m, x) {
+            break;
+        }
+        let previous_max = last * m;
+        m = m * ten;
+        if !less(first * m, x) {
+            return previous_max;
+        }
+    }
+    series
+        .iter()
+        .map(|&b| b * m)
+        .take_while(|&b| less(b, x))
+        .last()
+        .unwrap_or(first * m)
 }
 
 fn integer(v: &RawBson) -> i64 {
@@ -217,6 +340,60 @@ mod tests {
         assert_eq!(
             Rounder::parse("X").err().map(|e| e.code.code()),
             Some(40257)
+        );
+    }
+
+    fn dec(s: &str) -> RawBson {
+        RawBson::Decimal128(s.parse().unwrap())
+    }
+
+    #[test]
+    fn decimals_round_in_decimal() {
+        let e6 = Rounder::parse("E6").unwrap();
+        // The series' doubles as 15-digit decimals, scaled by 10 or 0.1.
+        assert_eq!(e6.round_up(&dec("0.8")), dec("1.00000000000000"));
+        assert_eq!(e6.round_up(&dec("10")), dec("15.0000000000000"));
+        assert_eq!(e6.round_up(&dec("150")), dec("220.0000000000000"));
+        assert_eq!(e6.round_down(&dec("0.8")), dec("0.680000000000000"));
+        assert_eq!(e6.round_down(&dec("15")), dec("10.0000000000000"));
+        assert_eq!(e6.round_down(&dec("0.0015")), dec("0.00100000000000000"));
+        // Exactly, past a double's precision: 1.5 + 10^-30 rounds up past 1.5, not to it.
+        assert_eq!(
+            e6.round_up(&dec("1.500000000000000000000000000001")),
+            dec("2.20000000000000")
+        );
+        assert_eq!(
+            e6.round_down(&dec("1.500000000000000000000000000001")),
+            dec("1.50000000000000")
+        );
+        // And past a double's range.
+        assert_eq!(
+            Rounder::parse("R5").unwrap().round_up(&dec("1E+400")),
+            dec("1.600000000000000000000000000000000E+400")
+        );
+        assert_eq!(e6.round_up(&dec("0")), dec("0"));
+        assert_eq!(e6.round_up(&dec("Infinity")), dec("Infinity"));
+        assert_eq!(
+            e6.round_up(&RawBson::Double(f64::INFINITY)),
+            RawBson::Double(f64::INFINITY)
+        );
+        // Powers of two: $pow(2, e) with a decimal e, written with 34 digits.
+        let p2 = Rounder::parse("POWERSOF2").unwrap();
+        assert_eq!(
+            p2.round_up(&dec("5")),
+            dec("8.000000000000000000000000000000000")
+        );
+        assert_eq!(
+            p2.round_down(&dec("8")),
+            dec("4.000000000000000000000000000000000")
+        );
+        assert_eq!(
+            p2.round_down(&dec("0.3")),
+            dec("0.2500000000000000000000000000000000")
+        );
+        assert_eq!(
+            p2.round_up(&dec("1E+40")),
+            dec("1.088903574147003083082798743781658E+40")
         );
     }
 }

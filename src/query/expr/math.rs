@@ -3,8 +3,9 @@
 //! $atan $atan2 $sinh $cosh $tanh $asinh $acosh $atanh $degreesToRadians $radiansToDegrees`).
 //!
 //! Results keep mongod's types: rounding an int or a long gives the same type, the other
-//! functions give a double (a decimal for a decimal input). Decimal128 goes through `f64`, as
-//! the rest of Ebb's arithmetic does. `$round` and `$trunc` on a double round its 34-digit
+//! functions give a double (a decimal for a decimal input). A decimal input is computed in
+//! decimal to 34 digits (`query::decimal`), its domain checked in decimal; only the paths
+//! where mongod itself falls through to doubles use them. `$round` and `$trunc` on a double round its 34-digit
 //! decimal form, as mongod does through a Decimal128 (so `{$round: [2.675, 2]}` is 2.67: the
 //! double is 2.67499999…), then take the nearest double; `$round` rounds half to even.
 
@@ -15,6 +16,7 @@ use super::{
     CommandError, Env, Node, PositionalOp, Scope, Value, arg, call, exactly, format_g6,
     integral_i32, loc, nullish, parse_args, r, tname,
 };
+use crate::query::decimal::Decimal;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -180,7 +182,8 @@ fn single_numeric(op: Op, v: Option<RawBsonRef<'_>>) -> Result<Option<Num>, Comm
     }
 }
 
-/// A double result, or a decimal one for a decimal input.
+/// A double result, or a decimal one for a decimal input (the functions whose decimal paths
+/// fall through to doubles).
 fn float_result(input: Num, d: f64) -> RawBson {
     match input {
         Num::Decimal(_) => decimal(d),
@@ -268,32 +271,87 @@ fn bounds(t: Trig) -> Option<(f64, f64, bool)> {
     }
 }
 
-fn trig(t: Trig, n: Num) -> Result<RawBson, CommandError> {
-    let x = n.f64();
-    if let Some((lo, hi, inclusive)) = bounds(t) {
-        if x.is_nan() {
-            // mongod returns a NaN argument as it is.
-            return Ok(n.bson());
+/// mongod's `ExpressionBoundedTrigonometric` check: a double against the bounds as doubles, a
+/// decimal against them as decimals (`Decimal128(bound)`), the input written as mongod writes
+/// it (a double's 6 significant digits, a decimal's own digits).
+fn check_bounds(t: Trig, n: Num) -> Result<(), CommandError> {
+    let Some((lo, hi, inclusive)) = bounds(t) else {
+        return Ok(());
+    };
+    let (inside, shown) = match n {
+        Num::Decimal(d) => {
+            let (lo_d, hi_d) = (Decimal::of_f64(lo), Decimal::of_f64(hi));
+            let above = d
+                .compare(lo_d)
+                .is_some_and(|o| o.is_gt() || (inclusive && o.is_eq()));
+            let below = d
+                .compare(hi_d)
+                .is_some_and(|o| o.is_lt() || (inclusive && o.is_eq()));
+            (above && below, d.bson().to_string())
         }
-        let inside = if inclusive {
-            x >= lo && x <= hi
-        } else {
-            x > lo && x < hi
-        };
-        if !inside {
-            let (open, close) = if inclusive { ('[', ']') } else { ('(', ')') };
-            return Err(loc(
-                50989,
-                format!(
-                    "cannot apply {} to {}, value must in {open}{},{}{close}",
-                    op_name(Op::Trig(t)),
-                    format_g6(x),
-                    format_g6(lo),
-                    format_g6(hi)
-                ),
-            ));
+        Num::Int(_) | Num::Long(_) | Num::Double(_) => {
+            let x = n.f64();
+            let inside = if inclusive {
+                x >= lo && x <= hi
+            } else {
+                x > lo && x < hi
+            };
+            (inside, format_g6(x))
         }
+    };
+    if inside {
+        return Ok(());
     }
+    let (open, close) = if inclusive { ('[', ']') } else { ('(', ')') };
+    Err(loc(
+        50989,
+        format!(
+            "cannot apply {} to {shown}, value must in {open}{},{}{close}",
+            op_name(Op::Trig(t)),
+            format_g6(lo),
+            format_g6(hi)
+        ),
+    ))
+}
+
+/// mongod's `Decimal128::kPiOver180` and `k180OverPi`: π to 34 digits divided by 180, and
+/// 180 divided by it, each rounded to 34 digits.
+fn degrees_factor(to_radians: bool) -> Decimal {
+    let (pi, half_turn) = (Decimal::pi(), Decimal::of_i64(180));
+    if to_radians {
+        pi / half_turn
+    } else {
+        half_turn / pi
+    }
+}
+
+fn trig(t: Trig, n: Num) -> Result<RawBson, CommandError> {
+    if bounds(t).is_some() && n.f64().is_nan() {
+        // mongod returns a NaN argument as it is.
+        return Ok(n.bson());
+    }
+    check_bounds(t, n)?;
+    if let Num::Decimal(d) = n {
+        // Decimal128's own functions, to 34 digits.
+        let v = match t {
+            Trig::Sin => d.sin(),
+            Trig::Cos => d.cos(),
+            Trig::Tan => d.tan(),
+            Trig::Asin => d.asin(),
+            Trig::Acos => d.acos(),
+            Trig::Atan => d.atan(),
+            Trig::Sinh => d.sinh(),
+            Trig::Cosh => d.cosh(),
+            Trig::Tanh => d.tanh(),
+            Trig::Asinh => d.asinh(),
+            Trig::Acosh => d.acosh(),
+            Trig::Atanh => d.atanh(),
+            Trig::DegreesToRadians => d * degrees_factor(true),
+            Trig::RadiansToDegrees => d * degrees_factor(false),
+        };
+        return Ok(RawBson::Decimal128(v.bson()));
+    }
+    let x = n.f64();
     let y = match t {
         Trig::Sin => x.sin(),
         Trig::Cos => x.cos(),
@@ -310,10 +368,11 @@ fn trig(t: Trig, n: Num) -> Result<RawBson, CommandError> {
         Trig::DegreesToRadians => x.to_radians(),
         Trig::RadiansToDegrees => x.to_degrees(),
     };
-    Ok(float_result(n, y))
+    Ok(RawBson::Double(y))
 }
 
-/// `$atan2: [y, x]` (mongod's `ExpressionTwoNumericArgs`).
+/// `$atan2: [y, x]` (mongod's `ExpressionTwoNumericArgs`): in decimal when either is a
+/// decimal (the other coerced, a double by its 15 digits), else in doubles.
 fn atan2(y: Option<RawBsonRef<'_>>, x: Option<RawBsonRef<'_>>) -> Result<Value, CommandError> {
     if nullish(y) {
         return Ok(Some(RawBson::Null));
@@ -333,10 +392,11 @@ fn atan2(y: Option<RawBsonRef<'_>>, x: Option<RawBsonRef<'_>>) -> Result<Value, 
             format!("$atan2 only supports numeric types, not {}", tname(x)),
         ));
     };
-    let v = ny.f64().atan2(nx.f64());
     Ok(Some(match (ny, nx) {
-        (Num::Decimal(_), _) | (_, Num::Decimal(_)) => decimal(v),
-        _ => RawBson::Double(v),
+        (Num::Decimal(_), _) | (_, Num::Decimal(_)) => {
+            RawBson::Decimal128(ny.decimal().atan2(nx.decimal()).bson())
+        }
+        _ => RawBson::Double(ny.f64().atan2(nx.f64())),
     }))
 }
 
@@ -357,6 +417,21 @@ fn log(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             format!("$log's base must be numeric, not {}", tname(b)),
         ));
     };
+    if matches!(x, Num::Decimal(_)) || matches!(base, Num::Decimal(_)) {
+        // mongod's decimal path: in decimal when the argument is positive and the base
+        // positive and not 1 (`Decimal128::logarithm(base)`); anything else (NaN included)
+        // falls through to the double checks and a double.
+        let (xd, bd) = (x.decimal(), base.decimal());
+        let zero = Decimal::of_i64(0);
+        let one = Decimal::of_i64(1);
+        let above_zero = |d: Decimal| d.compare(zero).is_some_and(std::cmp::Ordering::is_gt);
+        if above_zero(xd)
+            && above_zero(bd)
+            && bd.compare(one).is_some_and(std::cmp::Ordering::is_ne)
+        {
+            return Ok(Some(RawBson::Decimal128(logarithm(xd, bd).bson())));
+        }
+    }
     let (xd, bd) = (x.f64(), base.f64());
     if !(xd > 0.0 || xd.is_nan()) {
         return Err(loc(
@@ -376,12 +451,23 @@ fn log(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             ),
         ));
     }
-    if matches!(x, Num::Decimal(_)) || matches!(base, Num::Decimal(_)) {
-        // mongod's `Decimal128::logarithm(base)`: the two natural logarithms, divided.
-        let v = x.decimal().ln() / base.decimal().ln();
-        return Ok(Some(RawBson::Decimal128(v.bson())));
-    }
     Ok(Some(RawBson::Double(xd.ln() / bd.ln())))
+}
+
+/// mongod's `Decimal128::logarithm(base)`: the base-2 and base-10 logarithms for those bases
+/// (exact for their powers), else the two natural logarithms divided.
+fn logarithm(x: Decimal, base: Decimal) -> Decimal {
+    let is = |n: i64| {
+        base.compare(Decimal::of_i64(n))
+            .is_some_and(std::cmp::Ordering::is_eq)
+    };
+    if is(2) {
+        x.log2()
+    } else if is(10) {
+        x.log10()
+    } else {
+        x.ln() / base.ln()
+    }
 }
 
 /// `$pow: [base, exponent]`: an int when both are ints and the result fits (else a long), a
@@ -402,12 +488,23 @@ fn pow(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
             format!("$pow's exponent must be numeric, not {}", tname(b)),
         ));
     };
-    let (bd, ed) = (base.f64(), exp.f64());
-    if bd == 0.0 && ed < 0.0 {
-        return Err(loc(
+    let zero_base = || {
+        loc(
             28764,
             "$pow cannot take a base of 0 and a negative exponent",
-        ));
+        )
+    };
+    if matches!(base, Num::Decimal(_)) || matches!(exp, Num::Decimal(_)) {
+        // Checked in decimal, as mongod does: -0 is negative, 1E-400 is not zero.
+        let (b, e) = (base.decimal(), exp.decimal());
+        if b.is_zero() && e.is_signed() {
+            return Err(zero_base());
+        }
+        return Ok(Some(RawBson::Decimal128(b.pow(e).bson())));
+    }
+    let (bd, ed) = (base.f64(), exp.f64());
+    if bd == 0.0 && ed < 0.0 {
+        return Err(zero_base());
     }
     let long_result = matches!(base, Num::Long(_)) || matches!(exp, Num::Long(_));
     let int = |v: i64| -> RawBson {
@@ -419,9 +516,7 @@ fn pow(a: Option<RawBsonRef<'_>>, b: Option<RawBsonRef<'_>>) -> Result<Value, Co
     };
     let (bi, ei) = match (base, exp) {
         (Num::Decimal(_), _) | (_, Num::Decimal(_)) => {
-            return Ok(Some(RawBson::Decimal128(
-                base.decimal().pow(exp.decimal()).bson(),
-            )));
+            return Err(CommandError::internal("$pow of a decimal computed above"));
         }
         (Num::Double(_), _) | (_, Num::Double(_)) => {
             return Ok(Some(RawBson::Double(bd.powf(ed))));
@@ -652,6 +747,144 @@ mod tests {
         Ok(())
     }
 
+    fn dec(s: &str) -> RawBson {
+        RawBson::Decimal128(s.parse().unwrap_or_else(|_| panic!("{s} is a decimal")))
+    }
+
+    #[test]
+    fn decimal_trigonometry_in_decimal() -> Result<(), CommandError> {
+        let cases: Vec<(RawBson, RawBson)> = vec![
+            (
+                rawbson!({"$sin": (dec("1"))}),
+                dec("0.8414709848078965066525023216302990"),
+            ),
+            (
+                rawbson!({"$cos": (dec("1E+22"))}),
+                dec("0.5232147853951389454975944733847095"),
+            ),
+            (
+                rawbson!({"$tan": (dec("-0.7"))}),
+                dec("-0.8422883804630794481281350022129377"),
+            ),
+            (
+                rawbson!({"$asin": (dec("0.5"))}),
+                dec("0.5235987755982988730771072305465838"),
+            ),
+            (
+                rawbson!({"$acos": (dec("-1"))}),
+                dec("3.141592653589793238462643383279503"),
+            ),
+            (
+                rawbson!({"$atan": (dec("7.77"))}),
+                dec("1.442799803062847565479059407365243"),
+            ),
+            (
+                rawbson!({"$sinh": (dec("-5.5"))}),
+                dec("-122.3439227463909619240977424045773"),
+            ),
+            (
+                rawbson!({"$cosh": (dec("0.5"))}),
+                dec("1.127625965206380785226225161402672"),
+            ),
+            (
+                rawbson!({"$tanh": (dec("0.5"))}),
+                dec("0.4621171572600097585023184836436725"),
+            ),
+            (
+                rawbson!({"$asinh": (dec("1"))}),
+                dec("0.8813735870195430252326093249797923"),
+            ),
+            (
+                rawbson!({"$acosh": (dec("1.5"))}),
+                dec("0.9624236501192068949955178268487368"),
+            ),
+            (rawbson!({"$acosh": (dec("Infinity"))}), dec("Infinity")),
+            (
+                rawbson!({"$atanh": (dec("0.5"))}),
+                dec("0.5493061443340548456976226184612629"),
+            ),
+            (rawbson!({"$atanh": (dec("-1"))}), dec("-Infinity")),
+            (rawbson!({"$sin": (dec("0"))}), dec("0")),
+            (rawbson!({"$cos": (dec("0"))}), dec("1")),
+            (rawbson!({"$acos": (dec("NaN"))}), dec("NaN")),
+            (rawbson!({"$atan": (dec("NaN"))}), dec("NaN")),
+            // π to 34 digits, as mongod's kPi, times (or over) 180 to 34 digits.
+            (
+                rawbson!({"$degreesToRadians": (dec("180"))}),
+                dec("3.141592653589793238462643383279503"),
+            ),
+            (
+                rawbson!({"$degreesToRadians": (dec("1"))}),
+                dec("0.01745329251994329576923690768488613"),
+            ),
+            (
+                rawbson!({"$radiansToDegrees": (dec("1"))}),
+                dec("57.29577951308232087679815481410517"),
+            ),
+            (
+                rawbson!({"$radiansToDegrees": (dec("3.141592653589793238462643383279503"))}),
+                dec("180.0000000000000000000000000000000"),
+            ),
+            // $atan2 in decimal when either argument is one; a double by its 15 digits.
+            (
+                rawbson!({"$atan2": [(dec("1")), 1]}),
+                dec("0.7853981633974483096156608458198757"),
+            ),
+            (
+                rawbson!({"$atan2": [3, (dec("-4"))]}),
+                dec("2.498091544796508851659834154562180"),
+            ),
+            (
+                rawbson!({"$atan2": [0.1, (dec("1"))]}),
+                dec("0.09966865249116202737844611987802059"),
+            ),
+            (
+                rawbson!({"$atan2": [(dec("-0")), (dec("-1"))]}),
+                dec("-3.141592653589793238462643383279503"),
+            ),
+        ];
+        for (expr, want) in cases {
+            let got = eval(&expr)?;
+            assert_eq!(
+                got.as_ref().map(|v| format!("{v:?}")),
+                Some(format!("{want:?}")),
+                "{expr:?}"
+            );
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn decimal_bounds_checked_in_decimal() {
+        let cases: Vec<(RawBson, &str)> = vec![
+            (
+                rawbson!({"$asin": (dec("1.000000000000000000000000000000001"))}),
+                "cannot apply $asin to 1.000000000000000000000000000000001, value must in [-1,1]",
+            ),
+            (
+                rawbson!({"$acosh": (dec("0.9999999999999999999999999999999999"))}),
+                "cannot apply $acosh to 0.9999999999999999999999999999999999, value must in \
+                 [1,inf]",
+            ),
+            (
+                rawbson!({"$sin": (dec("-Infinity"))}),
+                "cannot apply $sin to -Infinity, value must in (-inf,inf)",
+            ),
+            (
+                rawbson!({"$atanh": (dec("-1.50"))}),
+                "cannot apply $atanh to -1.50, value must in [-1,1]",
+            ),
+        ];
+        for (expr, msg) in cases {
+            let err = eval(&expr).unwrap_err();
+            assert_eq!(
+                (err.code, err.errmsg.as_str()),
+                (ErrorCode::Location(50989), msg),
+                "{expr:?}"
+            );
+        }
+    }
+
     #[test]
     fn errors_table() {
         let cases: Vec<(RawBson, i32, &str)> = vec![
@@ -712,6 +945,11 @@ mod tests {
             ),
             (
                 rawbson!({"$pow": [0, -1]}),
+                28764,
+                "$pow cannot take a base of 0 and a negative exponent",
+            ),
+            (
+                rawbson!({"$pow": [(RawBson::Decimal128("0".parse().unwrap())), (RawBson::Decimal128("-0".parse().unwrap()))]}),
                 28764,
                 "$pow cannot take a base of 0 and a negative exponent",
             ),

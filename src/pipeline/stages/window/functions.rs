@@ -455,67 +455,14 @@ fn keys_equal(a: &[RawBson], b: &[RawBson]) -> bool {
         })
 }
 
-/// `$linearFill`: nulls between two numbers become the straight line between them.
+/// `$linearFill`: nulls between two numbers become the straight line between them, as
+/// `$fill`'s `linear` computes them (both are mongod's `WindowFunctionExecLinearFill`).
 fn linear_fill(input: &Expression, part: &Partition<'_>) -> CommandResult<Vec<RawBson>> {
-    let keys = part.range_keys();
-    let mut xs = Vec::with_capacity(keys.len());
-    for k in keys {
-        xs.push(match k {
-            #[expect(clippy::cast_precision_loss, reason = "dates as doubles, as mongod")]
-            RawBson::DateTime(d) => d.timestamp_millis() as f64,
-            other => as_f64(other).ok_or_else(|| {
-                loc(
-                    6_050_106,
-                    format!(
-                        "The sortBy field of $linearFill must be numeric or a date, found {}",
-                        type_name(other.element_type())
-                    ),
-                )
-            })?,
-        });
-    }
-    let mut ys: Vec<Option<RawBson>> = Vec::with_capacity(part.docs.len());
-    for d in part.docs {
-        match input.evaluate(d)? {
-            None | Some(RawBson::Null) => ys.push(None),
-            Some(v) if as_f64(&v).is_some() => ys.push(Some(v)),
-            Some(v) => {
-                return Err(loc(
-                    6_050_105,
-                    format!(
-                        "Value to $linearFill must be numeric or null, found {}",
-                        display::value(v.as_raw_bson_ref())
-                    ),
-                ));
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(ys.len());
-    let mut prev: Option<usize> = None;
-    for i in 0..ys.len() {
-        if let Some(Some(v)) = ys.get(i) {
-            out.push(v.clone());
-            prev = Some(i);
-            continue;
-        }
-        let next = (i + 1..ys.len()).find(|&j| matches!(ys.get(j), Some(Some(_))));
-        let value = match (prev, next) {
-            (Some(p), Some(q)) => {
-                let point = |k: usize| -> Option<(f64, f64)> {
-                    Some((*xs.get(k)?, ys.get(k)?.as_ref().and_then(as_f64)?))
-                };
-                match (point(p), point(q), xs.get(i)) {
-                    (Some((x0, y0)), Some((x1, y1)), Some(x)) if x1 != x0 => {
-                        RawBson::Double(y0 + (x - x0) * (y1 - y0) / (x1 - x0))
-                    }
-                    _ => RawBson::Null,
-                }
-            }
-            _ => RawBson::Null,
-        };
-        out.push(value);
-    }
-    Ok(out)
+    let rows = part.docs.iter().zip(part.range_keys()).map(|(d, k)| {
+        let x = (!matches!(k, RawBson::Undefined)).then(|| k.clone());
+        (d.as_ref(), x)
+    });
+    crate::pipeline::stages::fill::linear_fill(rows, input)
 }
 
 /// `$rank`, `$denseRank`, `$documentNumber: {}`.
