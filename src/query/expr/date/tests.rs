@@ -963,6 +963,16 @@ fn date_from_string() {
                 rawbson!({"$dateFromString": {"dateString": "2017-07-04T11:56.02", "timezone": "Europe/London"}}),
                 Some(date("2017-07-04T10:56:02Z")),
             ),
+            // Before 1970, mongod's cast of seconds plus microseconds to milliseconds rounds towards
+            // zero: later in time.
+            (
+                rawbson!({"$dateFromString": {"dateString": "1969-12-31T23:59:59.0005"}}),
+                Some(date("1969-12-31T23:59:59.001Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1969-12-31T23:59:58.9996"}}),
+                Some(date("1969-12-31T23:59:59.000Z")),
+            ),
             // With a format: every specifier.
             (
                 rawbson!({"$dateFromString": {"dateString": "4/26/1992:+285", "format": "%m/%d/%Y:%Z"}}),
