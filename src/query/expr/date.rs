@@ -1022,6 +1022,7 @@ fn parsed_millis(p: &from_string::Parsed, tz: &Tz) -> Option<i64> {
         // timelib's `do_adjust_for_weekday` (behaviour 1): forward 0..=6 days.
         days += (weekday - iso_dow(days).rem_euclid(7)).rem_euclid(7);
     }
+    days += p.rel_days;
     // mongod: `Seconds(sse) + Microseconds(us)` cast to milliseconds, towards zero.
     let whole = from_local(&zone, days, p.hour, p.minute, p.second, 0)?;
     Some(whole.checked_mul(1000)?.checked_add(p.micros)? / 1000)

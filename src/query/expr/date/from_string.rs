@@ -10,7 +10,8 @@
 //!   `Feb 2017`), leading week days (RFC 2822 `Wed, 08 Feb 2017 12:10:40 +0000`, where timelib
 //!   moves to the next such day), 12-hour times (`11am`, `10:30 p.m.`), and zones (`Z`,
 //!   `±HH[[:]MM]`, `GMT±…`, `UTC`, common abbreviations, military letters; a time zone
-//!   identifier is mongod's error). A string beyond these is `Unsupported`: the caller answers
+//!   identifier is mongod's error), `YYYYMMDD`, ISO week dates (`2017-W05-3`), and the words
+//!   `now today midnight noon tomorrow yesterday`. A string beyond these is `Unsupported`: the caller answers
 //!   `NotImplemented`, never a date or message mongod would not give.
 
 use std::fmt::Write as _;
@@ -56,6 +57,8 @@ pub(super) struct Parsed {
     pub(super) zone: Option<Zone>,
     /// timelib's relative week day (0 = Sunday): the date moves forward to it (0..=6 days).
     pub(super) weekday: Option<i64>,
+    /// timelib's relative days (`tomorrow`, an ISO week date), added after the week day.
+    pub(super) rel_days: i64,
 }
 
 /// The outcome of reading a string.
@@ -82,6 +85,7 @@ struct Time {
     us: Option<i64>,
     zone: Option<Zone>,
     weekday: Option<i64>,
+    rel_days: Option<i64>,
 }
 
 /// A read: the fields, and timelib's errors and warnings (position, message).
@@ -206,6 +210,7 @@ fn finish(s: &str, b: &[u8], read: Read) -> Outcome {
         micros: t.us.unwrap_or(0),
         zone: t.zone,
         weekday: t.weekday,
+        rel_days: t.rel_days.unwrap_or(0),
     })
 }
 

@@ -973,6 +973,22 @@ fn date_from_string() {
                 rawbson!({"$dateFromString": {"dateString": "1969-12-31T23:59:58.9996"}}),
                 Some(date("1969-12-31T23:59:59.000Z")),
             ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-W05-3"}}),
+                Some(date("2017-02-01T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2020-W53-7 10:00"}}),
+                Some(date("2021-01-03T10:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-04 tomorrow 10:00"}}),
+                Some(date("2017-07-05T10:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Tue 2017-12-31 yesterday"}}),
+                Some(date("2018-01-01T00:00:00Z")),
+            ),
             // With a format: every specifier.
             (
                 rawbson!({"$dateFromString": {"dateString": "4/26/1992:+285", "format": "%m/%d/%Y:%Z"}}),
@@ -1042,10 +1058,10 @@ fn date_from_string() {
                  together with a timezone argument",
             ),
             (
-                rawbson!({"$dateFromString": {"dateString": "tomorrow", "onError": "bad"}}),
+                rawbson!({"$dateFromString": {"dateString": "next monday", "onError": "bad"}}),
                 ErrorCode::NotImplemented,
-                "$dateFromString of 'tomorrow' (a form of timelib's reading Ebb does not know) \
-                 is not supported by Ebb yet",
+                "$dateFromString of 'next monday' (a form of timelib's reading Ebb does not \
+                 know) is not supported by Ebb yet",
             ),
             (
                 rawbson!({"$dateFromString": {"dateString": "2017-07-12T22:23:55 CEST", "timezone": "Europe/Amsterdam"}}),

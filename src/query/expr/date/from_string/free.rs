@@ -187,6 +187,18 @@ impl Reader<'_> {
     /// A token opening with a digit.
     fn numeric(&mut self) -> R<()> {
         let (n1, l1) = self.run()?;
+        if l1 == 8 {
+            // `datenocolon`: YYYYMMDD, two-digit month and day.
+            let (y, m, d) = (n1 / 10_000, n1 / 100 % 100, n1 % 100);
+            if m > 12 || d > 31 {
+                return Err(Unsupported);
+            }
+            self.end_number()?;
+            return self.date(Some(y), m, Some(d));
+        }
+        if l1 == 4 && (self.c.peek() == b'W' || (self.c.peek() == b'-' && self.c.at(1) == b'W')) {
+            return self.iso_week(n1);
+        }
         match self.c.peek() {
             b'-' if self.c.at(1).is_ascii_digit() => {
                 self.c.p += 1;
@@ -260,6 +272,44 @@ impl Reader<'_> {
             b':' | b'.' if self.c.at(1).is_ascii_digit() => self.clock(n1, l1),
             _ => self.number_then_words(n1, l1),
         }
+    }
+
+    /// `isoweekday` / `isoweek`: `YYYY-?Www(-?D)?` (the cursor after the year): January 1st
+    /// and timelib's `timelib_daynr_from_weeknr` relative days.
+    fn iso_week(&mut self, year: i64) -> R<()> {
+        if self.c.peek() == b'-' {
+            self.c.p += 1;
+        }
+        self.c.p += 1;
+        let (w0, w1) = (self.c.peek(), self.c.at(1));
+        if !w0.is_ascii_digit() || !w1.is_ascii_digit() {
+            return Err(Unsupported);
+        }
+        let week = i64::from(w0 - b'0') * 10 + i64::from(w1 - b'0');
+        if !(1..=53).contains(&week) {
+            return Err(Unsupported);
+        }
+        self.c.p += 2;
+        let dash = self.c.peek() == b'-';
+        let digit = if dash { self.c.at(1) } else { self.c.peek() };
+        let day = if matches!(digit, b'0'..=b'7') {
+            self.c.p += usize::from(dash) + 1;
+            i64::from(digit - b'0')
+        } else {
+            1
+        };
+        self.end_number()?;
+        if self.r.t.rel_days.is_some() {
+            return Err(Unsupported);
+        }
+        self.date(Some(year), 1, Some(1))?;
+        // The day of week of January 1st, 0 = Sunday.
+        let jan1 =
+            (super::super::calendar::iso_dow(super::super::calendar::days_from_civil(year, 1, 1)))
+                .rem_euclid(7);
+        let first = if jan1 > 4 { 7 - jan1 } else { -jan1 };
+        self.r.t.rel_days = Some(first + (week - 1) * 7 + day);
+        Ok(())
     }
 
     /// `pointeddate4`: `D.M.YYYY` (the cursor after `D`); false (cursor kept) for another form.
@@ -492,6 +542,9 @@ impl Reader<'_> {
             };
         }
         let word = self.letters().to_vec();
+        if let Some(()) = self.keyword(&word)? {
+            return Ok(());
+        }
         if let Some(day) = weekday(&word) {
             // `daytext`: a relative week day, which also clears the time read so far.
             if self.r.t.weekday.is_some() || self.c.peek() == b'-' || self.c.peek() == b'/' {
@@ -545,6 +598,35 @@ impl Reader<'_> {
             }
             _ => Err(Unsupported),
         }
+    }
+
+    /// timelib's words `now today midnight noon tomorrow yesterday`.
+    fn keyword(&mut self, word: &[u8]) -> R<Option<()>> {
+        let lower = word.to_ascii_lowercase();
+        let rel = match lower.as_slice() {
+            b"now" => return Ok(Some(())),
+            b"today" | b"midnight" | b"noon" => None,
+            b"tomorrow" => Some(1),
+            b"yesterday" => Some(-1),
+            _ => return Ok(None),
+        };
+        if self.c.peek().is_ascii_alphanumeric() {
+            return Err(Unsupported);
+        }
+        if let Some(rel) = rel {
+            if self.r.t.rel_days.is_some() {
+                return Err(Unsupported);
+            }
+            self.r.t.rel_days = Some(rel);
+        }
+        // `TIMELIB_UNHAVE_TIME`, then `noon` has a time of 12:00.
+        self.have_time = false;
+        let t = &mut self.r.t;
+        (t.h, t.i, t.s, t.us) = (Some(0), Some(0), Some(0), Some(0));
+        if lower == b"noon" {
+            self.time(12, 0, 0, 0)?;
+        }
+        Ok(Some(()))
     }
 
     /// After a month name: `Feb 8 2017`, `February 8, 2017`, `July 4th, 2017`, `Feb 2017`,

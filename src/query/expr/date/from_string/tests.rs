@@ -251,6 +251,11 @@ fn free_forms() {
         ("Sept 2024", (2024, 9, 1, 0, 0, 0, 0)),
         ("22:00 2024-01-01", (2024, 1, 1, 22, 0, 0, 0)),
         ("  2017-02-08  ", (2017, 2, 8, 0, 0, 0, 0)),
+        ("20170208", (2017, 2, 8, 0, 0, 0, 0)),
+        ("20170208T12:10:40", (2017, 2, 8, 12, 10, 40, 0)),
+        ("2017-Jul-04 noon", (2017, 7, 4, 12, 0, 0, 0)),
+        ("2017-07-04 10:00 midnight", (2017, 7, 4, 0, 0, 0, 0)),
+        ("now 2017-07-04", (2017, 7, 4, 0, 0, 0, 0)),
     ] {
         assert_eq!(d(s), Some(want), "{s}");
     }
@@ -276,6 +281,18 @@ fn free_forms() {
     };
     assert_eq!(wd("Wed, 08 Feb 2017 12:10:40 +0000"), Some(3));
     assert_eq!(wd("Sunday 01 Jan 2024"), Some(0));
+    let rel = |s: &str| match free(s) {
+        Outcome::Date(p) => Some((p.year, p.month, p.day, p.rel_days)),
+        _ => None,
+    };
+    // January 1st and timelib's `timelib_daynr_from_weeknr`.
+    assert_eq!(rel("2017-W05-3"), Some((2017, 1, 1, 31)));
+    assert_eq!(rel("2017W053"), Some((2017, 1, 1, 31)));
+    assert_eq!(rel("2024-W01-1"), Some((2024, 1, 1, 0)));
+    assert_eq!(rel("2020-W53-7"), Some((2020, 1, 1, 368)));
+    assert_eq!(rel("2017-W05"), Some((2017, 1, 1, 29)));
+    assert_eq!(rel("2017-07-04 tomorrow"), Some((2017, 7, 4, 1)));
+    assert_eq!(rel("yesterday 2017-07-04"), Some((2017, 7, 4, -1)));
 }
 
 #[test]
@@ -296,6 +313,8 @@ fn free_errors_are_mongods() {
     );
     assert!(e("July 4th").starts_with("an incomplete date/time string has been found"));
     assert!(e("12:50:53").starts_with("an incomplete date/time string has been found"));
+    assert!(e("now").starts_with("an incomplete date/time string has been found"));
+    assert!(e("today").starts_with("an incomplete date/time string has been found"));
     assert_eq!(
         e("2017-07-12T22:23:55 Europe/Amsterdam"),
         "Error parsing date string '2017-07-12T22:23:55 Europe/Amsterdam'; 20: passing a time \
@@ -309,13 +328,13 @@ fn free_unknown_forms_are_not_guessed() {
     for s in [
         "2024-13-01",
         "2024-01-01T25:00",
-        "now",
-        "tomorrow",
-        "2017-Jul-04 noon",
+        "next monday",
+        "tomorrow yesterday 2017-07-04",
+        "2017-W54",
+        "2017-W05-3 tomorrow",
         "+1 week",
         "@1234567890",
         "2017",
-        "20170208",
         "Feb 8 12:10",
         "2024-01-01 SGT",
         "8 X 2017",
