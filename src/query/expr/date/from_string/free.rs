@@ -219,20 +219,28 @@ impl Reader<'_> {
                 }
             }
             b'-' if self.c.at(1).is_ascii_alphabetic() && l1 <= 4 => {
-                // `pgtextreverse`: year "-" monthabbr "-" daylz.
                 self.c.p += 1;
                 let word = self.letters().to_vec();
                 let m = zone::month(&word, false).ok_or(Unsupported)?;
-                if word.len() > 4 || self.c.peek() != b'-' {
+                if self.c.peek() != b'-' || !self.c.at(1).is_ascii_digit() {
                     return Err(Unsupported);
                 }
                 self.c.p += 1;
-                let (d, ld) = self.run()?;
+                let (n3, l3) = self.run()?;
                 self.end_number()?;
-                if ld != 2 || d > 31 {
+                if l1 <= 2 && is_day(n1, l1) {
+                    // `datefull` (`8-Feb-2017`, `08-Feb-17`): as long as `pgtextreverse` or
+                    // longer, and first among the scanner's rules.
+                    if l3 > 4 {
+                        return Err(Unsupported);
+                    }
+                    return self.date(Some(process_year(n3, l3)), m, Some(n1));
+                }
+                // `pgtextreverse`: year "-" monthabbr "-" daylz.
+                if word.len() > 4 || l3 != 2 || n3 > 31 {
                     return Err(Unsupported);
                 }
-                self.date(Some(process_year(n1, l1)), m, Some(d))
+                self.date(Some(process_year(n1, l1)), m, Some(n3))
             }
             b'/' if self.c.at(1).is_ascii_digit() => {
                 self.c.p += 1;
