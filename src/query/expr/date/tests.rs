@@ -1100,6 +1100,16 @@ fn date_from_string() {
                  4th\"",
             ),
             (
+                rawbson!({"$dateFromString": {"dateString": "1992", "format": "%Y%", "onError": "bad"}}),
+                ErrorCode::Location(18535),
+                "Unmatched '%' at end of format string",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1992", "format": "%U"}}),
+                ErrorCode::Location(18536),
+                "Invalid format character '%U' in format string",
+            ),
+            (
                 rawbson!({"$dateFromString": {"dateString": "1992", "format": "%n"}}),
                 ErrorCode::Location(18536),
                 "Invalid format character '%n' in format string",

@@ -354,3 +354,59 @@ fn free_unknown_forms_are_not_guessed() {
     assert!(certainly_invalid("20177-02-09T03:35:02.055"));
     assert!(!certainly_invalid("2017-02-09"));
 }
+
+#[test]
+fn no_input_panics() {
+    let parts = [
+        "",
+        "0",
+        "9",
+        "99",
+        "2017",
+        "99999",
+        "9999999999",
+        "-",
+        "+",
+        ":",
+        ".",
+        "/",
+        " ",
+        ",",
+        "T",
+        "t",
+        "Z",
+        "W",
+        "am",
+        "p.m.",
+        "th",
+        "Feb",
+        "x",
+        "GMT",
+        "UTC",
+        "Europe/Paris",
+        "(",
+        "%",
+        "\0",
+        "é",
+        "Wed",
+        "noon",
+        "-99:99",
+        "+2400",
+    ];
+    let formats = [
+        "%Y", "%m", "%d", "%H", "%M", "%S", "%L", "%j", "%G", "%V", "%u", "%z", "%Z", "%b", "%%",
+        "-", " ",
+    ];
+    for a in parts {
+        for b in parts {
+            for c in parts {
+                let _ = free(&format!("{a}{b}{c}"));
+            }
+            for f in formats {
+                for g in formats {
+                    let _ = with_format(&format!("{a}{b}"), &format!("{f}{g}"));
+                }
+            }
+        }
+    }
+}
