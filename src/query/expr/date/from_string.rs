@@ -248,13 +248,62 @@ pub(super) fn free(s: &str) -> Outcome {
     }
 }
 
+/// The scanner's words (and openings of its multi-word forms) of six letters or more, which
+/// win over the six-letter zone token at the start of a longer word.
+const LONG_KEYWORDS: &[&str] = &[
+    "yesterday",
+    "midnight",
+    "tomorrow",
+    "weekday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "second",
+    "fourth",
+    "seventh",
+    "eighth",
+    "eleventh",
+    "twelfth",
+    "previous",
+    "millisecond",
+    "microsecond",
+    "minute",
+    "fortnight",
+    "forthnight",
+    "months",
+];
+
 /// Whether mongod certainly fails to read `s` as a date (so the answer is its
-/// `ConversionFailure`, not `NotImplemented`): an ISO-shaped date whose year has more than four
-/// digits (`20177-02-09`), which none of timelib's date forms takes. Ebb does not know the
-/// detail of timelib's errors for it, so the message is only their common opening.
+/// `ConversionFailure`, not `NotImplemented`), though Ebb does not know the detail of
+/// timelib's errors for it (the message is only their common opening):
+/// - an ISO-shaped date whose year has more than four digits (`20177-02-09`), which none of
+///   timelib's date forms takes;
+/// - a string opening with a word of six letters or more that no timelib word opens
+///   (`invalid`, `garbage`): the scanner reads its first six letters as a zone name, which
+///   mongod's time zone lookup never finds.
 pub(super) fn certainly_invalid(s: &str) -> bool {
     let digits = s.bytes().take_while(u8::is_ascii_digit).count();
-    digits > 4 && s.as_bytes().get(digits) == Some(&b'-')
+    if digits > 4 && s.as_bytes().get(digits) == Some(&b'-') {
+        return true;
+    }
+    let trimmed = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let word: Vec<u8> = trimmed
+        .bytes()
+        .take_while(u8::is_ascii_alphabetic)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    word.len() >= 6 && !LONG_KEYWORDS.iter().any(|k| word.starts_with(k.as_bytes()))
 }
 
 #[cfg(test)]

@@ -1023,6 +1023,19 @@ fn date_from_string() {
                 rawbson!({"$dateFromString": {"dateString": "July 4th", "onError": "bad"}}),
                 Some(rawbson!("bad")),
             ),
+            // mongod's jstest date_from_string_on_error.js.
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "invalid", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Invalid date string", "format": null, "onError": "bad"}}),
+                Some(RawBson::Null),
+            ),
             (
                 rawbson!({"$dateFromString": {"dateString": "2017-02-08 Europe/Paris", "onError": "bad"}}),
                 Some(rawbson!("bad")),
@@ -1086,6 +1099,11 @@ fn date_from_string() {
                 ErrorCode::ConversionFailure,
                 "Error parsing date string '2017-07-12T22:23:55 America/New_York'; 20: passing a \
                  time zone identifier as part of the string is not allowed 'A'",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Invalid date string"}}),
+                ErrorCode::ConversionFailure,
+                "Error parsing date string 'Invalid date string'",
             ),
             (
                 rawbson!({"$dateFromString": {"dateString": "2018-01", "format": "%Y-%m-%d"}}),

@@ -68,6 +68,17 @@ struct Reader<'a> {
     have_date: bool,
     have_time: bool,
     have_zone: bool,
+    /// Bare four-digit numbers read (`gnunocolon` or `year4`): timelib leaves the
+    /// microseconds unset then, so Ebb only answers the errors such strings meet.
+    bare: Bare,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bare {
+    No,
+    Read,
+    /// One was the year after a time (`gnunocolon` with a time already read).
+    Year,
 }
 
 /// `b` (trimmed, not empty) read as timelib's scanner reads it.
@@ -83,6 +94,7 @@ pub(super) fn read(b: &[u8]) -> R<Read> {
         have_date: false,
         have_time: false,
         have_zone: false,
+        bare: Bare::No,
     };
     loop {
         while matches!(x.c.peek(), b' ' | b'\t' | b',' | b'.') {
@@ -117,6 +129,11 @@ pub(super) fn read(b: &[u8]) -> R<Read> {
         )
     {
         x.r.warning(end, "The parsed date was invalid");
+    }
+    let t = &x.r.t;
+    let fails = !x.r.errors.is_empty() || !x.r.warnings.is_empty();
+    if x.bare != Bare::No && !fails && t.y.is_some() && t.m.is_some() && t.d.is_some() {
+        return Err(Unsupported);
     }
     Ok(x.r)
 }
@@ -452,6 +469,20 @@ impl Reader<'_> {
             return self.time(Self::with_meridian(n, pm), 0, 0, 0);
         }
         self.c.p = save;
+        if len == 4 {
+            let mut ahead = self.c;
+            while matches!(ahead.peek(), b' ' | b'\t' | b'.' | b'-') {
+                ahead.p += 1;
+            }
+            let word_start = ahead.p;
+            while ahead.peek().is_ascii_alphabetic() {
+                ahead.p += 1;
+            }
+            let word = ahead.b.get(word_start..ahead.p).unwrap_or_default();
+            if zone::month(word, true).is_none() {
+                return self.bare_number(n);
+            }
+        }
         let day = len <= 2 && is_day(n, len);
         if day
             && matches!(
@@ -494,6 +525,29 @@ impl Reader<'_> {
             self.c.p = after_month;
             self.date(None, m, Some(n))
         }
+    }
+
+    /// A bare four-digit number: `gnunocolon` (`HHMM`, a time, or the year after a time) or,
+    /// when it is no time, `year4`.
+    fn bare_number(&mut self, n: i64) -> R<()> {
+        self.end_number()?;
+        if self.bare == Bare::No {
+            self.bare = Bare::Read;
+        }
+        let (hh, mm) = (n / 100, n % 100);
+        if hh > 24 || mm > 59 {
+            self.r.t.y = Some(n);
+        } else if !self.have_time {
+            self.have_time = true;
+            let t = &mut self.r.t;
+            (t.h, t.i, t.s) = (Some(hh), Some(mm), Some(0));
+        } else if self.bare != Bare::Year {
+            self.bare = Bare::Year;
+            self.r.t.y = Some(n);
+        } else {
+            return Err(Unsupported);
+        }
+        Ok(())
     }
 
     /// A numeric zone: `±H`, `±HH`, `±HMM`, `±HHMM`, `±H:MM`, `±HH:MM`.

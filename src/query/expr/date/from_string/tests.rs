@@ -320,6 +320,18 @@ fn free_errors_are_mongods() {
     assert!(e("now").starts_with("an incomplete date/time string has been found"));
     assert!(e("today").starts_with("an incomplete date/time string has been found"));
     assert_eq!(
+        e("Jan, 2024"),
+        "Error parsing date string 'Jan, 2024'; 10: The parsed date was invalid '\0'"
+    );
+    // A bare HHMM is a time (`gnunocolon`), or the year after a time; never a whole date.
+    assert!(e("2017").starts_with("an incomplete date/time string has been found"));
+    assert!(e("12:00 2017").starts_with("an incomplete date/time string has been found"));
+    assert!(e("9999").starts_with("an incomplete date/time string has been found"));
+    assert_eq!(
+        e("2017-02-08 2400"),
+        "Error parsing date string '2017-02-08 2400'; 16: The parsed time was invalid '\0'"
+    );
+    assert_eq!(
         e("2017-07-12T22:23:55 Europe/Amsterdam"),
         "Error parsing date string '2017-07-12T22:23:55 Europe/Amsterdam'; 20: passing a time \
          zone identifier as part of the string is not allowed 'E'"
@@ -333,16 +345,17 @@ fn free_unknown_forms_are_not_guessed() {
         "2024-13-01",
         "2024-01-01T25:00",
         "next monday",
+        "2017-02-08 1230",
+        "2017-02-08 12:30 2018",
+        "2017 2018 2019",
         "tomorrow yesterday 2017-07-04",
         "2017-W54",
         "2017-W05-3 tomorrow",
         "+1 week",
         "@1234567890",
-        "2017",
         "Feb 8 12:10",
         "2024-01-01 SGT",
         "8 X 2017",
-        "Jan, 2024",
         "10:00:30.5 pm 2024-01-01",
         "2024-01-01 0:30 am",
         "2024-01-01 +25:00",
@@ -353,6 +366,27 @@ fn free_unknown_forms_are_not_guessed() {
     }
     assert!(certainly_invalid("20177-02-09T03:35:02.055"));
     assert!(!certainly_invalid("2017-02-09"));
+    for s in [
+        "invalid",
+        "Invalid date string",
+        "  garbage",
+        "abcdef",
+        "Feburary 8",
+    ] {
+        assert!(certainly_invalid(s), "{s}");
+    }
+    for s in [
+        "Not even close",
+        "abcde",
+        "Sunday",
+        "tomorrow noon",
+        "second monday of",
+        "Septembers",
+        "Wednesdays",
+        "x invalid",
+    ] {
+        assert!(!certainly_invalid(s), "{s}");
+    }
 }
 
 #[test]
