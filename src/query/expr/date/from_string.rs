@@ -181,11 +181,14 @@ fn finish(s: &str, b: &[u8], read: Read) -> Outcome {
         let mut msg = format!("Error parsing date string '{s}'");
         for (at, text) in read.errors.iter().chain(&read.warnings) {
             let c = b.get(*at).copied().unwrap_or(0);
-            // mongod appends the byte itself; a lone UTF-8 byte has no Rust string.
-            if !c.is_ascii() {
-                return Outcome::Unsupported;
-            }
-            let _ = write!(msg, "; {at}: {text} '{}'", char::from(c));
+            // mongod appends the byte itself, which past ASCII is a lone UTF-8 byte (no valid
+            // string): Ebb writes U+FFFD there.
+            let c = if c.is_ascii() {
+                char::from(c)
+            } else {
+                '\u{fffd}'
+            };
+            let _ = write!(msg, "; {at}: {text} '{c}'");
         }
         return Outcome::Failed(msg);
     }

@@ -212,6 +212,11 @@ fn format_errors_are_mongods() {
         date(&fmt("5 x 2024", "%d %b %Y")),
         Some((2024, 10, 5, 0, 0, 0, 0))
     );
+    assert_eq!(
+        e("é", "%Y"),
+        "Error parsing date string 'é'; 0: Unexpected data found. '\u{fffd}'; 0: A four digit \
+         year could not be found '\u{fffd}'"
+    );
     assert!(e("2024 60", "%Y %V").contains("ISO Week must be between 1 and 53"));
     assert!(e("2024 8", "%G %u").contains("Day of week must be between 1 and 7"));
     assert!(
