@@ -15,7 +15,9 @@ pub(super) enum ZoneRead {
 
 /// timelib's abbreviations (the first entry of `timezonemap.h` for each, which is what a lookup
 /// without an offset finds) that Ebb knows: the total UTC offset in seconds. `utc` and `gmt` are
-/// timelib's own special case; the single letters are the military zones.
+/// timelib's own special case; the single letters are the military zones. Only abbreviations
+/// whose zone has had one offset under that name are here (`HST` and `MSK` have had two, and
+/// which entry timelib's table lists first varies with its version).
 const ABBREVIATIONS: &[(&str, i64)] = &[
     ("utc", 0),
     ("gmt", 0),
@@ -55,11 +57,9 @@ const ABBREVIATIONS: &[(&str, i64)] = &[
     ("eest", 10_800),
     ("eet", 7200),
     ("est", -18_000),
-    ("hst", -36_000),
     ("ist", 7200),
     ("jst", 32_400),
     ("mdt", -21_600),
-    ("msk", 10_800),
     ("mst", -25_200),
     ("pdt", -25_200),
     ("pst", -28_800),
