@@ -970,65 +970,72 @@ fn convert_string(
     let Some(tz) = tz else {
         return Ok(Some(RawBson::Null));
     };
-    let parsed = match format {
+    let outcome = match format {
         Some(f) => match f.as_ref().map(RawBson::as_raw_bson_ref) {
-            Some(RawBsonRef::String(f)) => from_string::parse_with_format(s, f),
+            Some(RawBsonRef::String(f)) => from_string::with_format(s, f),
             _ => return Ok(Some(RawBson::Null)),
         },
-        None => from_string::parse_iso(s),
+        None => from_string::free(s),
     };
-    let Some(p) = parsed else {
-        if format.is_none() && from_string::certainly_invalid(s) {
-            return Err(conversion(format!("Error parsing date string '{s}'")));
+    let p = match outcome {
+        from_string::Outcome::Date(p) => p,
+        from_string::Outcome::Failed(msg) => return Err(conversion(msg)),
+        from_string::Outcome::Unsupported => {
+            if format.is_none() && from_string::certainly_invalid(s) {
+                return Err(conversion(format!("Error parsing date string '{s}'")));
+            }
+            return Err(super::super::not_implemented(&format!(
+                "$dateFromString of '{s}' (a form of timelib's reading Ebb does not know)"
+            )));
         }
-        return Err(super::super::not_implemented(&format!(
-            "$dateFromString of '{s}' (Ebb reads ISO 8601 dates and the numeric format \
-             specifiers)"
-        )));
     };
     // mongod's `TimeZone::isUtcZone`: no zone, or an offset of zero.
     let utc = matches!(tz, Tz::Utc | Tz::Fixed(0));
-    let utc_offset = match (p.zone, tz) {
-        (None, _) => None,
-        (Some(from_string::Zone::Offset(_)), _) if !utc => {
+    match &p.zone {
+        Some(from_string::Zone::Offset(_)) if !utc => {
             return Err(conversion(
                 "you cannot pass in a date/time string with GMT offset together with a timezone \
                  argument",
             ));
         }
-        (Some(from_string::Zone::Z), _) if !utc => {
-            return Err(conversion(
-                "you cannot pass in a date/time string with time zone information ('Z') together \
-                 with a timezone argument",
-            ));
+        Some(from_string::Zone::Abbr { abbr, .. }) if !utc => {
+            return Err(conversion(format!(
+                "you cannot pass in a date/time string with time zone information ('{abbr}') \
+                 together with a timezone argument"
+            )));
         }
-        (Some(from_string::Zone::Offset(secs)), _) => Some(secs),
-        (Some(from_string::Zone::Z), _) => Some(0),
-    };
-    let zone = utc_offset.map_or_else(|| tz.clone(), Tz::Fixed);
-    let days = days_from_civil(p.year, p.month, p.day);
-    from_local(&zone, days, p.hour, p.minute, p.second, p.millis)
+        _ => {}
+    }
+    parsed_millis(&p, tz)
         .map(|ms| Some(RawBson::DateTime(bson::DateTime::from_millis(ms))))
         .ok_or_else(add_overflow_parts)
 }
 
+/// The instant of a read date: its own zone or `tz`, after timelib's move to a week day.
+fn parsed_millis(p: &from_string::Parsed, tz: &Tz) -> Option<i64> {
+    let zone = p
+        .zone
+        .as_ref()
+        .map_or_else(|| tz.clone(), |z| Tz::Fixed(z.offset()));
+    let mut days = days_from_civil(p.year, p.month, p.day);
+    if let Some(weekday) = p.weekday {
+        // timelib's `do_adjust_for_weekday` (behaviour 1): forward 0..=6 days.
+        days += (weekday - iso_dow(days).rem_euclid(7)).rem_euclid(7);
+    }
+    days += p.rel_days;
+    // mongod: `Seconds(sse) + Microseconds(us)` cast to milliseconds, towards zero.
+    let whole = from_local(&zone, days, p.hour, p.minute, p.second, 0)?;
+    Some(whole.checked_mul(1000)?.checked_add(p.micros)? / 1000)
+}
+
 /// A date string as `$toDate` and `$convert` read it (mongod parses it as `$dateFromString`
-/// does, in UTC): its instant in milliseconds, `None` when Ebb does not read it.
+/// does, in UTC): its instant in milliseconds, `None` when Ebb does not read it or mongod
+/// fails.
 pub(super) fn string_millis(s: &str) -> Option<i64> {
-    let p = from_string::parse_iso(s)?;
-    let offset = match p.zone {
-        None | Some(from_string::Zone::Z) => 0,
-        Some(from_string::Zone::Offset(secs)) => secs,
-    };
-    let days = days_from_civil(p.year, p.month, p.day);
-    from_local(
-        &Tz::Fixed(offset),
-        days,
-        p.hour,
-        p.minute,
-        p.second,
-        p.millis,
-    )
+    match from_string::free(s) {
+        from_string::Outcome::Date(p) => parsed_millis(&p, &Tz::Utc),
+        from_string::Outcome::Failed(_) | from_string::Outcome::Unsupported => None,
+    }
 }
 
 /// An evaluated `startOfWeek`.

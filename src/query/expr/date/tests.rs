@@ -905,6 +905,149 @@ fn date_from_string() {
                 rawbson!({"$dateFromString": {"dateString": 5, "onError": "bad"}}),
                 Some(rawbson!("bad")),
             ),
+            // Without a format, the forms of mongod's jstests and the manual.
+            (
+                rawbson!({"$dateFromString": {"dateString": "Feb 8 2017"}}),
+                Some(date("2017-02-08T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "8 February 2017", "timezone": "America/New_York"}}),
+                Some(date("2017-02-08T05:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "February 8, 2017 12:10:40"}}),
+                Some(date("2017-02-08T12:10:40Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08 12:10:40 GMT+02:00"}}),
+                Some(date("2017-02-08T10:10:40Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Wed, 08 Feb 2017 12:10:40 +0000"}}),
+                Some(date("2017-02-08T12:10:40Z")),
+            ),
+            // timelib moves to the next day of that name.
+            (
+                rawbson!({"$dateFromString": {"dateString": "Tue, 01 Jan 2024 10:00:00 GMT"}}),
+                Some(date("2024-01-02T10:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Sun, 01 Jan 2024"}}),
+                Some(date("2024-01-07T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017/02/08"}}),
+                Some(date("2017-02-08T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "02/08/2017"}}),
+                Some(date("2017-02-08T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "July 4th, 2017 12:39:30 BST"}}),
+                Some(date("2017-07-04T11:39:30Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-04 12:48:07 GMT+0545"}}),
+                Some(date("2017-07-04T07:03:07Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-14T12:02:44.771 PDT"}}),
+                Some(date("2017-07-14T19:02:44.771Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-14T12:02:44.771 Z", "timezone": "UTC"}}),
+                Some(date("2017-07-14T12:02:44.771Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-04T11:56.02", "timezone": "Europe/London"}}),
+                Some(date("2017-07-04T10:56:02Z")),
+            ),
+            // Before 1970, mongod's cast of seconds plus microseconds to milliseconds rounds towards
+            // zero: later in time.
+            (
+                rawbson!({"$dateFromString": {"dateString": "1969-12-31T23:59:59.0005"}}),
+                Some(date("1969-12-31T23:59:59.001Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1969-12-31T23:59:58.9996"}}),
+                Some(date("1969-12-31T23:59:59.000Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-W05-3"}}),
+                Some(date("2017-02-01T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2020-W53-7 10:00"}}),
+                Some(date("2021-01-03T10:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-04 tomorrow 10:00"}}),
+                Some(date("2017-07-05T10:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Tue 2017-12-31 yesterday"}}),
+                Some(date("2018-01-01T00:00:00Z")),
+            ),
+            // With a format: every specifier.
+            (
+                rawbson!({"$dateFromString": {"dateString": "4/26/1992:+285", "format": "%m/%d/%Y:%Z"}}),
+                Some(date("1992-04-25T19:15:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "4/26/1992:+0445", "format": "%m/%d/%Y:%z"}}),
+                Some(date("1992-04-25T19:15:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "53.7.2017", "format": "%V.%u.%G"}}),
+                Some(date("2018-01-07T00:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2024-015 10:20:30.4", "format": "%Y-%j %H:%M:%S.%L"}}),
+                Some(date("2024-01-16T10:20:30.400Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "15 Jan 2024", "format": "%d %b %Y", "timezone": "Asia/Tokyo"}}),
+                Some(date("2024-01-14T15:00:00Z")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1992 % 04 % 26", "format": "%Y %% %m %% %d"}}),
+                Some(date("1992-04-26T00:00:00Z")),
+            ),
+            // onError answers for every parse failure; onNull only for a null string.
+            (
+                rawbson!({"$dateFromString": {"dateString": "2018-01", "format": "%Y-%m-%d", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "July 4th", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            // mongod's jstest date_from_string_on_error.js.
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "invalid", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Invalid date string", "format": null, "onError": "bad"}}),
+                Some(RawBson::Null),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08 Europe/Paris", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-02-08Z", "timezone": "Europe/Paris", "onError": "bad"}}),
+                Some(rawbson!("bad")),
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "$n", "format": "%Y", "onNull": "none", "onError": "bad"}}),
+                Some(rawbson!("none")),
+            ),
         ],
     );
     check_errors(
@@ -928,10 +1071,66 @@ fn date_from_string() {
                  together with a timezone argument",
             ),
             (
-                rawbson!({"$dateFromString": {"dateString": "Feb 8 2017", "onError": "bad"}}),
+                rawbson!({"$dateFromString": {"dateString": "next monday", "onError": "bad"}}),
                 ErrorCode::NotImplemented,
-                "$dateFromString of 'Feb 8 2017' (Ebb reads ISO 8601 dates and the numeric \
-                 format specifiers) is not supported by Ebb yet",
+                "$dateFromString of 'next monday' (a form of timelib's reading Ebb does not \
+                 know) is not supported by Ebb yet",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-12T22:23:55 CEST", "timezone": "Europe/Amsterdam"}}),
+                ErrorCode::ConversionFailure,
+                "you cannot pass in a date/time string with time zone information ('CEST') \
+                 together with a timezone argument",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-12T22:23:55 GMT+02:00", "timezone": "Europe/Amsterdam"}}),
+                ErrorCode::ConversionFailure,
+                "you cannot pass in a date/time string with GMT offset together with a timezone \
+                 argument",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "4/26/1992:+0445", "format": "%m/%d/%Y:%z", "timezone": "+0500"}}),
+                ErrorCode::ConversionFailure,
+                "you cannot pass in a date/time string with GMT offset together with a timezone \
+                 argument",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2017-07-12T22:23:55 America/New_York", "timezone": "Europe/Amsterdam"}}),
+                ErrorCode::ConversionFailure,
+                "Error parsing date string '2017-07-12T22:23:55 America/New_York'; 20: passing a \
+                 time zone identifier as part of the string is not allowed 'A'",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "Invalid date string"}}),
+                ErrorCode::ConversionFailure,
+                "Error parsing date string 'Invalid date string'",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "2018-01", "format": "%Y-%m-%d"}}),
+                ErrorCode::ConversionFailure,
+                "Error parsing date string '2018-01'; 7: Not enough data available to satisfy \
+                 format '\0'",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "July 4th"}}),
+                ErrorCode::ConversionFailure,
+                "an incomplete date/time string has been found, with elements missing: \"July \
+                 4th\"",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1992", "format": "%Y%", "onError": "bad"}}),
+                ErrorCode::Location(18535),
+                "Unmatched '%' at end of format string",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1992", "format": "%U"}}),
+                ErrorCode::Location(18536),
+                "Invalid format character '%U' in format string",
+            ),
+            (
+                rawbson!({"$dateFromString": {"dateString": "1992", "format": "%n"}}),
+                ErrorCode::Location(18536),
+                "Invalid format character '%n' in format string",
             ),
             (
                 rawbson!({"$dateFromString": {"dateString": "2017", "format": "%w"}}),
