@@ -1029,12 +1029,16 @@ fn parsed_millis(p: &from_string::Parsed, tz: &Tz) -> Option<i64> {
 }
 
 /// A date string as `$toDate` and `$convert` read it (mongod parses it as `$dateFromString`
-/// does, in UTC): its instant in milliseconds, `None` when Ebb does not read it or mongod
-/// fails.
-pub(super) fn string_millis(s: &str) -> Option<i64> {
+/// does, in UTC): its instant in milliseconds; `Err(Some(message))` when mongod fails with
+/// that `ConversionFailure` message, `Err(None)` when Ebb does not read the form.
+pub(super) fn string_millis(s: &str) -> Result<i64, Option<String>> {
     match from_string::free(s) {
-        from_string::Outcome::Date(p) => parsed_millis(&p, &Tz::Utc),
-        from_string::Outcome::Failed(_) | from_string::Outcome::Unsupported => None,
+        from_string::Outcome::Date(p) => parsed_millis(&p, &Tz::Utc).ok_or(None),
+        from_string::Outcome::Failed(msg) => Err(Some(msg)),
+        from_string::Outcome::Unsupported if from_string::certainly_invalid(s) => {
+            Err(Some(format!("Error parsing date string '{s}'")))
+        }
+        from_string::Outcome::Unsupported => Err(None),
     }
 }
 

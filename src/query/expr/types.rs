@@ -555,13 +555,13 @@ fn iso_date(ms: i64) -> String {
     )
 }
 
-/// An ISO 8601 date string: `YYYY-MM-DD`, optionally `T` (or a space) `HH:MM[:SS[.fff]]`, then
-/// `Z`, `±HH:MM`, `±HHMM` or `±HH` (UTC when absent), as milliseconds since the epoch.
+/// A date string as `$dateFromString` reads it without a format (in UTC), as milliseconds
+/// since the epoch; mongod's `ConversionFailure` when it does not parse.
 fn parse_date(s: &str) -> Result<i64, CommandError> {
-    super::date::string_millis(s).ok_or_else(|| {
-        conversion_failure(format!(
-            "Error parsing date string '{s}'; Ebb reads only ISO 8601 dates"
-        ))
+    super::date::string_millis(s).map_err(|message| {
+        conversion_failure(message.unwrap_or_else(|| {
+            format!("Error parsing date string '{s}'; Ebb does not read this form of date")
+        }))
     })
 }
 
@@ -833,13 +833,14 @@ mod tests {
             (
                 rawbson!({"$toDate": "2020-01-01T00:00+1\u{e9}1"}),
                 failure,
-                "Error parsing date string '2020-01-01T00:00+1\u{e9}1'; Ebb reads only ISO 8601 \
-                 dates",
+                "Error parsing date string '2020-01-01T00:00+1\u{e9}1'; Ebb does not read this \
+                 form of date",
             ),
             (
-                rawbson!({"$toDate": "yesterday"}),
+                // mongod's (timelib's) message, as `$dateFromString` gives it.
+                rawbson!({"$toDate": "2024-02-30"}),
                 failure,
-                "Error parsing date string 'yesterday'; Ebb reads only ISO 8601 dates",
+                "Error parsing date string '2024-02-30'; 11: The parsed date was invalid '\0'",
             ),
             (
                 rawbson!({"$convert": {"input": 1, "to": "missing"}}),
