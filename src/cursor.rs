@@ -830,6 +830,9 @@ pub struct Cursor {
     last_used_ms: i64,
     /// When the snapshot it reads was taken, by the server's clock.
     snapshot_ms: i64,
+    /// The session of the command that opened it: `getMore`s must come in the same one, and
+    /// killing the session closes it.
+    pub lsid: Option<crate::sessions::SessionId>,
 }
 
 impl Cursor {
@@ -848,7 +851,15 @@ impl Cursor {
             no_timeout,
             last_used_ms: now_ms,
             snapshot_ms: now_ms,
+            lsid: None,
         }
+    }
+
+    /// The same cursor, opened in session `lsid`.
+    #[must_use]
+    pub fn in_session(mut self, lsid: Option<crate::sessions::SessionId>) -> Self {
+        self.lsid = lsid;
+        self
     }
 
     /// Reads from a new snapshot if its own is [`SNAPSHOT_HISTORY_WINDOW`] old at `now_ms`.
@@ -920,7 +931,22 @@ impl Cursors {
     /// is not exhausted. MongoDB's errors for unknown ids and namespace mismatches. A cursor idle
     /// for [`CURSOR_TIMEOUT`] is closed here even if the reaper has not come round yet, so the
     /// timeout is exact.
+    ///
+    /// For the server's own use (a view's results read whole): a client's `getMore` goes
+    /// through [`Cursors::take_bounded`], which also checks its session.
     pub fn take(&self, id: i64, ns: &str, now_ms: i64) -> CommandResult<Cursor> {
+        self.take_in(id, ns, now_ms, SessionCheck::None)
+    }
+
+    /// [`Cursors::take`]; with `session` (the `lsid` of the `getMore`, if any), mongod's errors
+    /// when it is not the session the cursor was opened in.
+    fn take_in(
+        &self,
+        id: i64,
+        ns: &str,
+        now_ms: i64,
+        session: SessionCheck<'_>,
+    ) -> CommandResult<Cursor> {
         let mut open = self.lock();
         if open
             .get(&id)
@@ -940,10 +966,22 @@ impl Cursors {
                     c.ns
                 ),
             )),
-            Some(_) => open
-                .remove(&id)
-                .ok_or_else(|| CommandError::internal("cursor vanished")),
+            Some(c) => {
+                if let SessionCheck::Of(now) = session {
+                    session_matches(id, c.lsid.as_ref(), now)?;
+                }
+                open.remove(&id)
+                    .ok_or_else(|| CommandError::internal("cursor vanished"))
+            }
         }
+    }
+
+    /// Closes every cursor opened in a session `kill` picks; returns how many.
+    pub fn kill_sessions(&self, kill: impl Fn(&crate::sessions::SessionId) -> bool) -> usize {
+        let mut open = self.lock();
+        let before = open.len();
+        open.retain(|_, c| !c.lsid.as_ref().is_some_and(&kill));
+        before - open.len()
     }
 
     /// [`Cursors::take`], and the cursor reads from a new snapshot (`snapshot()`) if its own is
@@ -953,9 +991,10 @@ impl Cursors {
         id: i64,
         ns: &str,
         now_ms: i64,
+        lsid: Option<&crate::sessions::SessionId>,
         snapshot: &dyn Fn() -> Box<dyn Snapshot>,
     ) -> CommandResult<Cursor> {
-        let mut cursor = self.take(id, ns, now_ms)?;
+        let mut cursor = self.take_in(id, ns, now_ms, SessionCheck::Of(lsid))?;
         cursor.bound_snapshot(now_ms, snapshot);
         Ok(cursor)
     }
@@ -986,6 +1025,54 @@ impl Cursors {
         open.retain(|_, c| !c.timed_out(now_ms, timeout));
         before - open.len()
     }
+}
+
+/// Whether taking a cursor checks the session it is taken in.
+#[derive(Clone, Copy)]
+enum SessionCheck<'a> {
+    /// The server's own use: no check.
+    None,
+    /// A client's `getMore`, in this session (or none).
+    Of(Option<&'a crate::sessions::SessionId>),
+}
+
+/// mongod's checks that a `getMore` of cursor `id`, opened in session `opened` (if any), comes
+/// in the same session (`now`).
+fn session_matches(
+    id: i64,
+    opened: Option<&crate::sessions::SessionId>,
+    now: Option<&crate::sessions::SessionId>,
+) -> CommandResult<()> {
+    use crate::sessions::display;
+    let message = match (opened, now) {
+        (None, Some(now)) => (
+            50736,
+            format!(
+                "Cannot run getMore on cursor {id}, which was not created in a session, in \
+                 session {}",
+                display(now)
+            ),
+        ),
+        (Some(opened), None) => (
+            50737,
+            format!(
+                "Cannot run getMore on cursor {id}, which was created in session {}, without an \
+                 lsid",
+                display(opened)
+            ),
+        ),
+        (Some(opened), Some(now)) if opened != now => (
+            50738,
+            format!(
+                "Cannot run getMore on cursor {id}, which was created in session {}, in session \
+                 {}",
+                display(opened),
+                display(now)
+            ),
+        ),
+        _ => return Ok(()),
+    };
+    Err(CommandError::new(ErrorCode::Location(message.0), message.1))
 }
 
 /// A document read straight from its record, for callers that already hold one.

@@ -24,6 +24,29 @@ pub struct Sessions {
     last_use: Mutex<HashMap<SessionId, i64>>,
 }
 
+/// `uid` of every session when authentication is off: the SHA-256 of no user names, in base64,
+/// as mongod shows it.
+const NO_USER_UID: &str = "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+
+/// A session as mongod writes one in messages: `<id as a UUID> - <uid in base64> -  - ` (the
+/// empty parts are the transaction fields of internal sessions).
+pub fn display(id: &SessionId) -> String {
+    let hex = id.iter().fold(String::with_capacity(32), |mut hex, b| {
+        use std::fmt::Write as _;
+        let _ = write!(hex, "{b:02x}");
+        hex
+    });
+    let part = |r: std::ops::Range<usize>| hex.get(r).unwrap_or_default();
+    format!(
+        "{}-{}-{}-{}-{} - {NO_USER_UID} -  - ",
+        part(0..8),
+        part(8..12),
+        part(12..16),
+        part(16..20),
+        part(20..32)
+    )
+}
+
 /// The session id of an `lsid` value (`{id: UUID, …}`), if it holds one.
 pub fn session_id(lsid: RawBsonRef<'_>) -> Option<SessionId> {
     let RawBsonRef::Document(lsid) = lsid else {

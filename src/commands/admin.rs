@@ -516,31 +516,6 @@ pub(super) fn advance_clock(req: &Request<'_>, state: &ServerState) -> CommandRe
     })
 }
 
-pub(super) fn end_sessions(req: &Request<'_>, state: &ServerState) -> CommandResult {
-    // Ebb keeps no state for a session beyond its last use (`crate::sessions`): ending one
-    // forgets it. The argument is checked as mongod checks it.
-    match req.body.get("endSessions").ok().flatten() {
-        Some(RawBsonRef::Array(ids)) => {
-            for id in ids {
-                match id {
-                    Ok(lsid @ RawBsonRef::Document(_)) => {
-                        if let Some(id) = crate::sessions::session_id(lsid) {
-                            state.sessions.end(&id);
-                        }
-                    }
-                    Ok(other) => return Err(wrong_type("endSessions.0", other, " 'object'")),
-                    Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-                }
-            }
-            Ok(rawdoc! { "ok": 1.0 })
-        }
-        Some(other) => Err(wrong_type("endSessions", other, " 'array'")),
-        None => Err(CommandError::bad_value(
-            "endSessions requires an array argument",
-        )),
-    }
-}
-
 /// `shutdown` (`src/mongo/db/commands/shutdown.idl`: `force` a bool, `timeoutSecs` a safeInt64,
 /// strict). Both concern replica sets (stepping down, quiesce mode) and change nothing on a
 /// standalone server: it stops accepting, interrupts running commands at their next safe point

@@ -521,6 +521,7 @@ pub(super) async fn aggregate_explained(
         batch_size,
         false,
         false,
+        super::read::lsid_of(req),
     )
     .await
 }

@@ -13,6 +13,7 @@ mod generic;
 mod handshake;
 mod index;
 mod read;
+mod sessions;
 mod spec;
 mod validate;
 mod views;
@@ -43,6 +44,11 @@ enum Cmd {
     ServerStatus,
     Shutdown,
     EndSessions,
+    StartSession,
+    RefreshSessions,
+    KillSessions,
+    KillAllSessions,
+    KillAllSessionsByPattern,
     KillCursors,
     ListDatabases,
     Create,
@@ -377,12 +383,30 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .no_auth(),
     C::other(
+        "killAllSessions",
+        Cmd::KillAllSessions,
+        &spec::Args::LOOSE,
+        "kill all logical sessions, for either all users or a specific set of users",
+    ),
+    C::other(
+        "killAllSessionsByPattern",
+        Cmd::KillAllSessionsByPattern,
+        &spec::Args::LOOSE,
+        "kill logical sessions by pattern",
+    ),
+    C::other(
         "killCursors",
         Cmd::KillCursors,
         &fields::KILL_CURSORS,
         "Kill a list of cursor ids",
     )
     .v1(),
+    C::other(
+        "killSessions",
+        Cmd::KillSessions,
+        &spec::Args::LOOSE,
+        "kill a logical session and its operations",
+    ),
     C::read(
         "listCollections",
         Cmd::ListCollections,
@@ -421,6 +445,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .v1()
     .no_auth(),
+    C::other(
+        "refreshSessions",
+        Cmd::RefreshSessions,
+        &spec::Args::LOOSE,
+        "renew a set of logical sessions",
+    )
+    .v1(),
     C::write(
         "renameCollection",
         Cmd::RenameCollection,
@@ -441,6 +472,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         "shutdown the database.  must be ran against admin db and either (1) ran from localhost or (2) authenticated.",
     )
     .admin(),
+    C::other(
+        "startSession",
+        Cmd::StartSession,
+        &spec::Args::LOOSE,
+        "start a logical session",
+    ),
     C::write("update", Cmd::Update, &fields::UPDATE, "update documents")
         .v1()
         .on_view(OnView::RefuseStatements("updates")),
@@ -598,7 +635,12 @@ async fn run_handler(
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
         Cmd::Shutdown => admin::shutdown(req, ctx, state),
-        Cmd::EndSessions => admin::end_sessions(req, state),
+        Cmd::EndSessions => sessions::end_sessions(req, state),
+        Cmd::StartSession => Ok(sessions::start_session(state)),
+        Cmd::RefreshSessions => sessions::refresh_sessions(req, state),
+        Cmd::KillSessions => sessions::kill_sessions(req, state),
+        Cmd::KillAllSessions => sessions::kill_all_sessions(req, state),
+        Cmd::KillAllSessionsByPattern => sessions::kill_all_sessions_by_pattern(req, state),
         Cmd::KillCursors => read::kill_cursors(req, state),
         Cmd::ListDatabases => collection::list_databases(req, state).await,
         Cmd::Create => collection::create(req, state).await,

@@ -145,6 +145,15 @@ fn cursor_reply<D: AsRef<bson::RawDocument>>(
 }
 
 /// Runs `source` for a first batch and registers a cursor if anything is left.
+/// The session a command runs in: its `lsid`, if it carries a valid one.
+pub(crate) fn lsid_of(req: &Request<'_>) -> Option<crate::sessions::SessionId> {
+    req.body
+        .get("lsid")
+        .ok()
+        .flatten()
+        .and_then(crate::sessions::session_id)
+}
+
 pub(crate) async fn first_batch(
     state: &ServerState,
     ns: String,
@@ -152,6 +161,7 @@ pub(crate) async fn first_batch(
     batch_size: Option<usize>,
     single_batch: bool,
     no_timeout: bool,
+    lsid: Option<crate::sessions::SessionId>,
 ) -> CommandResult {
     let max_docs = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
     let now = state.now_ms();
@@ -174,7 +184,7 @@ pub(crate) async fn first_batch(
     } else {
         state
             .cursors
-            .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout, now))
+            .insert(Cursor::new(ns.clone(), source, batch_size, no_timeout, now).in_session(lsid))
     };
     Ok(cursor_reply(id, &ns, "firstBatch", &docs))
 }
@@ -446,9 +456,17 @@ pub(super) async fn find_explained(
             sorted
         }
     };
-    first_batch(state, ns, source, batch_size, single_batch, no_timeout)
-        .await
-        .map_err(|e| executor_error(e, "find"))
+    first_batch(
+        state,
+        ns,
+        source,
+        batch_size,
+        single_batch,
+        no_timeout,
+        lsid_of(req),
+    )
+    .await
+    .map_err(|e| executor_error(e, "find"))
 }
 
 /// Documents read from the scan per step of a blocking sort.
@@ -574,9 +592,12 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
     Metrics::bump(&state.metrics.op_getmore);
     let ns = format!("{}.{collection}", req.db);
     let catalog = std::sync::Arc::clone(&state.catalog);
-    let mut cursor = state
-        .cursors
-        .take_bounded(id, &ns, state.now_ms(), &|| catalog.snapshot())?;
+    let mut cursor =
+        state
+            .cursors
+            .take_bounded(id, &ns, state.now_ms(), lsid_of(req).as_ref(), &|| {
+                catalog.snapshot()
+            })?;
     // Each getMore stops at its own interruption, not at the one of the command that opened
     // the cursor.
     cursor.source.set_interrupt(&state.interrupt());

@@ -420,7 +420,8 @@ async fn aggregate(
 ) -> CommandResult {
     let name = collection_name(req)?;
     let mut body = rawdoc! { "aggregate": name, "pipeline": pipeline, "cursor": cursor };
-    for key in extra {
+    // The session goes with it: the cursor is the client's, opened in its session.
+    for key in extra.iter().chain(&["lsid"]) {
         if let Some(v) = field(req, key)? {
             body.append(
                 bson::raw::CString::try_from(*key)
