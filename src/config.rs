@@ -53,6 +53,15 @@ pub struct Config {
         default_value_t = crate::sorter::DEFAULT_MAX_SORT_BYTES
     )]
     pub max_blocking_sort_bytes: usize,
+    /// Runs as the primary of a one-member replica set of this name (mongod's `--replSet`),
+    /// initiated on its own: `hello` reports the set, replies carry `$clusterTime`.
+    #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
+    pub repl_set: Option<String>,
+    /// The `host:port` the replica set's member is known by (in `hello.hosts`, `me`,
+    /// `primary`), for a server reached through another address (containers, NAT). By default,
+    /// the address and port it listens on.
+    #[arg(long, value_name = "HOST:PORT", requires = "repl_set")]
+    pub advertise_host: Option<String>,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -72,6 +81,8 @@ impl Default for Config {
             log_format: LogFormat::Text,
             shutdown_timeout_secs: 10,
             max_blocking_sort_bytes: crate::sorter::DEFAULT_MAX_SORT_BYTES,
+            repl_set: None,
+            advertise_host: None,
             argv: vec!["ebb".into()],
         }
     }

@@ -294,6 +294,26 @@ async fn run_command(
     ctx: &mut ConnCtx,
     state: &ServerState,
 ) -> Result<RawDocumentBuf, CommandError> {
+    let Some(rs) = &state.replset else {
+        return run_timed(req, ctx, state).await;
+    };
+    // Replica-set mode: gossip in, run, and stamp the reply (an error too) with the cluster
+    // time, as mongod does on every reply.
+    let result = match commands::cluster_time::gossip_in(rs, req.body) {
+        Ok(()) => run_timed(req, ctx, state).await,
+        Err(e) => Err(e),
+    };
+    let wrote = result.is_ok() && commands::writes(req.name, req.body);
+    let operation_time = commands::cluster_time::operation_time(rs, wrote);
+    let reply = result.unwrap_or_else(|e| e.to_document());
+    Ok(commands::cluster_time::append(rs, reply, operation_time))
+}
+
+async fn run_timed(
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<RawDocumentBuf, CommandError> {
     Metrics::bump(&state.metrics.op_command);
     tracing::trace!(
         command = req.name,

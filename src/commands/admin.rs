@@ -173,16 +173,24 @@ pub(super) fn get_cmd_line_opts(state: &ServerState) -> RawDocumentBuf {
         argv.push(arg.as_str());
     }
     let config = &state.config;
+    // mongod lists the parsed options by section, in name order.
+    let mut parsed = rawdoc! {
+        "net": {
+            "bindIp": config.bind.as_str(),
+            "port": i32::from(state.local_addr.port()),
+            "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
+        },
+    };
+    if let Some(name) = &config.repl_set {
+        parsed.append(cstr!("replication"), rawdoc! { "replSet": name.as_str() });
+    }
+    parsed.append(
+        cstr!("storage"),
+        rawdoc! { "dbPath": config.data_dir.display().to_string() },
+    );
     rawdoc! {
         "argv": argv,
-        "parsed": {
-            "net": {
-                "bindIp": config.bind.as_str(),
-                "port": i32::from(state.local_addr.port()),
-                "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
-            },
-            "storage": { "dbPath": config.data_dir.display().to_string() },
-        },
+        "parsed": parsed,
         "ok": 1.0,
     }
 }
