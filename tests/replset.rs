@@ -704,6 +704,119 @@ async fn shutdown_answers_a_waiting_hello_at_once() -> TestResult {
     Ok(())
 }
 
+/// OP_MSG `exhaustAllowed`.
+const EXHAUST_ALLOWED: u32 = 1 << 16;
+
+#[tokio::test]
+async fn awaitable_hello_streams_with_more_to_come() -> TestResult {
+    let mut server = TestServer::start_replset(SET).await?;
+    let mut conn = server.raw().await?;
+    let tv = topology_version(&mut conn).await?;
+    let body = doc! {
+        "hello": 1, "topologyVersion": tv.clone(), "maxAwaitTimeMS": 200, "$db": "admin",
+    };
+    let id = conn.next_request_id();
+    let started = Instant::now();
+    let first = conn
+        .round_trip(id, &common::op_msg(id, EXHAUST_ALLOWED, &body))
+        .await?;
+    assert!(is_ok(&first.body), "{}", first.body);
+    assert_ne!(first.flags & common::MORE_TO_COME, 0, "first reply streams");
+    assert_ne!(first.header.request_id, 0);
+    // The next replies come without a request, each answering to the one before.
+    let mut previous = first;
+    for _ in 0..2 {
+        let next = conn.read_reply().await?;
+        assert!(is_ok(&next.body), "{}", next.body);
+        assert_ne!(next.flags & common::MORE_TO_COME, 0);
+        assert_eq!(next.header.response_to, previous.header.request_id);
+        assert_eq!(next.body.get_document("topologyVersion")?, &tv);
+        previous = next;
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "each waited"
+    );
+    // Shutdown ends the stream with a reply without moreToCome.
+    server.trigger_shutdown();
+    let last = conn.read_reply().await?;
+    assert_eq!(last.flags & common::MORE_TO_COME, 0);
+    assert_error(&last.body, 91, "ShutdownInProgress");
+    assert_eq!(last.header.response_to, previous.header.request_id);
+    common::within("server stop", async {
+        server.join().await.unwrap_or(Ok(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// The driver's monitor uses awaitable `hello` (exhaust, on this server) without a failed
+/// heartbeat, and the client keeps working.
+#[tokio::test]
+async fn the_driver_monitors_by_streaming() -> TestResult {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use mongodb::event::EventHandler;
+    use mongodb::event::sdam::SdamEvent;
+
+    let server = TestServer::start_replset(SET).await?;
+    let uri = format!(
+        "mongodb://{}/?replicaSet={SET}&{NO_RETRY}&heartbeatFrequencyMS=500",
+        server.addr()
+    );
+    let mut options = mongodb::options::ClientOptions::parse(uri).await?;
+    let awaited = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let (a, f) = (Arc::clone(&awaited), Arc::clone(&failed));
+    options.sdam_event_handler = Some(EventHandler::callback(
+        move |event: SdamEvent| match event {
+            SdamEvent::ServerHeartbeatSucceeded(e) if e.awaited => {
+                a.fetch_add(1, Ordering::SeqCst);
+            }
+            SdamEvent::ServerHeartbeatFailed(_) => {
+                f.fetch_add(1, Ordering::SeqCst);
+            }
+            _ => {}
+        },
+    ));
+    let client = mongodb::Client::with_options(options)?;
+    crud(&client).await?;
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    crud(&client).await?;
+    assert!(awaited.load(Ordering::SeqCst) >= 2, "awaited heartbeats");
+    assert_eq!(failed.load(Ordering::SeqCst), 0, "failed heartbeats");
+    Ok(())
+}
+
+#[tokio::test]
+async fn exhaust_needs_an_awaitable_hello() -> TestResult {
+    let server = TestServer::start().await?;
+    let mut conn = server.raw().await?;
+    // A hello that is not awaitable cannot stream.
+    let body = doc! { "hello": 1, "$db": "admin" };
+    let id = conn.next_request_id();
+    let reply = conn
+        .round_trip(id, &common::op_msg(id, EXHAUST_ALLOWED, &body))
+        .await?;
+    assert_error(&reply.body, 51756, "Location51756");
+    assert_eq!(
+        reply.body.get_str("errmsg")?,
+        "An isMaster or hello request with exhaust must specify 'maxAwaitTimeMS'"
+    );
+    assert_eq!(reply.flags & common::MORE_TO_COME, 0);
+    // Other commands answer once.
+    let body = doc! { "ping": 1, "$db": "admin" };
+    let id = conn.next_request_id();
+    let reply = conn
+        .round_trip(id, &common::op_msg(id, EXHAUST_ALLOWED, &body))
+        .await?;
+    assert!(is_ok(&reply.body));
+    assert_eq!(reply.flags & common::MORE_TO_COME, 0);
+    conn.ping().await?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // mongosh
 // ---------------------------------------------------------------------------------------------
