@@ -33,9 +33,17 @@ pub fn gossip_in(rs: &ReplSet, body: &RawDocument) -> CommandResult<()> {
         return Err(CommandError::new(
             ErrorCode::ClusterTimeFailsRateLimiter,
             format!(
-                "New cluster time, {}, is too far from this node's wall clock time, {wall}.",
+                "New $clusterTime, {}, is too far from this node's wall clock time, {wall}.",
                 ts.time
             ),
+        ));
+    }
+    // mongod's clock stops at seconds and increments of 2^31 - 1.
+    let max = i32::MAX.unsigned_abs();
+    if ts.time > max || ts.increment > max {
+        return Err(CommandError::new(
+            ErrorCode::Location(40484),
+            "$clusterTime cannot be advanced beyond its maximum value",
         ));
     }
     rs.clock.advance(ts);
@@ -175,6 +183,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(err.code, ErrorCode::ClusterTimeFailsRateLimiter);
         assert_eq!(rs.clock.cluster_time(), later);
+        let err = gossip_in(
+            &rs,
+            &rawdoc! { "ping": 1, "$clusterTime": { "clusterTime": ts(now.time, u32::MAX) } },
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Location(40484));
         // Malformed gossip is ignored.
         gossip_in(&rs, &rawdoc! { "ping": 1, "$clusterTime": 5 }).unwrap();
     }
