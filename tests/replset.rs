@@ -237,6 +237,15 @@ async fn repl_set_commands_in_replica_set_mode() -> TestResult {
         .get_document("settings")?
         .get_object_id("replicaSetId")?;
 
+    let opts = run_command(&client, "admin", doc! { "getCmdLineOpts": 1 }).await?;
+    let parsed = opts.get_document("parsed")?;
+    assert_eq!(
+        parsed.get_document("replication")?,
+        &doc! { "replSet": SET }
+    );
+    let sections: Vec<&str> = parsed.keys().map(String::as_str).collect();
+    assert_eq!(sections, ["net", "replication", "storage"]);
+
     // Only on admin.
     let err = run_command_err(&client, "test", doc! { "replSetGetStatus": 1 }).await?;
     assert_command_error(&err, 13, "Unauthorized");
