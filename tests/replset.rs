@@ -237,6 +237,12 @@ async fn repl_set_commands_in_replica_set_mode() -> TestResult {
         .get_document("settings")?
         .get_object_id("replicaSetId")?;
 
+    let status = run_command(&client, "admin", doc! { "serverStatus": 1 }).await?;
+    let repl = status.get_document("repl")?;
+    assert_eq!(repl.get_str("setName")?, SET);
+    assert_eq!(repl.get_str("me")?, host);
+    assert!(repl.get_bool("isWritablePrimary")?);
+
     let opts = run_command(&client, "admin", doc! { "getCmdLineOpts": 1 }).await?;
     let parsed = opts.get_document("parsed")?;
     assert_eq!(
@@ -262,6 +268,8 @@ async fn repl_set_commands_on_a_standalone() -> TestResult {
         err.message,
         "This node was not started with replication enabled."
     );
+    let status = run_command(&client, "admin", doc! { "serverStatus": 1 }).await?;
+    assert!(status.get("repl").is_none());
     for command in ["replSetGetStatus", "replSetGetConfig"] {
         let err = run_command_err(&client, "admin", doc! { command: 1 }).await?;
         assert_command_error(&err, 76, "NoReplicationEnabled");

@@ -173,7 +173,7 @@ pub(super) async fn hello(
 /// What a replica set member's `hello` reports, in mongod's order (`HelloResponse::addToBSON`):
 /// `topologyVersion`, `hosts`, `setName`, `setVersion`, the primary flag, `secondary`,
 /// `primary`, `me`, `electionId`, `lastWrite`.
-fn append_replset_info(
+pub(super) fn append_replset_info(
     reply: &mut RawDocumentBuf,
     rs: &ReplSet,
     state: &ServerState,
