@@ -53,9 +53,32 @@ pub struct Config {
         default_value_t = crate::sorter::DEFAULT_MAX_SORT_BYTES
     )]
     pub max_blocking_sort_bytes: usize,
+    /// Runs as the primary of a one-member replica set of this name (mongod's `--replSet`),
+    /// initiated on its own: `hello` reports the set, replies carry `$clusterTime`.
+    #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
+    pub repl_set: Option<String>,
+    /// The `host:port` the replica set's member is known by (in `hello.hosts`, `me`,
+    /// `primary`), for a server reached through another address (containers, NAT). By default,
+    /// the address and port it listens on.
+    #[arg(long, value_name = "HOST:PORT", requires = "repl_set", value_parser = host_and_port)]
+    pub advertise_host: Option<String>,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
+}
+
+/// Checks a `host:port` (`[v6]:port` for an IPv6 address): a host, and a port from 1 to 65535.
+fn host_and_port(value: &str) -> Result<String, String> {
+    let (host, port) = value
+        .rsplit_once(':')
+        .ok_or_else(|| format!("'{value}' is not HOST:PORT"))?;
+    if host.is_empty() || host.contains(char::is_whitespace) {
+        return Err(format!("'{value}' has no host"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(value.to_owned()),
+        _ => Err(format!("'{port}' is not a port (1 to 65535)")),
+    }
 }
 
 /// Defaults for embedding and tests: like the command line's, except that storage is in memory
@@ -72,6 +95,8 @@ impl Default for Config {
             log_format: LogFormat::Text,
             shutdown_timeout_secs: 10,
             max_blocking_sort_bytes: crate::sorter::DEFAULT_MAX_SORT_BYTES,
+            repl_set: None,
+            advertise_host: None,
             argv: vec!["ebb".into()],
         }
     }
@@ -91,5 +116,35 @@ impl Config {
                 self.data_dir.join("_tmp")
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Config;
+
+    #[test]
+    fn repl_set_flags() {
+        let config = Config::try_parse_from(["ebb", "--replSet", "rs0"]).unwrap();
+        assert_eq!(config.repl_set.as_deref(), Some("rs0"));
+        assert_eq!(config.advertise_host, None);
+        let config = Config::try_parse_from([
+            "ebb",
+            "--replSet=rs0",
+            "--advertise-host",
+            "db.example:27017",
+        ])
+        .unwrap();
+        assert_eq!(config.advertise_host.as_deref(), Some("db.example:27017"));
+        // Advertising needs a set, and a host with a port.
+        assert!(Config::try_parse_from(["ebb", "--advertise-host", "h:1"]).is_err());
+        for bad in ["nohost", ":27017", "h:0", "h:70000", "h:x"] {
+            let args = ["ebb", "--replSet", "rs0", "--advertise-host", bad];
+            assert!(Config::try_parse_from(args).is_err(), "{bad}");
+        }
+        let args = ["ebb", "--replSet", "rs0", "--advertise-host", "[::1]:27017"];
+        assert!(Config::try_parse_from(args).is_ok());
     }
 }

@@ -33,6 +33,24 @@ pub struct ConnCtx {
     /// Set by the `shutdown` command: its reply is not sent, and the connection closes, as
     /// with mongod, whose clients see the connection end.
     pub closing: bool,
+    /// An awaitable `hello` streamed with `moreToCome` (the exhaust protocol): the connection
+    /// answers it again, without a request, until a reply goes without the flag.
+    pub exhaust: Option<Exhaust>,
+    /// The `requestID` of the last reply that had one of its own (exhaust replies).
+    last_reply_id: i32,
+}
+
+/// The request an exhaust stream answers again (mongod's "next invocation").
+#[derive(Debug)]
+pub struct Exhaust {
+    /// The `hello` command, its `topologyVersion` the one last answered.
+    body: RawDocumentBuf,
+    /// The compressor of the request.
+    compressor: Option<Compressor>,
+    /// Whether the request was checksummed.
+    checksum: bool,
+    /// The `requestID` of the reply the next one follows.
+    response_to: i32,
 }
 
 impl ConnCtx {
@@ -45,7 +63,15 @@ impl ConnCtx {
             client_metadata: None,
             handshake_done: false,
             closing: false,
+            exhaust: None,
+            last_reply_id: 0,
         }
+    }
+
+    /// A `requestID` for a reply another reply will answer to.
+    fn next_reply_id(&mut self) -> i32 {
+        self.last_reply_id = self.last_reply_id.checked_add(1).unwrap_or(1);
+        self.last_reply_id
     }
 }
 
@@ -111,8 +137,24 @@ pub async fn handle(
     if ctx.closing {
         return Ok(());
     }
+    let mut reply = reply_to(request_id, body);
+    if let Some(exhaust) = &mut ctx.exhaust {
+        // The first reply of a stream: the next one answers to it.
+        exhaust.compressor = compressor;
+        reply.request_id = exhaust.response_to;
+    }
+    encode_counted(&reply, compressor, state, out)
+}
+
+/// Encodes `reply` into `out` under `compressor`, counting the compression.
+fn encode_counted(
+    reply: &Message,
+    compressor: Option<Compressor>,
+    state: &ServerState,
+    out: &mut BytesMut,
+) -> Result<(), ebb_wire::Error> {
     let start = out.len();
-    reply_to(request_id, body).encode(compressor, out)?;
+    reply.encode(compressor, out)?;
     if let (Some(c), Some(sent)) = (compressor, out.get(start..)) {
         let counters = &state.metrics.compression[usize::from(c.id())];
         counters
@@ -169,17 +211,34 @@ async fn run(
 ) -> Result<Option<Body>, ebb_wire::Error> {
     match body {
         Body::Msg(msg) => {
-            let reply = run_op_msg(&msg, ctx, state).await;
+            let mut reply = run_op_msg(&msg, ctx, state).await;
             if msg.flags.contains(MessageFlags::MORE_TO_COME) {
                 // The client reads no reply; errors are dropped, as the OP_MSG spec says.
                 return Ok(None);
             }
             // A checksummed request gets a checksummed reply.
-            let flags = if msg.flags.contains(MessageFlags::CHECKSUM_PRESENT) {
+            let checksum = msg.flags.contains(MessageFlags::CHECKSUM_PRESENT);
+            let mut flags = if checksum {
                 MessageFlags::CHECKSUM_PRESENT
             } else {
                 MessageFlags::default()
             };
+            if msg.flags.contains(MessageFlags::EXHAUST_ALLOWED) {
+                match exhaust_next(msg.body.as_ref(), &reply, state) {
+                    Ok(Some(body)) => {
+                        flags = flags.with(MessageFlags::MORE_TO_COME);
+                        let response_to = ctx.next_reply_id();
+                        ctx.exhaust = Some(Exhaust {
+                            body,
+                            compressor: None,
+                            checksum,
+                            response_to,
+                        });
+                    }
+                    Ok(None) => {}
+                    Err(e) => reply = e.to_document(),
+                }
+            }
             Ok(Some(Body::Msg(OpMsg {
                 flags,
                 body: reply,
@@ -192,6 +251,99 @@ async fn run(
             Err(ebb_wire::Error::UnknownOpCode(OpCode::Reply.as_i32()))
         }
     }
+}
+
+/// For a request marked `exhaustAllowed` that was answered `reply`: the command to answer
+/// again without a request (the exhaust protocol), when it is an awaitable `hello` that
+/// succeeded, with its `topologyVersion` made the one just answered so that the next answer
+/// waits for a change. Other commands stream nothing (Ebb's cursors do not stream `getMore`);
+/// a `hello` without `maxAwaitTimeMS` is mongod's error 51756.
+fn exhaust_next(
+    request: &RawDocument,
+    reply: &RawDocument,
+    state: &ServerState,
+) -> Result<Option<RawDocumentBuf>, CommandError> {
+    if !matches!(
+        command_name(request),
+        Some("hello" | "isMaster" | "ismaster")
+    ) {
+        return Ok(None);
+    }
+    let ok = matches!(reply.get("ok"), Ok(Some(bson::RawBsonRef::Double(d))) if d == 1.0);
+    if !ok {
+        return Ok(None);
+    }
+    if !matches!(request.get("maxAwaitTimeMS"), Ok(Some(_))) {
+        return Err(CommandError::new(
+            ErrorCode::Location(51756),
+            "An isMaster or hello request with exhaust must specify 'maxAwaitTimeMS'",
+        ));
+    }
+    let mut next = RawDocumentBuf::new();
+    for elem in request.iter_elements() {
+        let elem = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match elem.key().as_str() {
+            "topologyVersion" => next.append(elem.key(), state.topology.version()),
+            // Sent once per connection, and never in an awaitable hello by drivers.
+            "client" => {}
+            _ => {
+                let value = elem
+                    .value()
+                    .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+                next.append(elem.key(), value);
+            }
+        }
+    }
+    Ok(Some(next))
+}
+
+/// Answers the awaitable `hello` of an exhaust stream again (it waits for a topology change,
+/// its `maxAwaitTimeMS` or shutdown), appending the reply to `out`: with `moreToCome` while
+/// it succeeds, and the stream ends with the first reply without it.
+pub async fn continue_exhaust(
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+    out: &mut BytesMut,
+) -> Result<(), ebb_wire::Error> {
+    let Some(exhaust) = ctx.exhaust.take() else {
+        return Ok(());
+    };
+    let msg = OpMsg {
+        flags: MessageFlags::EXHAUST_ALLOWED,
+        body: exhaust.body,
+        sequences: Vec::new(),
+    };
+    let mut reply = run_op_msg(&msg, ctx, state).await;
+    let mut flags = if exhaust.checksum {
+        MessageFlags::CHECKSUM_PRESENT
+    } else {
+        MessageFlags::default()
+    };
+    let request_id = ctx.next_reply_id();
+    match exhaust_next(msg.body.as_ref(), &reply, state) {
+        Ok(Some(body)) if !state.shutdown.is_cancelled() => {
+            flags = flags.with(MessageFlags::MORE_TO_COME);
+            ctx.exhaust = Some(Exhaust {
+                body,
+                compressor: exhaust.compressor,
+                checksum: exhaust.checksum,
+                response_to: request_id,
+            });
+        }
+        Ok(_) => {}
+        Err(e) => reply = e.to_document(),
+    }
+    let message = Message {
+        request_id,
+        response_to: exhaust.response_to,
+        body: Body::Msg(OpMsg {
+            flags,
+            body: reply,
+            sequences: Vec::new(),
+        }),
+        compressor: None,
+    };
+    encode_counted(&message, exhaust.compressor, state, out)
 }
 
 /// Runs an OP_MSG command and returns the reply document, `{ok: 0, …}` on error.
@@ -290,6 +442,26 @@ async fn run_op_query(query: &OpQuery, ctx: &mut ConnCtx, state: &ServerState) -
 }
 
 async fn run_command(
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<RawDocumentBuf, CommandError> {
+    let Some(rs) = &state.replset else {
+        return run_timed(req, ctx, state).await;
+    };
+    // Replica-set mode: gossip in, run, and stamp the reply (an error too) with the cluster
+    // time, as mongod does on every reply.
+    let result = match commands::cluster_time::gossip_in(rs, req.body) {
+        Ok(()) => run_timed(req, ctx, state).await,
+        Err(e) => Err(e),
+    };
+    let wrote = result.is_ok() && commands::writes(req.name, req.body);
+    let operation_time = commands::cluster_time::operation_time(rs, wrote);
+    let reply = result.unwrap_or_else(|e| e.to_document());
+    Ok(commands::cluster_time::append(rs, reply, operation_time))
+}
+
+async fn run_timed(
     req: &Request<'_>,
     ctx: &mut ConnCtx,
     state: &ServerState,

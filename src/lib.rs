@@ -8,6 +8,7 @@
 //!        └─ dispatch  command document + sequences → handler; errors → {ok: 0, …} replies
 //!             └─ commands::*  one module per family (handshake, admin)
 //!                  └─ state  counters and configuration shared by all connections
+//!                       └─ replset  replica-set mode: the set's identity, the cluster clock
 //! ```
 //!
 //! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
@@ -25,6 +26,7 @@ pub mod index;
 pub mod interrupt;
 pub mod pipeline;
 pub mod query;
+pub mod replset;
 pub mod server;
 pub mod sessions;
 pub mod sorter;

@@ -49,6 +49,11 @@ pub struct Inner {
     pub sessions: Sessions,
     /// Per-collection operation latencies (`$collStats.latencyStats`).
     pub top: crate::top::Top,
+    /// The replica set this server is the primary of (`--replSet`), or `None` for a
+    /// standalone.
+    pub replset: Option<crate::replset::ReplSet>,
+    /// `topologyVersion`, which awaitable `hello` waits on.
+    pub topology: crate::replset::Topology,
     /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
     /// connections close between requests, and running commands stop at their next safe
     /// point (see [`ServerState::check_interrupt`]).
@@ -116,8 +121,14 @@ impl Metrics {
 }
 
 impl ServerState {
-    /// State for a server bound to `local_addr`.
-    pub fn new(config: Config, local_addr: std::net::SocketAddr, catalog: Arc<Catalog>) -> Self {
+    /// State for a server bound to `local_addr`, the primary of `replset` when there is one.
+    pub fn new(
+        config: Config,
+        local_addr: std::net::SocketAddr,
+        catalog: Arc<Catalog>,
+        replset: Option<crate::replset::ReplSet>,
+    ) -> Self {
+        let process_id = ObjectId::new();
         let mut startup_warnings = vec![
             "Access control is not enabled for the database. Read and write access to data and \
              configuration is unrestricted"
@@ -134,7 +145,7 @@ impl ServerState {
             config,
             started: Instant::now(),
             started_at: bson::DateTime::now(),
-            process_id: ObjectId::new(),
+            process_id,
             metrics: Metrics::default(),
             local_addr,
             startup_warnings,
@@ -145,6 +156,8 @@ impl ServerState {
             ttl_metrics: Arc::new(TtlMetrics::default()),
             sessions: Sessions::default(),
             top: crate::top::Top::default(),
+            replset,
+            topology: crate::replset::Topology::new(process_id),
             shutdown: CancellationToken::new(),
         }))
     }

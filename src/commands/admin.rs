@@ -173,16 +173,24 @@ pub(super) fn get_cmd_line_opts(state: &ServerState) -> RawDocumentBuf {
         argv.push(arg.as_str());
     }
     let config = &state.config;
+    // mongod lists the parsed options by section, in name order.
+    let mut parsed = rawdoc! {
+        "net": {
+            "bindIp": config.bind.as_str(),
+            "port": i32::from(state.local_addr.port()),
+            "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
+        },
+    };
+    if let Some(name) = &config.repl_set {
+        parsed.append(cstr!("replication"), rawdoc! { "replSet": name.as_str() });
+    }
+    parsed.append(
+        cstr!("storage"),
+        rawdoc! { "dbPath": config.data_dir.display().to_string() },
+    );
     rawdoc! {
         "argv": argv,
-        "parsed": {
-            "net": {
-                "bindIp": config.bind.as_str(),
-                "port": i32::from(state.local_addr.port()),
-                "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
-            },
-            "storage": { "dbPath": config.data_dir.display().to_string() },
-        },
+        "parsed": parsed,
         "ok": 1.0,
     }
 }
@@ -359,7 +367,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
     let current = m.connections_current.load(Ordering::Relaxed);
     let available = i64::try_from(state.config.max_connections).unwrap_or(i64::MAX) - current;
     let (resident, virt) = memory_mb();
-    rawdoc! {
+    let status = rawdoc! {
         "host": format!("{}:{}", hostname(), state.local_addr.port()),
         "version": crate::MONGODB_VERSION,
         "process": "ebb",
@@ -404,6 +412,25 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         "storageEngine": storage_engine(state.config.in_memory),
         "ebb": { "storage": storage_garbage(state) },
         "ok": 1.0,
+    };
+    match &state.replset {
+        // A replica set member reports `repl`: what `hello` reports of the set.
+        Some(rs) => {
+            let mut repl = RawDocumentBuf::new();
+            super::handshake::append_replset_info(&mut repl, rs, state, cstr!("isWritablePrimary"));
+            repl.append(cstr!("rbid"), 1);
+            let mut out = RawDocumentBuf::new();
+            for elem in status.iter_elements().map_while(Result::ok) {
+                if elem.key().as_str() == "storageEngine" {
+                    out.append(cstr!("repl"), repl.clone());
+                }
+                if let Ok(value) = elem.value() {
+                    out.append(elem.key(), value);
+                }
+            }
+            out
+        }
+        None => status,
     }
 }
 

@@ -3,11 +3,14 @@
 //! and messages. Whether a command takes a read or write concern comes from its row in the
 //! command table ([`super::COMMANDS`]), the same row `listCommands` reports.
 //!
-//! Ebb is a standalone server: what needs a replica set (read concerns that wait for a
-//! cluster time, `linearizable`, `snapshot`, `w` above 1 or tags, transaction numbers) is
-//! refused as a standalone mongod refuses it, never accepted and ignored.
+//! A standalone refuses what needs a replica set (read concerns that wait for a cluster time,
+//! `linearizable`, `snapshot`, `w` above 1 or tags, transaction numbers) as a standalone mongod
+//! refuses it, never accepted and ignored. The primary of a replica set of one (`--replSet`)
+//! takes them with their meaning on one member: the cluster times a read names are checked
+//! against the clock by the caller ([`Limits`]), and a `w` that one member cannot satisfy is
+//! answered after the write with mongod's `writeConcernError`.
 
-use bson::{RawBsonRef, RawDocument};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, Timestamp, rawdoc};
 
 use super::args::{truthy, type_name, wrong_type};
 use super::spec::{Ty, wrong_type as ty_mismatch};
@@ -77,25 +80,48 @@ pub struct Accepts {
     pub read_concerns: ReadConcerns,
     /// Whether it takes a write concern.
     pub write_concern: bool,
+    /// Whether the server is the primary of a replica set (else a standalone).
+    pub replset: bool,
 }
 
 /// What the generic arguments ask of the command's run.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Limits {
     /// `maxTimeMS`, when given and not 0: how long the command may run.
     pub max_time_ms: Option<u64>,
+    /// `readConcern.afterClusterTime` (replica set only): the read waits for the clock to
+    /// reach it.
+    pub after_cluster_time: Option<Timestamp>,
+    /// `readConcern.atClusterTime` (replica set only, level `snapshot`): the time to read at.
+    pub at_cluster_time: Option<Timestamp>,
+    /// The `writeConcernError` a replica set of one answers after the write, for a write
+    /// concern it cannot satisfy (`w` above 1, a mode or tags it does not have).
+    pub write_concern_error: Option<RawDocumentBuf>,
 }
 
 /// Checks the generic arguments of `body` for a command that declares `accepts`.
 pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
     let found = find(body)?;
     check_api(accepts, &found)?;
-    let max_time_ms = found.max_time_ms.map(max_time_ms).transpose()?.flatten();
+    let mut limits = Limits {
+        max_time_ms: found.max_time_ms.map(max_time_ms).transpose()?.flatten(),
+        ..Limits::default()
+    };
     check_transaction(&found)?;
     if let Some(rc) = found.read_concern {
         let parsed = ReadConcern::parse(rc)?;
         parsed.check_supported(accepts)?;
-        parsed.check_standalone()?;
+        if accepts.replset {
+            parsed.check_replset(accepts)?;
+            if parsed.after_cluster_time {
+                limits.after_cluster_time = parsed.cluster_time;
+            }
+            if parsed.at_cluster_time {
+                limits.at_cluster_time = parsed.cluster_time;
+            }
+        } else {
+            parsed.check_standalone()?;
+        }
     }
     if let Some(wc) = found.write_concern {
         if !accepts.write_concern {
@@ -104,9 +130,14 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
                 "Command does not support writeConcern",
             ));
         }
-        WriteConcernArgs::parse(wc)?.check_standalone()?;
+        let parsed = WriteConcernArgs::parse(wc)?;
+        if accepts.replset {
+            limits.write_concern_error = parsed.replset_error();
+        } else {
+            parsed.check_standalone()?;
+        }
     }
-    Ok(Limits { max_time_ms })
+    Ok(limits)
 }
 
 /// Reads `maxTimeMS` as mongod's `parseMaxTimeMS` does: a number from 0 to 2^31 − 1, integral
@@ -250,6 +281,8 @@ pub struct ReadConcern {
     after_op_time: bool,
     after_cluster_time: bool,
     at_cluster_time: bool,
+    /// The timestamp of `afterClusterTime` or `atClusterTime`.
+    cluster_time: Option<Timestamp>,
 }
 
 impl ReadConcern {
@@ -311,6 +344,7 @@ impl ReadConcern {
                     } else {
                         rc.after_cluster_time = true;
                     }
+                    rc.cluster_time = Some(ts);
                 }
                 "provenance" => {
                     if !matches!(v, RawBsonRef::String(_)) {
@@ -391,6 +425,56 @@ impl ReadConcern {
         ))
     }
 
+    /// What the primary of a replica set of one refuses: `linearizable` with `afterOpTime`
+    /// (mongod's `waitForReadConcern`), and `snapshot` outside a transaction on commands other
+    /// than `find`, `aggregate` and `distinct` (mongod's `supportsReadConcern`).
+    fn check_replset(self, accepts: &Accepts) -> CommandResult<()> {
+        if self.level == Some(Level::Linearizable) && self.after_op_time {
+            return Err(CommandError::new(
+                ErrorCode::FailedToParse,
+                "afterOpTime not compatible with linearizable read concern",
+            ));
+        }
+        if self.level == Some(Level::Snapshot)
+            && !matches!(accepts.name, "find" | "aggregate" | "distinct")
+        {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                format!(
+                    "Command {} does not support {} :: caused by :: read concern snapshot not \
+                     supported",
+                    accepts.name,
+                    self.describe()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The read concern as mongod's `ReadConcernArgs::toString` shows it in messages.
+    fn describe(self) -> String {
+        let mut fields = Vec::new();
+        if let Some(level) = self.level {
+            let name = match level {
+                Level::Local => "local",
+                Level::Majority => "majority",
+                Level::Linearizable => "linearizable",
+                Level::Available => "available",
+                Level::Snapshot => "snapshot",
+            };
+            fields.push(format!("level: \"{name}\""));
+        }
+        if let Some(ts) = self.cluster_time {
+            let name = if self.at_cluster_time {
+                "atClusterTime"
+            } else {
+                "afterClusterTime"
+            };
+            fields.push(format!("{name}: {}", show_timestamp(ts)));
+        }
+        format!("{{ readConcern: {{ {} }} }}", fields.join(", "))
+    }
+
     /// What a standalone cannot serve: `linearizable`, `snapshot`, and reads that wait for an
     /// operation or cluster time.
     fn check_standalone(self) -> CommandResult<()> {
@@ -410,6 +494,11 @@ impl ReadConcern {
         }
         Ok(())
     }
+}
+
+/// A timestamp as mongod writes it in messages: `Timestamp(seconds, increment)`.
+pub fn show_timestamp(ts: Timestamp) -> String {
+    format!("Timestamp({}, {})", ts.time, ts.increment)
 }
 
 /// What `w` asks for.
@@ -432,6 +521,8 @@ pub struct WriteConcernArgs {
     pub j: Option<bool>,
     /// What `w` named when it is not a number or `"majority"` (for the standalone's error).
     mode: String,
+    /// `wtimeout` in milliseconds (0: none).
+    wtimeout: i32,
 }
 
 impl WriteConcernArgs {
@@ -447,6 +538,7 @@ impl WriteConcernArgs {
             w: None,
             j: None,
             mode: String::new(),
+            wtimeout: 0,
         };
         let mut fsync = None;
         for elem in doc {
@@ -456,7 +548,18 @@ impl WriteConcernArgs {
                 "j" => out.j = Some(truthy("WriteConcernOptions.j", v)?),
                 "fsync" => fsync = Some(truthy("WriteConcernOptions.fsync", v)?),
                 // Non-numbers read as 0 (no timeout), as mongod reads them.
-                "wtimeout" | "wElectionId" | "wOpTime" | "getLastError" => {}
+                "wtimeout" => {
+                    out.wtimeout = match v {
+                        RawBsonRef::Int32(n) => n,
+                        RawBsonRef::Int64(n) => {
+                            i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
+                        }
+                        #[expect(clippy::cast_possible_truncation, reason = "saturating")]
+                        RawBsonRef::Double(d) if !d.is_nan() => d as i32,
+                        _ => 0,
+                    };
+                }
+                "wElectionId" | "wOpTime" | "getLastError" => {}
                 "provenance" => match v {
                     RawBsonRef::String(
                         "clientSupplied"
@@ -584,6 +687,46 @@ impl WriteConcernArgs {
         }
     }
 
+    /// What a replica set of one answers after the write (mongod's
+    /// `checkIfWriteConcernCanBeSatisfied`, reported as `writeConcernError`): `w` above 1 cannot
+    /// be satisfied (`UnsatisfiableWriteConcern`, 100), and the set has no modes or tags of its
+    /// own (`UnknownReplWriteConcern`, 79). `wtimeout` never matters: one member is done at
+    /// once.
+    pub fn replset_error(&self) -> Option<RawDocumentBuf> {
+        let (code, errmsg) = match self.w {
+            Some(W::Nodes(n)) if n > 1 => (
+                ErrorCode::UnsatisfiableWriteConcern,
+                "Not enough data-bearing nodes".to_owned(),
+            ),
+            Some(W::Other) => (
+                ErrorCode::UnknownReplWriteConcern,
+                format!(
+                    "No write concern mode named '{}' found in replica set configuration",
+                    self.mode
+                ),
+            ),
+            _ => return None,
+        };
+        // The write concern as mongod's `WriteConcernOptions::toBSON` shows it.
+        let mut wc = RawDocumentBuf::new();
+        if let Some(W::Nodes(n)) = self.w {
+            wc.append(bson::raw::cstr!("w"), i32::try_from(n).unwrap_or(i32::MAX));
+        } else {
+            wc.append(bson::raw::cstr!("w"), self.mode.as_str());
+        }
+        if let Some(j) = self.j {
+            wc.append(bson::raw::cstr!("j"), j);
+        }
+        wc.append(bson::raw::cstr!("wtimeout"), self.wtimeout);
+        wc.append(bson::raw::cstr!("provenance"), "clientSupplied");
+        Some(rawdoc! {
+            "code": code.code(),
+            "codeName": code.name().as_ref(),
+            "errmsg": errmsg,
+            "errInfo": { "writeConcern": wc },
+        })
+    }
+
     /// A standalone acknowledges `w` 0 or 1 and `"majority"`; more members, other modes and
     /// tags need a replica set.
     fn check_standalone(&self) -> CommandResult<()> {
@@ -612,18 +755,21 @@ mod tests {
         api_v1: true,
         read_concerns: ReadConcerns::All,
         write_concern: false,
+        replset: false,
     };
     const INSERT: Accepts = Accepts {
         name: "insert",
         api_v1: true,
         read_concerns: ReadConcerns::LocalOnly,
         write_concern: true,
+        replset: false,
     };
     const BUILD_INFO: Accepts = Accepts {
         name: "buildInfo",
         api_v1: false,
         read_concerns: ReadConcerns::LocalOnly,
         write_concern: false,
+        replset: false,
     };
 
     #[test]

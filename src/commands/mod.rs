@@ -6,6 +6,7 @@
 mod admin;
 mod aggregate;
 mod args;
+pub mod cluster_time;
 mod collection;
 mod explain;
 mod fields;
@@ -13,6 +14,7 @@ mod generic;
 mod handshake;
 mod index;
 mod read;
+mod repl;
 mod sessions;
 mod spec;
 mod validate;
@@ -75,6 +77,9 @@ enum Cmd {
     DropIndexes,
     CollMod,
     Validate,
+    ReplSetInitiate,
+    ReplSetGetStatus,
+    ReplSetGetConfig,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -123,6 +128,7 @@ impl CommandSpec {
             api_v1: self.api_v1,
             read_concerns: self.read_concerns,
             write_concern: self.write_concern,
+            replset: false,
         }
     }
 
@@ -460,6 +466,27 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .admin(),
     C::other(
+        "replSetGetConfig",
+        Cmd::ReplSetGetConfig,
+        &spec::Args::LOOSE,
+        "Returns the current replica set configuration{ replSetGetConfig : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands",
+    )
+    .admin(),
+    C::other(
+        "replSetGetStatus",
+        Cmd::ReplSetGetStatus,
+        &spec::Args::LOOSE,
+        "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands",
+    )
+    .admin(),
+    C::other(
+        "replSetInitiate",
+        Cmd::ReplSetInitiate,
+        &spec::Args::LOOSE,
+        "Initiate/christen a replica set.\nhttp://dochub.mongodb.org/core/replicasetcommands",
+    )
+    .admin(),
+    C::other(
         "serverStatus",
         Cmd::ServerStatus,
         &spec::Args::LOOSE,
@@ -507,14 +534,19 @@ pub struct Checked {
 }
 
 /// Checks a command document against its row: its own fields ([`spec::check`]), then the
-/// generic arguments ([`generic::check`]).
+/// generic arguments ([`generic::check`]), as a replica set member reads them when `replset`.
 pub fn check_request(
     spec: &CommandSpec,
     body: &bson::RawDocument,
     sequences: &[&str],
+    replset: bool,
 ) -> CommandResult<Checked> {
     let nulls = spec::check(spec.args, spec.name, body, sequences)?;
-    let limits = generic::check(&spec.accepts(), body)?;
+    let accepts = generic::Accepts {
+        replset,
+        ..spec.accepts()
+    };
+    let limits = generic::check(&accepts, body)?;
     let body = if nulls {
         Some(spec::without_nulls(spec.args, body)?)
     } else {
@@ -554,7 +586,31 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     for (slot, seq) in names.iter_mut().zip(req.sequences) {
         *slot = seq.identifier.as_str();
     }
-    let checked = check_request(spec, req.body, &names[..req.sequences.len().min(4)])?;
+    let checked = check_request(
+        spec,
+        req.body,
+        &names[..req.sequences.len().min(4)],
+        state.replset.is_some(),
+    )?;
+    if let Some(rs) = &state.replset {
+        cluster_time::check_read_times(rs, &checked.limits)?;
+    }
+    let write_concern_error = checked.limits.write_concern_error.clone();
+    let result = run_checked(spec, req, &checked, ctx, state).await;
+    match (result, write_concern_error) {
+        (Ok(reply), Some(wce)) => Ok(cluster_time::with_write_concern_error(&reply, wce)),
+        (result, _) => result,
+    }
+}
+
+/// Runs a request whose arguments [`check_request`] passed, within its `maxTimeMS`.
+async fn run_checked(
+    spec: &'static CommandSpec,
+    req: &Request<'_>,
+    checked: &Checked,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> CommandResult {
     let stripped_req;
     let req = match &checked.body {
         None => req,
@@ -578,6 +634,14 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         // Writes stop at their next safe point (between statements), never half-way.
         run.await
     }
+}
+
+/// Whether `req` is a command that may write (its table row takes a write concern, or an
+/// `aggregate` ends in `$out`/`$merge`): its reply's `operationTime` is a new tick of the
+/// cluster clock.
+pub fn writes(name: &str, body: &bson::RawDocument) -> bool {
+    lookup(name)
+        .is_some_and(|s| s.write_concern || (s.cmd == Cmd::Aggregate && pipeline_writes(body)))
 }
 
 /// Whether an `aggregate` pipeline ends in `$out` or `$merge`.
@@ -622,8 +686,8 @@ async fn run_handler(
         }
     }
     match spec.cmd {
-        Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello),
-        Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster),
+        Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello).await,
+        Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster).await,
         Cmd::Ping => Ok(bson::rawdoc! { "ok": 1.0 }),
         Cmd::BuildInfo => Ok(admin::build_info()),
         Cmd::GetParameter => admin::get_parameter(req, state),
@@ -667,6 +731,9 @@ async fn run_handler(
         Cmd::DropIndexes => index::drop_indexes(req, state).await,
         Cmd::CollMod => index::coll_mod(req, state).await,
         Cmd::Validate => validate::validate(req, state).await,
+        Cmd::ReplSetInitiate => repl::repl_set_initiate(state),
+        Cmd::ReplSetGetStatus => repl::repl_set_get_status(state),
+        Cmd::ReplSetGetConfig => repl::repl_set_get_config(req, state),
     }
 }
 

@@ -65,6 +65,14 @@ async fn run(
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
     loop {
+        if ctx.exhaust.is_some() {
+            // An exhaust stream (awaitable hello with moreToCome): the next reply comes without
+            // a request. Its wait ends at shutdown, with a reply that ends the stream.
+            let outcome = dispatch::continue_exhaust(ctx, state, &mut output).await;
+            write_out(&mut stream, &mut output, state).await?;
+            outcome?;
+            continue;
+        }
         // Shutdown is only observed between requests, so a request in flight always finishes.
         let frame = tokio::select! {
             biased;
@@ -86,14 +94,7 @@ async fn run(
             .metrics
             .connections_active
             .fetch_sub(1, Ordering::Relaxed);
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            state
-                .metrics
-                .bytes_out
-                .fetch_add(output.len() as u64, Ordering::Relaxed);
-            output.clear();
-        }
+        write_out(&mut stream, &mut output, state).await?;
         if let Err(e) = outcome {
             return Err(e.into());
         }
@@ -105,6 +106,23 @@ async fn run(
             output = BytesMut::with_capacity(16 * 1024);
         }
     }
+}
+
+/// Writes what `output` holds, if anything, and empties it.
+async fn write_out(
+    stream: &mut TcpStream,
+    output: &mut BytesMut,
+    state: &ServerState,
+) -> Result<(), ConnError> {
+    if !output.is_empty() {
+        stream.write_all(output).await?;
+        state
+            .metrics
+            .bytes_out
+            .fetch_add(output.len() as u64, Ordering::Relaxed);
+        output.clear();
+    }
+    Ok(())
 }
 
 /// Reads until one whole frame is buffered. `Ok(None)` is a clean end of stream between

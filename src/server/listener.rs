@@ -32,7 +32,23 @@ pub async fn run(
     let catalog = Arc::new(
         Catalog::open(Arc::clone(&store)).map_err(|e| std::io::Error::other(e.to_string()))?,
     );
-    let state = ServerState::new(config, local_addr, Arc::clone(&catalog));
+    let replset = match &config.repl_set {
+        Some(name) => {
+            let replset =
+                crate::replset::ReplSet::open(name, member_host(&config, local_addr), &store)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+            if let Some(ticket) = replset.identity_ticket {
+                store
+                    .durable(ticket)
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+            info!(set = %name, host = %replset.host, term = replset.term, "primary of a replica set of one");
+            Some(replset)
+        }
+        None => None,
+    };
+    let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset);
     {
         // Compactions drop expired records the purge is done with, judged by the clock reads
         // judge by (which tests can move).
@@ -104,6 +120,19 @@ pub async fn run(
         .map_err(std::io::Error::other)?;
     info!("shutdown complete");
     Ok(())
+}
+
+/// The `host:port` a replica set member is known by: `--advertise-host`, else the address it
+/// listens on (with the real port when 0 was asked for); an unspecified address (`0.0.0.0`)
+/// is reported as `localhost`.
+fn member_host(config: &Config, local_addr: std::net::SocketAddr) -> String {
+    if let Some(host) = &config.advertise_host {
+        return host.clone();
+    }
+    if local_addr.ip().is_unspecified() {
+        return format!("localhost:{}", local_addr.port());
+    }
+    local_addr.to_string()
 }
 
 /// Closes cursors left idle longer than [`CURSOR_TIMEOUT`], once a minute.

@@ -231,6 +231,27 @@ impl TestServer {
         Client::with_options(options)
     }
 
+    /// Starts an in-memory server that is the primary of the replica set `name`
+    /// (`--replSet name`).
+    pub async fn start_replset(name: &str) -> io::Result<TestServer> {
+        Self::start_with(|c| c.repl_set = Some(name.to_owned())).await
+    }
+
+    /// A driver client that discovers the server through `options` (a URI query string without
+    /// `?`, such as `replicaSet=rs0` or `directConnection=false`) rather than connecting to it
+    /// directly.
+    pub async fn client_discovering(&self, options: &str) -> mongodb::error::Result<Client> {
+        let uri = format!(
+            "mongodb://{}/?{options}&serverSelectionTimeoutMS={}&connectTimeoutMS={}",
+            self.addr,
+            IO_TIMEOUT.as_millis(),
+            IO_TIMEOUT.as_millis(),
+        );
+        let mut options = ClientOptions::parse(uri).await?;
+        options.app_name = Some("ebb-integration-tests".into());
+        Client::with_options(options)
+    }
+
     /// A new raw TCP connection.
     pub async fn raw(&self) -> io::Result<RawConn> {
         RawConn::connect(self.addr).await
