@@ -95,6 +95,7 @@ error_codes! {
     MaxSubPipelineDepthExceeded = 232,
     NotImplemented = 238,
     ConversionFailure = 241,
+    FailPointSetFailed = 266,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIVersionError = 322,
     APIStrictError = 323,

@@ -49,6 +49,8 @@ pub struct Inner {
     pub sessions: Sessions,
     /// Per-collection operation latencies (`$collStats.latencyStats`).
     pub top: crate::top::Top,
+    /// Fail points set by `configureFailPoint` (test commands only).
+    pub failpoints: crate::failpoint::FailPoints,
     /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
     /// connections close between requests, and running commands stop at their next safe
     /// point (see [`ServerState::check_interrupt`]).
@@ -145,6 +147,7 @@ impl ServerState {
             ttl_metrics: Arc::new(TtlMetrics::default()),
             sessions: Sessions::default(),
             top: crate::top::Top::default(),
+            failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
         }))
     }
