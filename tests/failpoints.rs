@@ -307,6 +307,35 @@ async fn app_name_filters() -> TestResult {
         .database("admin")
         .run_command(doc! { "ping": 1 })
         .await?;
+
+    // The handshake's own hello already carries the name, as in mongod (which reads the
+    // client metadata before it evaluates fail points): drivers block or fail it this way.
+    fail_command(
+        &other,
+        "alwaysOn".into(),
+        doc! { "failCommands": ["isMaster"], "errorCode": 91, "appName": "handshake-app" },
+    )
+    .await?;
+    let client_doc = doc! {
+        "application": { "name": "handshake-app" },
+        "driver": { "name": "raw", "version": "0" },
+        "os": { "type": "linux" },
+    };
+    let mut raw = server.raw().await?;
+    let reply = raw
+        .command("admin", doc! { "hello": 1, "client": client_doc.clone() })
+        .await?;
+    assert_eq!(reply.get_i32("code")?, 91, "{reply}");
+    assert_eq!(reply.get_str("codeName")?, "ShutdownInProgress");
+    // A handshake naming another application is answered.
+    let mut raw = server.raw().await?;
+    let mut named_other = client_doc;
+    named_other.insert("application", doc! { "name": "another" });
+    let reply = raw
+        .command("admin", doc! { "hello": 1, "client": named_other })
+        .await?;
+    assert_eq!(reply.get_f64("ok")?, 1.0, "{reply}");
+    assert_eq!(off(&other).await?, 2);
     Ok(())
 }
 

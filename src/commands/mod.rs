@@ -549,7 +549,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     // time it blocks counts against `maxTimeMS`, whose deadline runs from here.
     let started = std::time::Instant::now();
     if state.failpoints.active() {
-        let app = app_name(ctx);
+        let app = app_name(ctx, req);
         let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
         let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
         match state
@@ -570,7 +570,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     // Where mongod waits for the write concern, `failCommand` may answer a
     // `writeConcernError` instead.
     if spec.write_concern && state.failpoints.active() {
-        let app = app_name(ctx);
+        let app = app_name(ctx, req);
         let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
         let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
         return state.failpoints.after_command(&target, result);
@@ -578,9 +578,16 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     result
 }
 
-/// The connection's `client.application.name`, from its handshake.
-fn app_name(ctx: &ConnCtx) -> Option<String> {
-    let meta = ctx.client_metadata.as_ref()?;
+/// The connection's `client.application.name`, from its handshake. The handshake's own
+/// `hello` already counts as named, as mongod reads the metadata before evaluating fail points.
+fn app_name(ctx: &ConnCtx, req: &Request<'_>) -> Option<String> {
+    let meta = match &ctx.client_metadata {
+        Some(meta) => meta.as_ref(),
+        None if matches!(req.name, "hello" | "isMaster" | "ismaster") => {
+            req.body.get_document("client").ok()?
+        }
+        None => return None,
+    };
     let app = meta.get_document("application").ok()?;
     app.get_str("name").ok().map(str::to_owned)
 }
