@@ -101,6 +101,7 @@ error_codes! {
     SnapshotTooOld = 239,
     ConversionFailure = 241,
     ClusterTimeFailsRateLimiter = 262,
+    FailPointSetFailed = 266,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIVersionError = 322,
     APIStrictError = 323,

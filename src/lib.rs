@@ -22,6 +22,7 @@ pub mod config;
 pub mod cursor;
 pub mod dispatch;
 pub mod error;
+pub mod failpoint;
 pub mod index;
 pub mod interrupt;
 pub mod pipeline;

@@ -54,6 +54,8 @@ pub struct Inner {
     pub replset: Option<crate::replset::ReplSet>,
     /// `topologyVersion`, which awaitable `hello` waits on.
     pub topology: crate::replset::Topology,
+    /// Fail points set by `configureFailPoint` (test commands only).
+    pub failpoints: crate::failpoint::FailPoints,
     /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
     /// connections close between requests, and running commands stop at their next safe
     /// point (see [`ServerState::check_interrupt`]).
@@ -158,6 +160,7 @@ impl ServerState {
             top: crate::top::Top::default(),
             replset,
             topology: crate::replset::Topology::new(process_id),
+            failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
         }))
     }

@@ -72,6 +72,7 @@ enum Cmd {
     Aggregate,
     Explain,
     AdvanceClock,
+    ConfigureFailPoint,
     CreateIndexes,
     ListIndexes,
     DropIndexes,
@@ -118,7 +119,17 @@ impl CommandSpec {
     /// Whether this server answers the command (test-only commands need
     /// `--enable-test-commands`).
     pub fn available(&self, state: &ServerState) -> bool {
-        self.cmd != Cmd::AdvanceClock || state.config.enable_test_commands
+        match self.cmd {
+            Cmd::AdvanceClock | Cmd::ConfigureFailPoint => state.config.enable_test_commands,
+            _ => true,
+        }
+    }
+
+    /// Whether `other` is this command under another name (mongod's aliases: `hello` and
+    /// `isMaster`, `findAndModify` and `findandmodify`…), as `failCommand` matches names.
+    fn same_command(&self, other: &CommandSpec) -> bool {
+        let group = |c: Cmd| if c == Cmd::IsMaster { Cmd::Hello } else { c };
+        group(self.cmd) == group(other.cmd)
     }
 
     /// The generic arguments it accepts, as [`generic::check`] reads them.
@@ -255,6 +266,14 @@ pub static COMMANDS: &[CommandSpec] = &[
         "compact collection: rewrites the storage holding it, dropping deleted and expired data",
     )
     .on_view(OnView::Refuse),
+    C::other(
+        "configureFailPoint",
+        Cmd::ConfigureFailPoint,
+        &spec::Args::LOOSE,
+        "modifies the settings of a fail point",
+    )
+    .admin()
+    .no_auth(),
     C::other(
         "connectionStatus",
         Cmd::ConnectionStatus,
@@ -619,15 +638,104 @@ async fn run_checked(
             &stripped_req
         }
     };
-    let Some(ms) = checked.limits.max_time_ms else {
+    // Where mongod evaluates `failCommand`: once the command parsed, before anything else. The
+    // time it blocks counts against `maxTimeMS`, whose deadline runs from here.
+    let started = std::time::Instant::now();
+    if state.failpoints.active() {
+        let app = app_name(ctx, req);
+        let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
+        let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
+        match state
+            .failpoints
+            .before_command(&target, &state.shutdown)
+            .await
+        {
+            crate::failpoint::Before::Run => {}
+            crate::failpoint::Before::Reply(reply) => return Ok(reply),
+            crate::failpoint::Before::Close => {
+                // No reply; the connection closes (see `server::connection`).
+                ctx.closing = true;
+                return Ok(bson::RawDocumentBuf::new());
+            }
+        }
+    }
+    let result = run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await;
+    // Where mongod waits for the write concern, `failCommand` may answer a
+    // `writeConcernError` instead.
+    if spec.write_concern && state.failpoints.active() {
+        let app = app_name(ctx, req);
+        let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
+        let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
+        return state.failpoints.after_command(&target, result);
+    }
+    result
+}
+
+/// The connection's `client.application.name`, from its handshake. The handshake's own
+/// `hello` already counts as named, as mongod reads the metadata before evaluating fail points.
+fn app_name(ctx: &ConnCtx, req: &Request<'_>) -> Option<String> {
+    let meta = match &ctx.client_metadata {
+        Some(meta) => meta.as_ref(),
+        None if matches!(req.name, "hello" | "isMaster" | "ismaster") => {
+            req.body.get_document("client").ok()?
+        }
+        None => return None,
+    };
+    let app = meta.get_document("application").ok()?;
+    app.get_str("name").ok().map(str::to_owned)
+}
+
+/// The command as `failCommand` sees it.
+fn failpoint_target<'a>(
+    spec: &'a CommandSpec,
+    req: &'a Request<'a>,
+    connection_id: i64,
+    app_name: Option<&'a str>,
+    is_alias: &'a (dyn Fn(&str) -> bool + Sync),
+) -> crate::failpoint::Target<'a> {
+    let collection = crate::top::classify(req.name, req.body)
+        .map(|(_, coll)| coll)
+        .or_else(|| match (spec.cmd, req.body.iter().next()) {
+            (
+                Cmd::Create | Cmd::Drop | Cmd::CollStats,
+                Some(Ok((_, bson::RawBsonRef::String(coll)))),
+            ) => Some(coll),
+            _ => None,
+        });
+    crate::failpoint::Target {
+        command: spec.name,
+        is_alias,
+        db: req.db,
+        collection,
+        app_name,
+        connection_id,
+        body: req.body,
+    }
+}
+
+/// Runs a checked request under its `maxTimeMS`, counted from `started`.
+async fn run_timed(
+    spec: &CommandSpec,
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+    max_time_ms: Option<u64>,
+    started: std::time::Instant,
+) -> CommandResult {
+    let Some(ms) = max_time_ms else {
         return run_handler(spec, req, ctx, state).await;
     };
     let limit = std::time::Duration::from_millis(ms);
-    let deadline = std::time::Instant::now().checked_add(limit);
+    // Time spent blocked by a fail point counts: past the deadline already, the command does
+    // not start (mongod's interrupt check before running).
+    if started.elapsed() >= limit {
+        return Err(crate::interrupt::max_time_expired());
+    }
+    let deadline = started.checked_add(limit);
     let run = crate::interrupt::with_deadline(deadline, run_handler(spec, req, ctx, state));
     if abandonable(spec, req.body) {
         // A read also answers at its deadline when it is between safe points.
-        tokio::time::timeout(limit, run)
+        tokio::time::timeout(limit.saturating_sub(started.elapsed()), run)
             .await
             .unwrap_or_else(|_| Err(crate::interrupt::max_time_expired()))
     } else {
@@ -726,6 +834,7 @@ async fn run_handler(
         Cmd::Aggregate => aggregate::aggregate(req, state).await,
         Cmd::Explain => explain::explain(req, state).await,
         Cmd::AdvanceClock => admin::advance_clock(req, state),
+        Cmd::ConfigureFailPoint => crate::failpoint::configure(&state.failpoints, req.body),
         Cmd::CreateIndexes => index::create_indexes(req, state).await,
         Cmd::ListIndexes => index::list_indexes(req, state),
         Cmd::DropIndexes => index::drop_indexes(req, state).await,

@@ -98,6 +98,11 @@ async fn run(
         if let Err(e) = outcome {
             return Err(e.into());
         }
+        // The command asked for the connection to end without a reply (`shutdown`, or a
+        // `failCommand` fail point with `closeConnection`).
+        if ctx.closing {
+            return Ok(());
+        }
         // Keep an idle connection's buffers small after a large message went through.
         if input.capacity() > 1024 * 1024 && input.is_empty() {
             input = BytesMut::with_capacity(16 * 1024);
