@@ -96,6 +96,7 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     IllegalOpMsgFlag = 223,
     QueryFeatureNotAllowed = 224,
+    TransactionTooOld = 225,
     MaxSubPipelineDepthExceeded = 232,
     NotImplemented = 238,
     SnapshotTooOld = 239,

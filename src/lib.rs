@@ -28,6 +28,7 @@ pub mod interrupt;
 pub mod pipeline;
 pub mod query;
 pub mod replset;
+pub mod retryable;
 pub mod server;
 pub mod sessions;
 pub mod sorter;

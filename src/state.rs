@@ -47,6 +47,8 @@ pub struct Inner {
     pub purge_wake: Arc<tokio::sync::Notify>,
     /// The logical sessions commands have used (`$listLocalSessions`).
     pub sessions: Sessions,
+    /// What retryable writes have executed, per session (`crate::retryable`).
+    pub retryable: crate::retryable::RetryableWrites,
     /// Per-collection operation latencies (`$collStats.latencyStats`).
     pub top: crate::top::Top,
     /// The replica set this server is the primary of (`--replSet`), or `None` for a
@@ -157,6 +159,7 @@ impl ServerState {
             clock: Arc::new(Clock::default()),
             ttl_metrics: Arc::new(TtlMetrics::default()),
             sessions: Sessions::default(),
+            retryable: crate::retryable::RetryableWrites::default(),
             top: crate::top::Top::default(),
             replset,
             topology: crate::replset::Topology::new(process_id),

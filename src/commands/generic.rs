@@ -107,7 +107,7 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
         max_time_ms: found.max_time_ms.map(max_time_ms).transpose()?.flatten(),
         ..Limits::default()
     };
-    check_transaction(&found)?;
+    check_transaction(accepts, &found)?;
     if let Some(rc) = found.read_concern {
         let parsed = ReadConcern::parse(rc)?;
         parsed.check_supported(accepts)?;
@@ -232,18 +232,54 @@ fn check_api(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> {
 }
 
 /// Transactions need a replica set; a standalone refuses transaction numbers.
-fn check_transaction(found: &Found<'_>) -> CommandResult<()> {
-    if found.txn_number.is_some() {
+/// The commands a retryable write may be (mongod's `isRetryableWriteCommand`).
+const RETRYABLE_WRITES: [&str; 5] = [
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
+fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> {
+    if let Some(txn) = found.txn_number {
         if !found.lsid {
             return Err(CommandError::new(
                 ErrorCode::InvalidOptions,
                 "Transaction number requires a session ID to also be specified",
             ));
         }
-        return Err(CommandError::new(
-            ErrorCode::IllegalOperation,
-            "Transaction numbers are only allowed on a replica set member or mongos",
-        ));
+        if !accepts.replset {
+            return Err(CommandError::new(
+                ErrorCode::IllegalOperation,
+                "Transaction numbers are only allowed on a replica set member or mongos",
+            ));
+        }
+        if !matches!(txn, RawBsonRef::Int64(_)) {
+            return Err(wrong_type(
+                "OperationSessionInfoFromClient.txnNumber",
+                txn,
+                " 'long'",
+            ));
+        }
+        if found.autocommit.is_some() || found.start_transaction.is_some() {
+            return Err(CommandError::new(
+                ErrorCode::NotImplemented,
+                "Ebb does not run multi-document transactions yet",
+            ));
+        }
+        if !RETRYABLE_WRITES.contains(&accepts.name) {
+            return Err(CommandError::new(
+                ErrorCode::Location(50768),
+                format!(
+                    "txnNumber may only be provided for multi-document transactions and \
+                     retryable write commands. autocommit:false was not provided, and {} is not \
+                     a retryable write command.",
+                    accepts.name
+                ),
+            ));
+        }
+        return Ok(());
     }
     for (value, name) in [
         (found.autocommit, "autocommit"),

@@ -104,12 +104,19 @@ pub(super) fn refresh_sessions(req: &Request<'_>, state: &ServerState) -> Comman
 }
 
 /// `endSessions`: the sessions named are forgotten (mongod marks them expired, for its
-/// reaper). Elements without a session id are passed over, as before.
+/// reaper), with what their retryable writes recorded. Elements without a session id are
+/// passed over, as before.
 pub(super) fn end_sessions(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    let snapshot = state.catalog.snapshot();
+    let mut batch = crate::storage::Batch::new();
     for d in documents(req)? {
         if let Some(id) = session_id(RawBsonRef::Document(d)) {
             state.sessions.end(&id);
+            state.retryable.end(&*snapshot, &id, &mut batch)?;
         }
+    }
+    if !batch.is_empty() {
+        state.catalog.store().commit(batch)?;
     }
     Ok(rawdoc! { "ok": 1.0 })
 }

@@ -15,11 +15,11 @@ use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, 
 /// fjall-backed durable storage.
 pub struct DiskStorage {
     db: Database,
-    keyspaces: [fjall::Keyspace; 4],
+    keyspaces: [fjall::Keyspace; Keyspace::COUNT],
     /// Per keyspace, how many versions its active memtable holds of each key (approximately).
-    chains: [VersionChains; 4],
+    chains: [VersionChains; Keyspace::COUNT],
     /// Per keyspace, the keys whose versions scans step around (see `storage::hot`).
-    hot: Arc<[HotKeys; 4]>,
+    hot: Arc<[HotKeys; Keyspace::COUNT]>,
     ledger: Arc<Ledger>,
     /// The compaction filter of `docs` (see `storage::expired`).
     expired: Arc<ExpiredRecords>,
@@ -79,6 +79,7 @@ impl DiskStorage {
             open(Keyspace::Docs)?,
             open(Keyspace::Expiry)?,
             open(Keyspace::Index)?,
+            open(Keyspace::Sessions)?,
         ];
         expired.set_expiry(keyspaces[Keyspace::Expiry.slot()].clone());
         let ledger = Ledger::default();
@@ -92,12 +93,7 @@ impl DiskStorage {
         Ok(DiskStorage {
             db,
             keyspaces,
-            chains: [
-                VersionChains::new(),
-                VersionChains::new(),
-                VersionChains::new(),
-                VersionChains::new(),
-            ],
+            chains: std::array::from_fn(|_| VersionChains::new()),
             hot: Arc::default(),
             ledger: Arc::new(ledger),
             expired,
@@ -152,8 +148,8 @@ impl DiskStorage {
 
 struct DiskSnapshot {
     snapshot: fjall::Snapshot,
-    keyspaces: [fjall::Keyspace; 4],
-    hot: Arc<[HotKeys; 4]>,
+    keyspaces: [fjall::Keyspace; Keyspace::COUNT],
+    hot: Arc<[HotKeys; Keyspace::COUNT]>,
     ledger: Arc<Ledger>,
 }
 
@@ -217,7 +213,7 @@ impl Storage for DiskStorage {
                 left.to_be_bytes(),
             );
         }
-        let mut long = [false; 4];
+        let mut long = [false; Keyspace::COUNT];
         for op in batch.ops {
             let (ks, key) = match &op {
                 // Left for the compaction filter, when there is one (see `storage::expired`).

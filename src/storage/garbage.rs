@@ -104,13 +104,13 @@ impl Counters {
 #[derive(Debug, Default)]
 pub struct Ledger {
     /// Per keyspace (by slot), written since the server started.
-    written: [Counters; 4],
+    written: [Counters; Keyspace::COUNT],
     /// Per keyspace, written since its last compaction began.
-    debt: [Counters; 4],
+    debt: [Counters; Keyspace::COUNT],
     /// Per (keyspace slot, id), written since the keyspace's last compaction began.
     by_id: Mutex<HashMap<(usize, u64), Debt>>,
     /// Per keyspace, hidden entries that scans stepped over since its last compaction began.
-    scan_waste: [AtomicU64; 4],
+    scan_waste: [AtomicU64; Keyspace::COUNT],
     compactions: AtomicU64,
     bytes_freed: AtomicU64,
     /// Set while a mass removal (a TTL purge with more due) is under way.

@@ -9,7 +9,7 @@ use imbl::OrdMap;
 
 use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageResult};
 
-type Maps = [OrdMap<Bytes, Bytes>; 4];
+type Maps = [OrdMap<Bytes, Bytes>; Keyspace::COUNT];
 
 /// Keeps everything in memory; nothing survives the process.
 #[derive(Debug, Default)]

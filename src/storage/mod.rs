@@ -30,17 +30,23 @@ pub enum Keyspace {
     Docs,
     /// Expiry order (TTL).
     Expiry,
-    /// Secondary index entries.
+    /// Index entries (the `_id` index and secondary indexes).
     Index,
+    /// What logical sessions keep: retryable writes' executed statements (`crate::retryable`).
+    Sessions,
 }
 
 impl Keyspace {
+    /// How many keyspaces there are.
+    pub const COUNT: usize = 5;
+
     /// Every keyspace.
-    pub const ALL: [Keyspace; 4] = [
+    pub const ALL: [Keyspace; Keyspace::COUNT] = [
         Keyspace::Catalog,
         Keyspace::Docs,
         Keyspace::Expiry,
         Keyspace::Index,
+        Keyspace::Sessions,
     ];
 
     /// The on-disk name.
@@ -50,6 +56,7 @@ impl Keyspace {
             Keyspace::Docs => "docs",
             Keyspace::Expiry => "expiry",
             Keyspace::Index => "index",
+            Keyspace::Sessions => "sessions",
         }
     }
 
@@ -59,6 +66,7 @@ impl Keyspace {
             Keyspace::Docs => 1,
             Keyspace::Expiry => 2,
             Keyspace::Index => 3,
+            Keyspace::Sessions => 4,
         }
     }
 }

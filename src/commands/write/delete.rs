@@ -7,7 +7,7 @@ use bson::{RawBsonRef, RawDocument};
 
 use super::super::args::{WriteConcern, collection_name, variables, wrong_type};
 use super::batch::{BatchTarget, run_batch};
-use super::{compile_errors, ordered, statements, write_reply};
+use super::{compile_errors, not_retryable, ordered, retryable, statements, write_reply};
 use crate::catalog::validate_writable;
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -88,9 +88,17 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
     let vars = variables(req, state.now_ms())?;
+    let retryable_write = req.body.get("txnNumber").ok().flatten().is_some();
     let parsed = raw
         .iter()
-        .map(|s| parse_delete_statement(s, &vars))
+        .map(|s| {
+            parse_delete_statement(s, &vars).map(|s| match s {
+                // A retryable write changes one document a statement (mongod refuses the
+                // statement, in `writeErrors`).
+                Ok(s) if retryable_write && !s.limit_one => Err(not_retryable("limit=0")),
+                other => other,
+            })
+        })
         .collect::<CommandResult<Vec<_>>>()?;
     let target = BatchTarget {
         db: req.db,
@@ -98,12 +106,20 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
         concern,
         ordered,
     };
+    let mut retry = retryable(req, state).await?;
+    let mut retried = Vec::new();
+    let indexed: Vec<_> = parsed.iter().enumerate().collect();
     let result = run_batch(
         state,
         target,
-        &parsed,
+        &indexed,
         |_| false,
-        |w, stmt| {
+        |w, (i, stmt)| {
+            let stmt_id = crate::retryable::stmt_id(req.body, *i);
+            if let Some(done) = retry.as_ref().and_then(|c| c.executed(stmt_id)) {
+                retried.push(stmt_id);
+                return Ok(usize::try_from(done.get_i32("n").unwrap_or(0)).unwrap_or(0));
+            }
             let stmt = stmt.as_ref().map_err(|e| (e.clone(), None))?;
             let found = w
                 .matching(
@@ -115,10 +131,19 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
             for f in &found {
                 w.delete(f);
             }
+            if let Some(c) = &mut retry {
+                let n = i32::try_from(found.len()).unwrap_or(i32::MAX);
+                c.record(&mut w.batch, stmt_id, bson::rawdoc! { "n": n });
+            }
             Ok(found.len())
         },
     )
     .await?;
+    if let (Some(c), Some((done, _))) = (&mut retry, &result) {
+        for (i, _) in done {
+            c.confirm(crate::retryable::stmt_id(req.body, *i));
+        }
+    }
     let (n, errors) = match result {
         Some((done, errors)) => (
             done.iter()
@@ -132,5 +157,5 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
         .metrics
         .op_delete
         .fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
-    Ok(write_reply(n, None, &errors))
+    Ok(write_reply(n, None, &errors, &retried))
 }

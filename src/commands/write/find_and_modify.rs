@@ -77,51 +77,46 @@ pub(in crate::commands) async fn find_and_modify(
     let fields_filter = filter.clone();
     let hint = super::super::read::hint_option(req, "findAndModify.hint")?;
     let concern = WriteConcern::parse(req)?;
-    let result = with_writer(
-        state,
-        req.db,
-        name,
-        concern,
-        upsert,
-        |w| -> CommandResult<_> {
-            if remove {
-                let mut found = w.matching(
-                    &filter,
-                    if sort.is_some() { None } else { Some(1) },
-                    hint.as_ref(),
-                )?;
-                if let Some(sort) = &sort {
-                    found.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
-                }
-                let Some(first) = found.into_iter().next() else {
-                    return Ok((0, false, None, None));
+    let mut retry = super::retryable(req, state).await?;
+    let stmt_id = crate::retryable::stmt_id(req.body, 0);
+    let retried = retry
+        .as_ref()
+        .and_then(|c| c.executed(stmt_id))
+        .map(|done| {
+            (
+                i64::from(done.get_i32("n").unwrap_or(0)),
+                done.get_bool("updatedExisting").unwrap_or(false),
+                done.get("upserted").ok().flatten().map(RawBson::from),
+                done.get_document("value").ok().map(ToOwned::to_owned),
+            )
+        });
+    let was_retried = retried.is_some();
+    let result = if let Some(done) = retried {
+        Ok(Some(Ok(done)))
+    } else {
+        with_writer(state, req.db, name, concern, upsert, |w| {
+            let outcome = run_once(w, remove, update, filter, upsert, sort.as_ref(), hint, new);
+            if let (Ok((n, updated_existing, upserted, value)), Some(c)) = (&outcome, &mut retry) {
+                let mut done = rawdoc! {
+                    "n": i32::try_from(*n).unwrap_or(i32::MAX),
+                    "updatedExisting": *updated_existing,
                 };
-                w.delete(&first);
-                return Ok((1, false, None, Some(first.doc)));
+                if let Some(id) = upserted {
+                    done.append(cstr!("upserted"), id.clone());
+                }
+                if let Some(v) = value {
+                    done.append(cstr!("value"), v.clone());
+                }
+                c.record(&mut w.batch, stmt_id, done);
             }
-            let Some(update) = update else {
-                return Ok((0, false, None, None));
-            };
-            let stmt = UpdateStatement {
-                filter,
-                update,
-                upsert,
-                multi: false,
-                hint,
-            };
-            let u =
-                apply_update(w, &stmt, sort.as_ref()).map_err(|(e, dup)| with_dup_info(e, dup))?;
-            let updated_existing = u.matched > 0;
-            let value = if new { u.after } else { u.before };
-            Ok((
-                u.matched.max(i64::from(u.upserted.is_some())),
-                updated_existing,
-                u.upserted,
-                value,
-            ))
-        },
-    )
-    .await?;
+            outcome
+        })
+        .await
+    };
+    if !was_retried && let (Some(c), Ok(Some(Ok(_)))) = (&mut retry, &result) {
+        c.confirm(stmt_id);
+    }
+    let result = result?;
     let (n, updated_existing, upserted, value) =
         result.transpose()?.unwrap_or((0, false, None, None));
     let metric = if remove {
@@ -148,6 +143,58 @@ pub(in crate::commands) async fn find_and_modify(
         }
         None => reply.append(cstr!("value"), RawBson::Null),
     }
+    if was_retried {
+        reply.append(cstr!("retriedStmtId"), stmt_id);
+    }
     reply.append(cstr!("ok"), 1.0);
     Ok(reply)
+}
+
+/// What one `findAndModify` does: `(n, updatedExisting, upserted _id, the document to
+/// answer)`.
+#[expect(clippy::too_many_arguments, reason = "the command's parsed parts")]
+fn run_once(
+    w: &mut super::Writer<'_>,
+    remove: bool,
+    update: Option<crate::query::update::Update>,
+    filter: Filter,
+    upsert: bool,
+    sort: Option<&crate::query::sort::SortSpec>,
+    hint: Option<crate::query::plan::Hint>,
+    new: bool,
+) -> CommandResult<(i64, bool, Option<RawBson>, Option<bson::RawDocumentBuf>)> {
+    if remove {
+        let mut found = w.matching(
+            &filter,
+            if sort.is_some() { None } else { Some(1) },
+            hint.as_ref(),
+        )?;
+        if let Some(sort) = sort {
+            found.sort_by(|a, b| sort.compare(&a.doc, &b.doc));
+        }
+        let Some(first) = found.into_iter().next() else {
+            return Ok((0, false, None, None));
+        };
+        w.delete(&first);
+        return Ok((1, false, None, Some(first.doc)));
+    }
+    let Some(update) = update else {
+        return Ok((0, false, None, None));
+    };
+    let stmt = UpdateStatement {
+        filter,
+        update,
+        upsert,
+        multi: false,
+        hint,
+    };
+    let u = apply_update(w, &stmt, sort).map_err(|(e, dup)| with_dup_info(e, dup))?;
+    let updated_existing = u.matched > 0;
+    let value = if new { u.after } else { u.before };
+    Ok((
+        u.matched.max(i64::from(u.upserted.is_some())),
+        updated_existing,
+        u.upserted,
+        value,
+    ))
 }

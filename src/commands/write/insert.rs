@@ -19,6 +19,9 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
     let docs = statements(req, "documents")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
+    let mut retry = super::retryable(req, state).await?;
+    let mut retried = Vec::new();
+    let mut recorded = Vec::new();
     let result = with_writer(state, req.db, name, concern, true, |w| {
         let mut n = 0;
         let mut errors = Vec::new();
@@ -47,11 +50,27 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
         for (index, outcome) in prepared.into_iter().enumerate() {
             // Shutdown stops the batch between documents; those before it are committed.
             state.check_interrupt()?;
+            let stmt_id = crate::retryable::stmt_id(req.body, index);
+            if retry
+                .as_ref()
+                .is_some_and(|c| c.executed(stmt_id).is_some())
+            {
+                // Inserted the first time this statement ran: not again.
+                retried.push(stmt_id);
+                n += 1;
+                continue;
+            }
             let outcome = outcome
                 .map_err(|e| (e, None))
                 .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
             match outcome {
-                Ok(()) => n += 1,
+                Ok(()) => {
+                    n += 1;
+                    if let Some(c) = &mut retry {
+                        c.record(&mut w.batch, stmt_id, bson::rawdoc! {});
+                        recorded.push(stmt_id);
+                    }
+                }
                 Err((error, dup)) => {
                     errors.push(WriteError { index, error, dup });
                     if ordered {
@@ -71,9 +90,15 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
         other => other?.transpose()?,
     };
     let (n, errors) = result.unwrap_or_default();
+    // The writer committed every statement it recorded (or the command failed above).
+    if let Some(c) = &mut retry {
+        for id in recorded {
+            c.confirm(id);
+        }
+    }
     state
         .metrics
         .op_insert
         .fetch_add(u64::try_from(docs.len()).unwrap_or(0), Ordering::Relaxed);
-    Ok(write_reply(n, None, &errors))
+    Ok(write_reply(n, None, &errors, &retried))
 }

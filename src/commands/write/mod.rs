@@ -253,7 +253,41 @@ fn ordered(req: &Request<'_>) -> CommandResult<bool> {
     Ok(opt_bool(req, "ordered")?.unwrap_or(true))
 }
 
-fn write_reply(n: i64, extra: Option<(i64, RawArrayBuf)>, errors: &[WriteError]) -> RawDocumentBuf {
+/// The session a retryable write holds, if the command is one: `lsid` and `txnNumber` (the
+/// generic checks let `txnNumber` through only on a replica set member, and only for the
+/// retryable write commands). Held until the command ends.
+async fn retryable(
+    req: &Request<'_>,
+    state: &crate::state::ServerState,
+) -> CommandResult<Option<crate::retryable::Checkout>> {
+    let Ok(Some(RawBsonRef::Int64(txn))) = req.body.get("txnNumber") else {
+        return Ok(None);
+    };
+    let Some(lsid) = super::read::lsid_of(req) else {
+        return Ok(None);
+    };
+    let catalog = std::sync::Arc::clone(&state.catalog);
+    state
+        .retryable
+        .checkout(|| catalog.snapshot(), lsid, txn)
+        .await
+        .map(Some)
+}
+
+/// mongod's refusal of a statement that changes many documents in a retryable write.
+fn not_retryable(what: &str) -> CommandError {
+    CommandError::new(
+        ErrorCode::InvalidOptions,
+        format!("Cannot use (or request) retryable writes with {what}"),
+    )
+}
+
+fn write_reply(
+    n: i64,
+    extra: Option<(i64, RawArrayBuf)>,
+    errors: &[WriteError],
+    retried: &[i32],
+) -> RawDocumentBuf {
     let mut reply = rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX) };
     if let Some((modified, upserted)) = extra {
         reply.append(
@@ -270,6 +304,13 @@ fn write_reply(n: i64, extra: Option<(i64, RawArrayBuf)>, errors: &[WriteError])
             list.push(e.to_document());
         }
         reply.append(cstr!("writeErrors"), list);
+    }
+    if !retried.is_empty() {
+        let mut list = RawArrayBuf::new();
+        for id in retried {
+            list.push(*id);
+        }
+        reply.append(cstr!("retriedStmtIds"), list);
     }
     reply.append(cstr!("ok"), 1.0);
     reply

@@ -201,9 +201,17 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
     let concern = WriteConcern::parse(req)?;
     let vars = variables(req, state.now_ms())?;
     // mongod parses every statement before running any: one bad statement fails the command.
+    let retryable_write = req.body.get("txnNumber").ok().flatten().is_some();
     let parsed = raw
         .iter()
-        .map(|s| parse_update_statement(s, &vars))
+        .map(|s| {
+            parse_update_statement(s, &vars).map(|s| match s {
+                // A retryable write changes one document a statement (mongod refuses the
+                // statement, in `writeErrors`).
+                Ok(s) if retryable_write && s.multi => Err(super::not_retryable("multi=true")),
+                other => other,
+            })
+        })
         .collect::<CommandResult<Vec<_>>>()?;
     let target = BatchTarget {
         db: req.db,
@@ -211,18 +219,47 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
         concern,
         ordered,
     };
+    let mut retry = super::retryable(req, state).await?;
+    let mut retried = Vec::new();
+    let indexed: Vec<_> = parsed.iter().enumerate().collect();
     let result = run_batch(
         state,
         target,
-        &parsed,
-        |s| s.as_ref().is_ok_and(|s| s.upsert),
-        |w, stmt| {
-            stmt.as_ref()
-                .map_err(|e| (e.clone(), None))
-                .and_then(|s| apply_update(w, s, None))
+        &indexed,
+        |(_, s)| s.as_ref().is_ok_and(|s| s.upsert),
+        |w, (i, stmt)| {
+            let stmt_id = crate::retryable::stmt_id(req.body, *i);
+            if let Some(done) = retry.as_ref().and_then(|c| c.executed(stmt_id)) {
+                retried.push(stmt_id);
+                return Ok(Updated {
+                    matched: i64::from(done.get_i32("n").unwrap_or(0)),
+                    modified: i64::from(done.get_i32("nModified").unwrap_or(0)),
+                    upserted: done.get("upserted").ok().flatten().map(RawBson::from),
+                    before: None,
+                    after: None,
+                });
+            }
+            let s = stmt.as_ref().map_err(|e| (e.clone(), None))?;
+            let u = apply_update(w, s, None)?;
+            if let Some(c) = &mut retry {
+                let mut done = rawdoc! {
+                    "n": i32::try_from(u.matched).unwrap_or(i32::MAX),
+                    "nModified": i32::try_from(u.modified).unwrap_or(i32::MAX),
+                };
+                if let Some(id) = &u.upserted {
+                    done.append(cstr!("upserted"), id.clone());
+                }
+                c.record(&mut w.batch, stmt_id, done);
+            }
+            Ok(u)
         },
     )
     .await;
+    if let (Some(c), Ok(Some((done, _)))) = (&mut retry, &result) {
+        for (i, _) in done {
+            c.confirm(crate::retryable::stmt_id(req.body, *i));
+        }
+    }
     let result = match result {
         Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
             let own = parsed.iter().map(|s| match s {
@@ -257,5 +294,10 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
         .metrics
         .op_update
         .fetch_add(u64::try_from(raw.len()).unwrap_or(0), Ordering::Relaxed);
-    Ok(write_reply(n, Some((modified, upserted)), &errors))
+    Ok(write_reply(
+        n,
+        Some((modified, upserted)),
+        &errors,
+        &retried,
+    ))
 }
