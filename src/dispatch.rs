@@ -441,6 +441,21 @@ async fn run_op_query(query: &OpQuery, ctx: &mut ConnCtx, state: &ServerState) -
     OpReply::single(reply)
 }
 
+/// The error reply of `e`, with the labels mongod adds (a retryable write's
+/// `RetryableWriteError` for a retryable code: `crate::labels`).
+fn labelled(req: &Request<'_>, e: &CommandError) -> RawDocumentBuf {
+    let mut reply = e.to_document();
+    let labels = crate::labels::default_labels(req.name, req.body, Some(e.code.code()), None);
+    if !labels.is_empty() {
+        let mut list = bson::RawArrayBuf::new();
+        for label in labels {
+            list.push(label);
+        }
+        reply.append(bson::raw::cstr!("errorLabels"), list);
+    }
+    reply
+}
+
 async fn run_command(
     req: &Request<'_>,
     ctx: &mut ConnCtx,
@@ -457,7 +472,7 @@ async fn run_command(
     };
     let wrote = result.is_ok() && commands::writes(req.name, req.body);
     let operation_time = commands::cluster_time::operation_time(rs, wrote);
-    let reply = result.unwrap_or_else(|e| e.to_document());
+    let reply = result.unwrap_or_else(|e| labelled(req, &e));
     Ok(commands::cluster_time::append(rs, reply, operation_time))
 }
 
@@ -508,4 +523,50 @@ fn command_name(body: &RawDocument) -> Option<&str> {
         .next()
         .and_then(Result::ok)
         .map(|e| e.key().as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A retryable write failing with a retryable code carries `RetryableWriteError`; the same
+    /// error without `txnNumber`, or a code that is not retryable, carries no label.
+    #[test]
+    fn error_replies_carry_mongods_labels() {
+        let body = bson::rawdoc! { "insert": "c", "txnNumber": 1_i64, "lsid": { "id": 1 } };
+        let req = Request {
+            name: "insert",
+            db: "db",
+            body: &body,
+            sequences: &[],
+        };
+        let shutdown = CommandError::new(ErrorCode::InterruptedAtShutdown, "shutting down");
+        let reply = labelled(&req, &shutdown);
+        let labels = reply.get_array("errorLabels").expect("labels");
+        assert_eq!(
+            labels
+                .into_iter()
+                .map(|l| l.expect("label").as_str())
+                .collect::<Vec<_>>(),
+            vec![Some("RetryableWriteError")]
+        );
+        let bad = CommandError::bad_value("no");
+        assert!(
+            labelled(&req, &bad)
+                .get("errorLabels")
+                .expect("bson")
+                .is_none()
+        );
+        let plain = bson::rawdoc! { "insert": "c" };
+        let req = Request {
+            body: &plain,
+            ..req
+        };
+        assert!(
+            labelled(&req, &shutdown)
+                .get("errorLabels")
+                .expect("bson")
+                .is_none()
+        );
+    }
 }

@@ -361,7 +361,7 @@ fn labels(
     if let Some(labels) = &data.error_labels {
         return (!labels.is_empty()).then(|| labels.clone());
     }
-    let found = default_labels(target.command, target.body, code, wc_code);
+    let found = crate::labels::default_labels(target.command, target.body, code, wc_code);
     if found.is_empty() {
         return None;
     }
@@ -370,92 +370,6 @@ fn labels(
         array.push(label);
     }
     Some(array)
-}
-
-/// The labels mongod 7.0 adds to an error (`src/mongo/db/error_labels.cpp`), for what Ebb can
-/// know: `TransientTransactionError` inside a transaction, `RetryableWriteError` for a
-/// retryable write (or a commit or abort) failing with a retryable code,
-/// `NonResumableChangeStreamError` for the change-stream codes that say so.
-pub fn default_labels(
-    command: &str,
-    body: &RawDocument,
-    code: Option<i32>,
-    wc_code: Option<i32>,
-) -> Vec<&'static str> {
-    let present = |key: &str| {
-        body.get(key)
-            .ok()
-            .flatten()
-            .is_some_and(|v| !matches!(v, RawBsonRef::Null | RawBsonRef::Undefined))
-    };
-    let txn = present("txnNumber");
-    let autocommit = present("autocommit");
-    let commit_or_abort = matches!(command, "commitTransaction" | "abortTransaction");
-    let mut labels = Vec::new();
-    let transient = match code {
-        Some(code) if txn && autocommit => {
-            is_transient_transaction_error(code, wc_code.is_some(), commit_or_abort)
-        }
-        _ => false,
-    };
-    if transient {
-        labels.push("TransientTransactionError");
-    } else if txn
-        && (!autocommit || commit_or_abort)
-        && (code.is_some_and(is_retriable) || wc_code.is_some_and(is_retriable))
-    {
-        labels.push("RetryableWriteError");
-    }
-    if code.is_some_and(|c| matches!(c, 280 | 286)) {
-        labels.push("NonResumableChangeStreamError");
-    }
-    labels
-}
-
-/// mongod's `RetriableError` category.
-fn is_retriable(code: i32) -> bool {
-    matches!(
-        code,
-        6 | 7
-            | 89
-            | 91
-            | 134
-            | 189
-            | 262
-            | 317
-            | 358
-            | 384
-            | 9001
-            | 10107
-            | 11600
-            | 11602
-            | 13435
-            | 13436
-            | 50915
-    )
-}
-
-/// mongod's `isTransientTransactionError`.
-fn is_transient_transaction_error(code: i32, has_wc_error: bool, commit_or_abort: bool) -> bool {
-    // InternalTransactionNotSupported is retryable, never transient.
-    if code == 358 {
-        return false;
-    }
-    // WriteConflict, LockTimeout, PreparedTransactionInProgress,
-    // ShardCannotRefreshDueToLocksHeld, StaleDbVersion.
-    if matches!(code, 112 | 24 | 267 | 343 | 249) {
-        return true;
-    }
-    // The SnapshotError and NeedRetargettingError categories.
-    if matches!(code, 239 | 246 | 250 | 272 | 150 | 13388) {
-        return true;
-    }
-    // NoSuchTransaction.
-    if commit_or_abort {
-        code == 251 && !has_wc_error
-    } else {
-        is_retriable(code) || code == 251
-    }
 }
 
 fn as_i32(value: RawBsonRef<'_>) -> Option<i32> {
@@ -1424,23 +1338,26 @@ mod tests {
     fn labels_follow_mongods_rules() {
         let retryable = rawdoc! { "insert": "c", "txnNumber": 1_i64 };
         assert_eq!(
-            default_labels("insert", &retryable, Some(91), None),
+            crate::labels::default_labels("insert", &retryable, Some(91), None),
             ["RetryableWriteError"]
         );
-        assert!(default_labels("insert", &retryable, Some(2), None).is_empty());
-        assert!(default_labels("insert", &rawdoc! { "insert": "c" }, Some(91), None).is_empty());
+        assert!(crate::labels::default_labels("insert", &retryable, Some(2), None).is_empty());
+        assert!(
+            crate::labels::default_labels("insert", &rawdoc! { "insert": "c" }, Some(91), None)
+                .is_empty()
+        );
         let in_txn = rawdoc! { "insert": "c", "txnNumber": 1_i64, "autocommit": false };
         assert_eq!(
-            default_labels("insert", &in_txn, Some(112), None),
+            crate::labels::default_labels("insert", &in_txn, Some(112), None),
             ["TransientTransactionError"]
         );
         let commit = rawdoc! { "commitTransaction": 1, "txnNumber": 1_i64, "autocommit": false };
         assert_eq!(
-            default_labels("commitTransaction", &commit, Some(91), None),
+            crate::labels::default_labels("commitTransaction", &commit, Some(91), None),
             ["RetryableWriteError"]
         );
         assert_eq!(
-            default_labels("commitTransaction", &commit, Some(251), None),
+            crate::labels::default_labels("commitTransaction", &commit, Some(251), None),
             ["TransientTransactionError"]
         );
         // Given labels replace them; an empty array removes them.

@@ -25,6 +25,7 @@ pub mod error;
 pub mod failpoint;
 pub mod index;
 pub mod interrupt;
+pub mod labels;
 pub mod pipeline;
 pub mod query;
 pub mod replset;
