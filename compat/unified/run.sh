@@ -3,12 +3,16 @@
 # running Ebb, and applies the known-failures policy. See compat/unified/README.md.
 #
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
-#                         [--suite crud|examples] [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
+#                         [--suite crud|examples|retryable-writes|sessions|sessions-unified|causal]
+#                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
 #
 # --suite crud (the default): the drivers' unified CRUD spec tests, test/test_crud_unified.py,
 #   known failures in compat/unified/known_failures.txt.
 # --suite examples: the drivers' documentation examples, test/test_examples.py, known
 #   failures in compat/unified/known_failures_examples.txt.
+# --suite retryable-writes|sessions|sessions-unified|causal: test_retryable_writes_unified.py,
+#   test_session.py, test_sessions_unified.py, test_causal_consistency.py, for a server
+#   started with --replSet; known failures in compat/unified/known_failures_<suite>.txt.
 # The server address comes from the arguments, else $EBB_URI, else $EBB_HOST/$EBB_PORT,
 # else 127.0.0.1:27017. This script starts no server.
 #
@@ -65,7 +69,17 @@ case "$suite_name" in
   crud) file=test_crud_unified.py; known="$here/known_failures.txt"; results_name=results ;;
   examples) file=test_examples.py; known="$here/known_failures_examples.txt"; results_name=results-examples
     label=test_examples ;;
-  *) die "unknown suite '$suite_name' (crud or examples)" ;;
+  # Against a replica set of one (ebb --replSet): issue 13's suites.
+  retryable-writes) file=test_retryable_writes_unified.py
+    known="$here/known_failures_retryable_writes.txt"; results_name=results-retryable-writes
+    label=retryable_writes ;;
+  sessions) file=test_session.py; known="$here/known_failures_sessions.txt"
+    results_name=results-sessions; label=sessions ;;
+  sessions-unified) file=test_sessions_unified.py; known="$here/known_failures_sessions_unified.txt"
+    results_name=results-sessions-unified; label=sessions_unified ;;
+  causal) file=test_causal_consistency.py; known="$here/known_failures_causal.txt"
+    results_name=results-causal; label=causal_consistency ;;
+  *) die "unknown suite '$suite_name' (crud, examples, retryable-writes, sessions, sessions-unified or causal)" ;;
 esac
 if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 

@@ -444,9 +444,12 @@ impl ReadConcern {
     }
 
     fn check_supported(self, accepts: &Accepts) -> CommandResult<()> {
+        // On a replica set every command takes `afterClusterTime` at its default level (mongod
+        // checks the level only): causally consistent sessions send it on writes and
+        // commands too.
         let only_default = matches!(self.level, None | Some(Level::Local))
             && !self.after_op_time
-            && !self.after_cluster_time
+            && (!self.after_cluster_time || accepts.replset)
             && !self.at_cluster_time;
         if accepts.read_concerns == ReadConcerns::All || only_default {
             return Ok(());

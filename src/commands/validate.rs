@@ -35,7 +35,16 @@ pub(super) async fn validate(req: &Request<'_>, state: &ServerState) -> CommandR
         match (k.as_str(), v) {
             (k, _) if k == req.name || super::spec::is_generic(k) => {}
             // Booleans in mongod's IDL; Ebb's check is always full and never in the background.
-            (flag @ ("full" | "background" | "enforceFastCount" | "checkBSONConformance"), v) => {
+            // `scandata` is a legacy flag mongod still takes (PyMongo's `validate_collection`
+            // sends it).
+            (
+                flag @ ("full"
+                | "background"
+                | "enforceFastCount"
+                | "checkBSONConformance"
+                | "scandata"),
+                v,
+            ) => {
                 super::args::truthy(&format!("validate.{flag}"), v)?;
             }
             ("repair", v) if !super::args::truthy("validate.repair", v)? => {}
