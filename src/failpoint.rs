@@ -21,7 +21,7 @@
 //! Any other fail point name answers mongod's error for an unknown one (`FailPointSetFailed`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
@@ -30,6 +30,31 @@ use crate::error::{CommandError, CommandResult, ErrorCode};
 
 /// The only fail point Ebb implements.
 pub const FAIL_COMMAND: &str = "failCommand";
+/// mongod's fail point at each statement of a retryable write, before its commit:
+/// `closeConnection` (default true) closes the client's connection, and
+/// `failBeforeCommitExceptionCode` fails the statement with that code, so it is not committed.
+pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
+
+tokio::task_local! {
+    /// Set by a command (a fired [`ON_PRIMARY_TRANSACTIONAL_WRITE`]) to close its connection
+    /// instead of replying; read by `commands::run`, which scopes it around each command.
+    pub static CLOSE_AFTER: std::cell::Cell<bool>;
+}
+
+/// What [`ON_PRIMARY_TRANSACTIONAL_WRITE`] does to a statement when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionalWrite {
+    /// Close the connection (the command's reply is not sent).
+    pub close: bool,
+    /// Fail the statement with this code before its commit.
+    pub fail_code: Option<i32>,
+}
+
+/// Asks that the connection running this command close instead of replying (no effect
+/// outside a command's scope).
+pub fn close_after() {
+    let _ = CLOSE_AFTER.try_with(|c| c.set(true));
+}
 
 /// mongod's message for every error `failCommand` raises.
 const FAIL_MESSAGE: &str = "Failing command via 'failCommand' failpoint";
@@ -98,6 +123,9 @@ pub struct FailPoints {
     /// Whether `failCommand` may fire: the fast path of every command.
     active: AtomicBool,
     fail_command: Mutex<State>,
+    /// Whether `onPrimaryTransactionalWrite` may fire.
+    txn_active: AtomicBool,
+    transactional_write: Mutex<State>,
 }
 
 /// The command a fail point is evaluated for.
@@ -140,67 +168,30 @@ pub enum Before {
 }
 
 impl FailPoints {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.fail_command
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Whether some fail point may fire: the one check every command makes.
     pub fn active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
+        self.active.load(Ordering::Acquire) || self.txn_active.load(Ordering::Acquire)
+    }
+
+    /// Evaluates `onPrimaryTransactionalWrite` for a retryable write's statement about to run:
+    /// what it does when it fires.
+    pub fn on_transactional_write(&self) -> Option<TransactionalWrite> {
+        let data = fire_in(&self.transactional_write, &self.txn_active, |_| true)?;
+        Some(TransactionalWrite {
+            close: data.close_connection,
+            fail_code: data.error_code,
+        })
     }
 
     /// Sets `failCommand`; returns how many times it fired before.
     fn set(&self, mode: Mode, data: FailCommand) -> i64 {
-        let mut state = self.lock();
-        state.mode = mode;
-        state.data = Arc::new(data);
-        if state.rng == 0 {
-            state.rng = seed();
-        }
-        self.active.store(mode != Mode::Off, Ordering::Release);
-        state.hits
+        set_in(&self.fail_command, &self.active, mode, data)
     }
 
     /// Evaluates `failCommand` for a command its data selects (`selects`): `Some(data)` when
     /// it fires. An evaluation it does not select neither fires nor counts.
     fn fire(&self, selects: impl Fn(&FailCommand) -> bool) -> Option<Arc<FailCommand>> {
-        if !self.active.load(Ordering::Acquire) {
-            return None;
-        }
-        let mut state = self.lock();
-        if state.mode == Mode::Off || !selects(&state.data) {
-            return None;
-        }
-        let fires = match state.mode {
-            Mode::Off => false,
-            Mode::AlwaysOn => true,
-            Mode::Random(threshold) => i64::from(next_random(&mut state.rng)) < threshold,
-            Mode::Times(n) => {
-                let left = n.saturating_sub(1);
-                if left <= 0 {
-                    state.mode = Mode::Off;
-                    self.active.store(false, Ordering::Release);
-                } else {
-                    state.mode = Mode::Times(left);
-                }
-                true
-            }
-            Mode::Skip(n) => {
-                if n > 0 {
-                    state.mode = Mode::Skip(n - 1);
-                    false
-                } else {
-                    true
-                }
-            }
-        };
-        if !fires {
-            return None;
-        }
-        state.hits = state.hits.saturating_add(1);
-        Some(Arc::clone(&state.data))
+        fire_in(&self.fail_command, &self.active, selects)
     }
 
     /// `failCommand` where a command is about to run: blocks, closes or fails it.
@@ -395,7 +386,7 @@ pub fn configure(failpoints: &FailPoints, body: &RawDocument) -> CommandResult {
         },
         None => String::new(),
     };
-    if name != FAIL_COMMAND {
+    if name != FAIL_COMMAND && name != ON_PRIMARY_TRANSACTIONAL_WRITE {
         return Err(CommandError::new(
             ErrorCode::FailPointSetFailed,
             format!("{name} not found"),
@@ -403,7 +394,33 @@ pub fn configure(failpoints: &FailPoints, body: &RawDocument) -> CommandResult {
     }
     let (mode, data) = parse(body)?;
     tracing::warn!(name, ?mode, "set failpoint");
-    let count = failpoints.set(mode, data);
+    let count = if name == FAIL_COMMAND {
+        failpoints.set(mode, data)
+    } else {
+        // What onPrimaryTransactionalWrite reads of its data: closeConnection (true unless
+        // given false) and failBeforeCommitExceptionCode.
+        let raw = body.get_document("data").ok();
+        let close = raw.is_none_or(|d| d.get("closeConnection").ok().flatten().is_none())
+            || data.close_connection;
+        let fail_code = raw
+            .and_then(|d| {
+                extract_integer(d, "failBeforeCommitExceptionCode")
+                    .ok()
+                    .flatten()
+            })
+            .and_then(|c| i32::try_from(c).ok());
+        let data = FailCommand {
+            close_connection: close,
+            error_code: fail_code,
+            ..FailCommand::default()
+        };
+        set_in(
+            &failpoints.transactional_write,
+            &failpoints.txn_active,
+            mode,
+            data,
+        )
+    };
     let mut reply = RawDocumentBuf::new();
     // mongod's appendNumber: an int below 2^30 in magnitude, a long above.
     match i32::try_from(count) {
@@ -632,6 +649,68 @@ fn parse_data(data: &RawDocument) -> FailCommand {
             .flatten()
             .map(RawBson::from),
     }
+}
+
+/// Sets the fail point held in `state` (`active` its fast flag); returns how many times it
+/// fired before.
+fn set_in(state: &Mutex<State>, active: &AtomicBool, mode: Mode, data: FailCommand) -> i64 {
+    let mut state = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    state.mode = mode;
+    state.data = Arc::new(data);
+    if state.rng == 0 {
+        state.rng = seed();
+    }
+    active.store(mode != Mode::Off, Ordering::Release);
+    state.hits
+}
+
+/// Evaluates the fail point held in `state` (`active` its fast flag) for a command its data
+/// selects: `Some(data)` when it fires. An evaluation it does not select neither fires nor
+/// counts.
+fn fire_in(
+    state: &Mutex<State>,
+    active: &AtomicBool,
+    selects: impl Fn(&FailCommand) -> bool,
+) -> Option<Arc<FailCommand>> {
+    if !active.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut state = state
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if state.mode == Mode::Off || !selects(&state.data) {
+        return None;
+    }
+    let fires = match state.mode {
+        Mode::Off => false,
+        Mode::AlwaysOn => true,
+        Mode::Random(threshold) => i64::from(next_random(&mut state.rng)) < threshold,
+        Mode::Times(n) => {
+            let left = n.saturating_sub(1);
+            if left <= 0 {
+                state.mode = Mode::Off;
+                active.store(false, Ordering::Release);
+            } else {
+                state.mode = Mode::Times(left);
+            }
+            true
+        }
+        Mode::Skip(n) => {
+            if n > 0 {
+                state.mode = Mode::Skip(n - 1);
+                false
+            } else {
+                true
+            }
+        }
+    };
+    if !fires {
+        return None;
+    }
+    state.hits = state.hits.saturating_add(1);
+    Some(Arc::clone(&state.data))
 }
 
 fn seed() -> u64 {
@@ -1427,5 +1506,48 @@ mod tests {
         );
         let data = parse_data(&rawdoc! { "blockConnection": 1, "blockTimeMS": 5.0 });
         assert_eq!(data.block.unwrap().unwrap(), 5);
+    }
+
+    /// `onPrimaryTransactionalWrite`: fires per statement as its mode says; closes the
+    /// connection unless `closeConnection: false`; fails before the commit with
+    /// `failBeforeCommitExceptionCode`.
+    #[test]
+    fn on_primary_transactional_write() {
+        let points = FailPoints::default();
+        assert!(points.on_transactional_write().is_none());
+        configure(
+            &points,
+            &rawdoc! {
+                "configureFailPoint": ON_PRIMARY_TRANSACTIONAL_WRITE,
+                "mode": { "times": 1 },
+                "data": { "failBeforeCommitExceptionCode": 1 },
+            },
+        )
+        .expect("set");
+        assert!(points.active());
+        assert_eq!(
+            points.on_transactional_write(),
+            Some(TransactionalWrite {
+                close: true,
+                fail_code: Some(1)
+            })
+        );
+        assert!(points.on_transactional_write().is_none(), "once");
+        configure(
+            &points,
+            &rawdoc! {
+                "configureFailPoint": ON_PRIMARY_TRANSACTIONAL_WRITE,
+                "mode": "alwaysOn",
+                "data": { "closeConnection": false },
+            },
+        )
+        .expect("set");
+        assert_eq!(
+            points.on_transactional_write(),
+            Some(TransactionalWrite {
+                close: false,
+                fail_code: None
+            })
+        );
     }
 }

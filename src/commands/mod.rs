@@ -659,7 +659,27 @@ async fn run_checked(
             }
         }
     }
-    let result = run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await;
+    let result = if state.failpoints.active() {
+        // A fail point that fires inside the command may ask to close the connection rather
+        // than reply (`onPrimaryTransactionalWrite`).
+        let (result, close) = crate::failpoint::CLOSE_AFTER
+            .scope(std::cell::Cell::new(false), async {
+                let result =
+                    run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await;
+                (
+                    result,
+                    crate::failpoint::CLOSE_AFTER.with(std::cell::Cell::get),
+                )
+            })
+            .await;
+        if close {
+            ctx.closing = true;
+            return Ok(bson::RawDocumentBuf::new());
+        }
+        result
+    } else {
+        run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await
+    };
     // Where mongod waits for the write concern, `failCommand` may answer a
     // `writeConcernError` instead.
     if spec.write_concern && state.failpoints.active() {

@@ -121,6 +121,9 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
                 return Ok(usize::try_from(done.get_i32("n").unwrap_or(0)).unwrap_or(0));
             }
             let stmt = stmt.as_ref().map_err(|e| (e.clone(), None))?;
+            if retry.is_some() {
+                super::transactional_write_point(state).map_err(|e| (e, None))?;
+            }
             let found = w
                 .matching(
                     &stmt.filter,

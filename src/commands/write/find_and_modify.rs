@@ -91,6 +91,9 @@ pub(in crate::commands) async fn find_and_modify(
             )
         });
     let was_retried = retried.is_some();
+    if retry.is_some() && !was_retried {
+        super::transactional_write_point(state)?;
+    }
     let result = if let Some(done) = retried {
         Ok(Some(Ok(done)))
     } else {

@@ -60,7 +60,13 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
                 n += 1;
                 continue;
             }
-            let outcome = outcome
+            let point = if retry.is_some() {
+                super::transactional_write_point(state)
+            } else {
+                Ok(())
+            };
+            let outcome = point
+                .and(outcome)
                 .map_err(|e| (e, None))
                 .and_then(|(doc, fresh, id_key)| w.insert_keyed(&doc, id_key, fresh));
             match outcome {

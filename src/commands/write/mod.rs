@@ -274,6 +274,26 @@ async fn retryable(
         .map(Some)
 }
 
+/// The `onPrimaryTransactionalWrite` fail point (test commands only) at a retryable write's
+/// statement about to run: it may ask to close the connection (the statement still runs and
+/// commits), or fail the statement before its commit (here: before it runs, which no client
+/// can tell apart).
+fn transactional_write_point(state: &crate::state::ServerState) -> CommandResult<()> {
+    let Some(point) = state.failpoints.on_transactional_write() else {
+        return Ok(());
+    };
+    if point.close {
+        crate::failpoint::close_after();
+    }
+    match point.fail_code {
+        Some(code) if code != 0 => Err(CommandError::new(
+            ErrorCode::Location(code),
+            "Failing write for test due to failBeforeCommitExceptionCode",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// mongod's refusal of a statement that changes many documents in a retryable write.
 fn not_retryable(what: &str) -> CommandError {
     CommandError::new(

@@ -240,6 +240,9 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
                 });
             }
             let s = stmt.as_ref().map_err(|e| (e.clone(), None))?;
+            if retry.is_some() {
+                super::transactional_write_point(state).map_err(|e| (e, None))?;
+            }
             let u = apply_update(w, s, None)?;
             if let Some(c) = &mut retry {
                 let mut done = rawdoc! {
