@@ -1,7 +1,7 @@
 //! The logical sessions the server knows of, as `$listLocalSessions` lists them.
 //!
-//! Ebb keeps no per-session state (no transactions, no retryable-write records), so a session
-//! is only an id and the last time a command used it. A command that carries an `lsid` records
+//! Here a session is only an id and the last time a command used it (what its retryable writes
+//! executed is kept by `crate::retryable`, durably). A command that carries an `lsid` records
 //! its session (mongod's logical session cache does the same), `endSessions` forgets sessions,
 //! and a session unused for `logicalSessionTimeoutMinutes` is forgotten too.
 
