@@ -194,6 +194,33 @@ async fn stage_and_accumulator_errors() -> TestResult {
         assert_command_error(&err, code, name);
         assert!(!err.message.is_empty(), "{stage}");
     }
+    // More than 1000 stages, at the top or in a `$lookup` or `$facet` sub-pipeline, are
+    // refused before any is parsed (mongod's internalPipelineLengthLimit); 1000 run.
+    let skips = |n: usize| -> Vec<Document> { (0..n).map(|_| doc! {"$skip": 0}).collect() };
+    let ok = common::run_command(
+        &client,
+        DB,
+        doc! {"aggregate": "e", "pipeline": skips(1000), "cursor": {}},
+    )
+    .await?;
+    assert_eq!(ok.get_document("cursor")?.get_array("firstBatch")?.len(), 1);
+    for pipeline in [
+        skips(1001),
+        vec![doc! {"$facet": {"f": skips(1001)}}],
+        vec![doc! {"$lookup": {"from": "e", "pipeline": skips(1001), "as": "x"}}],
+    ] {
+        let err = run_command_err(
+            &client,
+            DB,
+            doc! {"aggregate": "e", "pipeline": pipeline, "cursor": {}},
+        )
+        .await?;
+        assert_command_error(&err, 7_749_501, "Location7749501");
+        assert_eq!(
+            err.message,
+            "Pipeline length must be no longer than 1000 stages."
+        );
+    }
     Ok(())
 }
 

@@ -70,6 +70,8 @@ fn parse_pipeline(
             return Err(CommandError::missing_field("aggregate.pipeline"));
         }
     };
+    // mongod refuses an over-long pipeline before parsing any stage.
+    pipeline::stages::check_length(raw.into_iter().count())?;
     let mut parsed = Vec::new();
     for stage in raw {
         let stage = stage.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
