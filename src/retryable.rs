@@ -53,6 +53,8 @@ pub struct RetryableWrites {
 pub struct Checkout {
     lsid: SessionId,
     txn: i64,
+    /// The command's statement ids.
+    stmt_ids: StmtIds,
     writes: tokio::sync::OwnedMutexGuard<SessionWrites>,
     /// Results recorded in batches not confirmed committed yet, by statement id.
     recorded: HashMap<i32, RawDocumentBuf>,
@@ -91,6 +93,7 @@ impl RetryableWrites {
         snapshot: impl FnOnce() -> Box<dyn Snapshot>,
         lsid: SessionId,
         txn: i64,
+        stmt_ids: StmtIds,
     ) -> CommandResult<Checkout> {
         let session = {
             let mut map = self
@@ -127,6 +130,7 @@ impl RetryableWrites {
         Ok(Checkout {
             lsid,
             txn,
+            stmt_ids,
             writes,
             recorded: HashMap::new(),
             moved: false,
@@ -182,6 +186,11 @@ fn load(
 }
 
 impl Checkout {
+    /// The statement id of the command's `index`-th statement.
+    pub fn stmt_id(&self, index: usize) -> i32 {
+        self.stmt_ids.at(index)
+    }
+
     /// What statement `stmt` answered, if it was executed at this transaction number.
     pub fn executed(&self, stmt: i32) -> Option<&RawDocument> {
         self.writes
@@ -228,19 +237,44 @@ impl Checkout {
     }
 }
 
-/// The statement id of the `index`-th statement of a command: `stmtIds[index]`, or
-/// `stmtId + index` (mongod's `getStmtIdForWriteAt`).
-pub fn stmt_id(body: &RawDocument, index: usize) -> i32 {
-    if let Ok(Some(bson::RawBsonRef::Array(ids))) = body.get("stmtIds")
-        && let Some(Ok(bson::RawBsonRef::Int32(id))) = ids.into_iter().nth(index)
-    {
-        return id;
+/// A write command's statement ids, read once from its body (whose `stmtIds`/`stmtId` the
+/// command's parsing has checked): `stmtIds[index]`, or `stmtId + index` (mongod's
+/// `getStmtIdForWriteAt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StmtIds {
+    /// `stmtId` (0 when absent): the first statement's, the others following.
+    From(i32),
+    /// `stmtIds`: one a statement.
+    List(Vec<i32>),
+}
+
+impl StmtIds {
+    /// The ids `body` gives its statements.
+    pub fn of(body: &RawDocument) -> Self {
+        if let Ok(Some(bson::RawBsonRef::Array(ids))) = body.get("stmtIds") {
+            return StmtIds::List(
+                ids.into_iter()
+                    .map(|id| match id {
+                        Ok(bson::RawBsonRef::Int32(id)) => id,
+                        _ => 0,
+                    })
+                    .collect(),
+            );
+        }
+        match body.get("stmtId") {
+            Ok(Some(bson::RawBsonRef::Int32(id))) => StmtIds::From(id),
+            _ => StmtIds::From(0),
+        }
     }
-    let first = match body.get("stmtId") {
-        Ok(Some(bson::RawBsonRef::Int32(id))) => id,
-        _ => 0,
-    };
-    first.saturating_add(i32::try_from(index).unwrap_or(i32::MAX))
+
+    /// The id of the `index`-th statement.
+    pub fn at(&self, index: usize) -> i32 {
+        let offset = i32::try_from(index).unwrap_or(i32::MAX);
+        match self {
+            StmtIds::List(ids) => ids.get(index).copied().unwrap_or(offset),
+            StmtIds::From(first) => first.saturating_add(offset),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -254,7 +288,10 @@ mod tests {
         let snap = || storage.snapshot();
         let writes = RetryableWrites::default();
         let lsid = [7; 16];
-        let mut c = writes.checkout(snap, lsid, 5).await.unwrap();
+        let mut c = writes
+            .checkout(snap, lsid, 5, StmtIds::From(0))
+            .await
+            .unwrap();
         assert!(c.executed(0).is_none());
         let mut batch = Batch::new();
         c.record(&mut batch, 0, bson::rawdoc! { "n": 1 });
@@ -264,15 +301,24 @@ mod tests {
         c.confirm(1);
         drop(c);
         // A retry of number 5 finds both; a restart (a new registry) reads them back.
-        let c = writes.checkout(snap, lsid, 5).await.unwrap();
+        let c = writes
+            .checkout(snap, lsid, 5, StmtIds::From(0))
+            .await
+            .unwrap();
         assert_eq!(c.executed(1).unwrap().get_i32("n").unwrap(), 2);
         drop(c);
         let restarted = RetryableWrites::default();
-        let c = restarted.checkout(snap, lsid, 5).await.unwrap();
+        let c = restarted
+            .checkout(snap, lsid, 5, StmtIds::From(0))
+            .await
+            .unwrap();
         assert_eq!(c.executed(0).unwrap().get_i32("n").unwrap(), 1);
         drop(c);
         // Number 6 starts afresh, and its first commit deletes number 5's records.
-        let mut c = restarted.checkout(snap, lsid, 6).await.unwrap();
+        let mut c = restarted
+            .checkout(snap, lsid, 6, StmtIds::From(0))
+            .await
+            .unwrap();
         assert!(c.executed(0).is_none());
         let mut batch = Batch::new();
         c.record(&mut batch, 0, bson::rawdoc! { "n": 3 });
@@ -282,19 +328,26 @@ mod tests {
         let keys = storage.snapshot().prefix(Keyspace::Sessions, &lsid).count();
         assert_eq!(keys, 2, "the head and number 6's one statement");
         // Number 5 is too old now.
-        let err = restarted.checkout(snap, lsid, 5).await.err().unwrap();
+        let err = restarted
+            .checkout(snap, lsid, 5, StmtIds::From(0))
+            .await
+            .err()
+            .unwrap();
         assert_eq!(err.code, ErrorCode::TransactionTooOld);
         let again = RetryableWrites::default();
         assert!(
-            again.checkout(snap, lsid, 5).await.is_err(),
+            again
+                .checkout(snap, lsid, 5, StmtIds::From(0))
+                .await
+                .is_err(),
             "after a restart too"
         );
     }
 
     #[test]
     fn statement_ids_come_from_stmt_ids_or_stmt_id() {
-        assert_eq!(stmt_id(&bson::rawdoc! {}, 3), 3);
-        assert_eq!(stmt_id(&bson::rawdoc! { "stmtId": 10 }, 2), 12);
-        assert_eq!(stmt_id(&bson::rawdoc! { "stmtIds": [4, 9] }, 1), 9);
+        assert_eq!(StmtIds::of(&bson::rawdoc! {}).at(3), 3);
+        assert_eq!(StmtIds::of(&bson::rawdoc! { "stmtId": 10 }).at(2), 12);
+        assert_eq!(StmtIds::of(&bson::rawdoc! { "stmtIds": [4, 9] }).at(1), 9);
     }
 }

@@ -45,6 +45,17 @@ async fn get_more(
         .await
 }
 
+/// A `getMore` of `id` in `session` answers `CursorNotFound`: the cursor was closed.
+async fn assert_killed(client: &Client, session: &mut ClientSession, id: i64) -> TestResult {
+    let err = get_more(client, session, id).await.expect_err("killed");
+    assert_command_error(
+        command_error(&err).ok_or("not a command error")?,
+        43,
+        "CursorNotFound",
+    );
+    Ok(())
+}
+
 fn session_doc(session: &ClientSession) -> Document {
     session.id().clone()
 }
@@ -114,24 +125,14 @@ async fn kill_sessions_closes_their_cursors() -> TestResult {
     admin
         .run_command(doc! { "killSessions": [session_doc(&a)] })
         .await?;
-    let err = get_more(&client, &mut a, in_a).await.expect_err("killed");
-    assert_command_error(
-        command_error(&err).ok_or("not a command error")?,
-        43,
-        "CursorNotFound",
-    );
+    assert_killed(&client, &mut a, in_a).await?;
     get_more(&client, &mut b, in_b).await?;
     // The killed session goes on: a new cursor in it works.
     let again = open_cursor(&client, &mut a).await?;
     get_more(&client, &mut a, again).await?;
     admin.run_command(doc! { "killSessions": [] }).await?;
     for (session, id) in [(&mut a, again), (&mut b, in_b)] {
-        let err = get_more(&client, session, id).await.expect_err("killed");
-        assert_command_error(
-            command_error(&err).ok_or("not a command error")?,
-            43,
-            "CursorNotFound",
-        );
+        assert_killed(&client, session, id).await?;
     }
     Ok(())
 }

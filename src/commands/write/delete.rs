@@ -115,9 +115,11 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
         &indexed,
         |_| false,
         |w, (i, stmt)| {
-            let stmt_id = crate::retryable::stmt_id(req.body, *i);
-            if let Some(done) = retry.as_ref().and_then(|c| c.executed(stmt_id)) {
-                retried.push(stmt_id);
+            let stmt_id = retry.as_ref().map(|c| c.stmt_id(*i));
+            if let Some((c, id)) = retry.as_ref().zip(stmt_id)
+                && let Some(done) = c.executed(id)
+            {
+                retried.push(id);
                 return Ok(usize::try_from(done.get_i32("n").unwrap_or(0)).unwrap_or(0));
             }
             let stmt = stmt.as_ref().map_err(|e| (e.clone(), None))?;
@@ -134,9 +136,9 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
             for f in &found {
                 w.delete(f);
             }
-            if let Some(c) = &mut retry {
+            if let Some((c, id)) = retry.as_mut().zip(stmt_id) {
                 let n = i32::try_from(found.len()).unwrap_or(i32::MAX);
-                c.record(&mut w.batch, stmt_id, bson::rawdoc! { "n": n });
+                c.record(&mut w.batch, id, bson::rawdoc! { "n": n });
             }
             Ok(found.len())
         },
@@ -144,7 +146,8 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
     .await?;
     if let (Some(c), Some((done, _))) = (&mut retry, &result) {
         for (i, _) in done {
-            c.confirm(crate::retryable::stmt_id(req.body, *i));
+            let id = c.stmt_id(*i);
+            c.confirm(id);
         }
     }
     let (n, errors) = match result {

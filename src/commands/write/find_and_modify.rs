@@ -78,7 +78,7 @@ pub(in crate::commands) async fn find_and_modify(
     let hint = super::super::read::hint_option(req, "findAndModify.hint")?;
     let concern = WriteConcern::parse(req)?;
     let mut retry = super::retryable(req, state).await?;
-    let stmt_id = crate::retryable::stmt_id(req.body, 0);
+    let stmt_id = retry.as_ref().map_or(0, |c| c.stmt_id(0));
     let retried = retry
         .as_ref()
         .and_then(|c| c.executed(stmt_id))

@@ -50,13 +50,12 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
         for (index, outcome) in prepared.into_iter().enumerate() {
             // Shutdown stops the batch between documents; those before it are committed.
             state.check_interrupt()?;
-            let stmt_id = crate::retryable::stmt_id(req.body, index);
-            if retry
-                .as_ref()
-                .is_some_and(|c| c.executed(stmt_id).is_some())
+            let stmt_id = retry.as_ref().map(|c| c.stmt_id(index));
+            if let Some((c, id)) = retry.as_ref().zip(stmt_id)
+                && c.executed(id).is_some()
             {
                 // Inserted the first time this statement ran: not again.
-                retried.push(stmt_id);
+                retried.push(id);
                 n += 1;
                 continue;
             }
@@ -72,9 +71,9 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
             match outcome {
                 Ok(()) => {
                     n += 1;
-                    if let Some(c) = &mut retry {
-                        c.record(&mut w.batch, stmt_id, bson::rawdoc! {});
-                        recorded.push(stmt_id);
+                    if let Some((c, id)) = retry.as_mut().zip(stmt_id) {
+                        c.record(&mut w.batch, id, bson::rawdoc! {});
+                        recorded.push(id);
                     }
                 }
                 Err((error, dup)) => {

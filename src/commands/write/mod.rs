@@ -269,7 +269,12 @@ async fn retryable(
     let catalog = std::sync::Arc::clone(&state.catalog);
     state
         .retryable
-        .checkout(|| catalog.snapshot(), lsid, txn)
+        .checkout(
+            || catalog.snapshot(),
+            lsid,
+            txn,
+            crate::retryable::StmtIds::of(req.body),
+        )
         .await
         .map(Some)
 }

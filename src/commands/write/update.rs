@@ -228,9 +228,11 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
         &indexed,
         |(_, s)| s.as_ref().is_ok_and(|s| s.upsert),
         |w, (i, stmt)| {
-            let stmt_id = crate::retryable::stmt_id(req.body, *i);
-            if let Some(done) = retry.as_ref().and_then(|c| c.executed(stmt_id)) {
-                retried.push(stmt_id);
+            let stmt_id = retry.as_ref().map(|c| c.stmt_id(*i));
+            if let Some((c, id)) = retry.as_ref().zip(stmt_id)
+                && let Some(done) = c.executed(id)
+            {
+                retried.push(id);
                 return Ok(Updated {
                     matched: i64::from(done.get_i32("n").unwrap_or(0)),
                     modified: i64::from(done.get_i32("nModified").unwrap_or(0)),
@@ -244,7 +246,7 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
                 super::transactional_write_point(state).map_err(|e| (e, None))?;
             }
             let u = apply_update(w, s, None)?;
-            if let Some(c) = &mut retry {
+            if let Some((c, id)) = retry.as_mut().zip(stmt_id) {
                 let mut done = rawdoc! {
                     "n": i32::try_from(u.matched).unwrap_or(i32::MAX),
                     "nModified": i32::try_from(u.modified).unwrap_or(i32::MAX),
@@ -252,7 +254,7 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
                 if let Some(id) = &u.upserted {
                     done.append(cstr!("upserted"), id.clone());
                 }
-                c.record(&mut w.batch, stmt_id, done);
+                c.record(&mut w.batch, id, done);
             }
             Ok(u)
         },
@@ -260,7 +262,8 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
     .await;
     if let (Some(c), Ok(Some((done, _)))) = (&mut retry, &result) {
         for (i, _) in done {
-            c.confirm(crate::retryable::stmt_id(req.body, *i));
+            let id = c.stmt_id(*i);
+            c.confirm(id);
         }
     }
     let result = match result {
