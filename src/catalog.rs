@@ -414,6 +414,8 @@ pub struct Catalog {
     open_databases: Mutex<BTreeSet<String>>,
     /// Every view, by database and name (`views.rs`); changed under `ddl`.
     views: RwLock<views::ViewNames>,
+    /// The keys open transactions hold (`crate::txn`), which every writer respects.
+    locks: Arc<crate::txn::LockTable>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -681,6 +683,7 @@ impl Catalog {
             ddl: Mutex::new(()),
             open_databases: Mutex::new(open_databases),
             views: RwLock::new(views),
+            locks: Arc::default(),
         };
         catalog.abandon_builds()?;
         if let Some(from) = migrating {
@@ -744,6 +747,11 @@ impl Catalog {
     /// The store behind the catalog.
     pub fn store(&self) -> &Arc<GroupCommit> {
         &self.store
+    }
+
+    /// The keys open transactions hold.
+    pub fn locks(&self) -> &Arc<crate::txn::LockTable> {
+        &self.locks
     }
 
     /// A snapshot of the store.

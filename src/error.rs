@@ -30,6 +30,14 @@ macro_rules! error_codes {
                 }
             }
 
+            /// The code numbered `code` (`Location<n>` for one the table does not name).
+            pub fn from_code(code: i32) -> Self {
+                match code {
+                    $($code => ErrorCode::$name,)*
+                    n => ErrorCode::Location(n),
+                }
+            }
+
             /// The `codeName`.
             pub fn name(self) -> Cow<'static, str> {
                 match self {
@@ -47,6 +55,7 @@ error_codes! {
     NoSuchKey = 4,
     GraphContainsCycle = 5,
     FailedToParse = 9,
+    UnsupportedFormat = 12,
     Unauthorized = 13,
     TypeMismatch = 14,
     Overflow = 15,
@@ -82,8 +91,10 @@ error_codes! {
     OperationFailed = 96,
     UnsatisfiableWriteConcern = 100,
     NotExactValueField = 111,
-    UnsupportedFormat = 115,
+    WriteConflict = 112,
+    ConflictingOperationInProgress = 117,
     NotAReplicaSet = 123,
+    CommandFailed = 125,
     ExceededMemoryLimit = 146,
     DurationOverflow = 159,
     IncompatibleCollationVersion = 161,
@@ -96,12 +107,16 @@ error_codes! {
     InvalidIndexSpecificationOption = 197,
     IllegalOpMsgFlag = 223,
     QueryFeatureNotAllowed = 224,
+    IncompleteTransactionHistory = 217,
     TransactionTooOld = 225,
     MaxSubPipelineDepthExceeded = 232,
     NotImplemented = 238,
     SnapshotTooOld = 239,
     ConversionFailure = 241,
+    NoSuchTransaction = 251,
+    TransactionCommitted = 256,
     ClusterTimeFailsRateLimiter = 262,
+    OperationNotSupportedInTransaction = 263,
     FailPointSetFailed = 266,
     QueryExceededMemoryLimitNoDiskUseAllowed = 292,
     APIVersionError = 322,

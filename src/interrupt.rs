@@ -41,6 +41,11 @@ impl Interrupt {
         Interrupt::new(shutdown.clone(), deadline)
     }
 
+    /// The command's deadline, if it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
     /// Whether the command must stop now.
     pub fn is_due(&self) -> bool {
         self.shutdown.is_cancelled() || self.deadline.is_some_and(|d| Instant::now() >= d)

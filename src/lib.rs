@@ -37,6 +37,7 @@ pub mod state;
 pub mod storage;
 pub mod top;
 pub mod ttl;
+pub mod txn;
 
 pub use config::Config;
 pub use error::{CommandError, ErrorCode};

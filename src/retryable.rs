@@ -9,7 +9,13 @@
 //! ```text
 //! lsid (16) · 0x00                                   → the session's transaction number (i64 BE)
 //! lsid (16) · 0x01 · txnNumber (i64 BE, sign flipped) · stmtId (i32 BE, sign flipped) → result (BSON)
+//! lsid (16) · 0x02                                   → the transaction number of the session's last committed transaction (i64 BE)
 //! ```
+//!
+//! A session's transaction number is also the number of its multi-document transactions
+//! (`crate::txn`): a number is either a retryable write's or a transaction's, never both.
+//! [`RetryableWrites::checkout_txn`] holds the session for a command of a transaction,
+//! starting it or going on with it, with mongod's answers for numbers that do not match.
 //!
 //! A newer transaction number forgets the older one's statements: its first commit deletes
 //! them and moves the session's number. An older one is refused (`TransactionTooOld`). A
@@ -41,6 +47,49 @@ struct SessionWrites {
     /// Statement ids stored under `stored_txn` when it is older than `txn`: deleted by the
     /// newer one's first commit.
     stale: Vec<i32>,
+    /// Where the multi-document transaction numbered `txn` stands, when `txn` is one's.
+    transaction: Option<TxnPhase>,
+}
+
+/// Where a session's multi-document transaction stands.
+#[derive(Debug, Clone)]
+pub enum TxnPhase {
+    /// Open.
+    InProgress(Arc<crate::txn::Transaction>),
+    /// Committed (a retried `commitTransaction` answers as the first did).
+    Committed,
+    /// Aborted: by `abortTransaction`, an error, another transaction, or its age.
+    Aborted,
+}
+
+impl SessionWrites {
+    /// Aborts the open transaction, if there is one.
+    fn abort_open(&mut self) {
+        if let Some(TxnPhase::InProgress(txn)) = &self.transaction {
+            txn.abort();
+            self.transaction = Some(TxnPhase::Aborted);
+        }
+    }
+
+    /// Moves the session to transaction number `txn` (newer than its own): the older
+    /// number's executed statements are forgotten (deleted by the first commit after).
+    fn renumber(&mut self, txn: i64) {
+        self.abort_open();
+        self.transaction = None;
+        let executed = std::mem::take(&mut self.executed);
+        if self.stored_txn == self.txn {
+            self.stale = executed.into_keys().collect();
+        }
+        self.txn = Some(txn);
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.transaction.is_some() {
+            "transaction"
+        } else {
+            "retryable write"
+        }
+    }
 }
 
 /// Every session's retryable writes (sessions are added as they are used).
@@ -65,6 +114,12 @@ pub struct Checkout {
 fn head_key(lsid: &SessionId) -> Vec<u8> {
     let mut key = lsid.to_vec();
     key.push(0);
+    key
+}
+
+fn committed_key(lsid: &SessionId) -> Vec<u8> {
+    let mut key = lsid.to_vec();
+    key.push(2);
     key
 }
 
@@ -112,20 +167,22 @@ impl RetryableWrites {
                     ErrorCode::TransactionTooOld,
                     format!(
                         "Retryable write with txnNumber {txn} is prohibited on session {} because \
-                         a newer retryable write with txnNumber {current} has already started on \
-                         this session.",
-                        crate::sessions::display(&lsid)
+                         a newer {} with txnNumber {current} has already started on this session.",
+                        crate::sessions::display(&lsid),
+                        writes.kind()
                     ),
                 ));
             }
-            Some(current) if txn == current => {}
-            _ => {
-                let executed = std::mem::take(&mut writes.executed);
-                if writes.stored_txn == writes.txn {
-                    writes.stale = executed.into_keys().collect();
+            Some(current) if txn == current => {
+                if writes.transaction.is_some() {
+                    return Err(CommandError::new(
+                        ErrorCode::IncompleteTransactionHistory,
+                        "Cannot retry a retryable write that has been converted into a \
+                         transaction",
+                    ));
                 }
-                writes.txn = Some(txn);
             }
+            _ => writes.renumber(txn),
         }
         Ok(Checkout {
             lsid,
@@ -137,18 +194,157 @@ impl RetryableWrites {
         })
     }
 
+    /// Holds session `lsid` for a command of transaction `txn` (waiting for a command of the
+    /// same session to end): starting it (`start`, aborting an open older one) or going on
+    /// with it. `command` is the command's name: only `commitTransaction` goes on with a
+    /// committed transaction (a retried commit), and only it and `abortTransaction` find out
+    /// how one ended. A new transaction reads `catalog`'s store as it is now.
+    pub async fn checkout_txn(
+        &self,
+        catalog: &crate::catalog::Catalog,
+        lsid: SessionId,
+        txn: i64,
+        start: bool,
+        command: &str,
+    ) -> CommandResult<TxnCheckout> {
+        let session = {
+            let mut map = self
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Arc::clone(map.entry(lsid).or_default())
+        };
+        let mut writes = session.lock_owned().await;
+        if !writes.loaded {
+            load(&mut writes, &*catalog.snapshot(), &lsid)?;
+        }
+        let active = writes.txn;
+        if let Some(current) = active
+            && txn < current
+        {
+            return Err(CommandError::new(
+                ErrorCode::TransactionTooOld,
+                format!(
+                    "Cannot start transaction with {{ txnNumber: {txn}, txnRetryCounter: 0 }} on \
+                     session {} because a newer {} with txnNumberAndRetryCounter {{ txnNumber: \
+                     {current}, txnRetryCounter: 0 }} has already started on this session.",
+                    crate::sessions::display(&lsid),
+                    writes.kind()
+                ),
+            ));
+        }
+        if start {
+            if active == Some(txn) {
+                return Err(CommandError::new(
+                    ErrorCode::ConflictingOperationInProgress,
+                    "Only servers in a sharded cluster can start a new transaction at the active \
+                     transaction number",
+                ));
+            }
+            writes.renumber(txn);
+            writes.transaction = Some(TxnPhase::InProgress(Arc::new(
+                crate::txn::Transaction::start(catalog, lsid, txn),
+            )));
+        } else {
+            if active != Some(txn) || writes.transaction.is_none() {
+                return Err(CommandError::new(
+                    ErrorCode::NoSuchTransaction,
+                    format!(
+                        "Given transaction number {txn} does not match any in-progress \
+                         transactions. The active transaction number is {}",
+                        active.unwrap_or(-1)
+                    ),
+                ));
+            }
+            match &writes.transaction {
+                Some(TxnPhase::Aborted) => {
+                    return Err(CommandError::new(
+                        ErrorCode::NoSuchTransaction,
+                        format!("Transaction {txn} has been aborted."),
+                    ));
+                }
+                Some(TxnPhase::Committed) if command != "commitTransaction" => {
+                    return Err(CommandError::new(
+                        ErrorCode::TransactionCommitted,
+                        format!("Transaction {txn} has been committed."),
+                    ));
+                }
+                Some(TxnPhase::InProgress(t)) if t.has_ended() => {
+                    // Aborted while no command held the session (its age, a kill).
+                    writes.transaction = Some(TxnPhase::Aborted);
+                    return Err(CommandError::new(
+                        ErrorCode::NoSuchTransaction,
+                        format!("Transaction {txn} has been aborted."),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(TxnCheckout { lsid, txn, writes })
+    }
+
+    /// Aborts the open transactions that started more than `limit` ago
+    /// (`transactionLifetimeLimitSeconds`), of sessions no command holds. Returns how many.
+    pub fn abort_expired(&self, limit: std::time::Duration) -> usize {
+        let sessions: Vec<_> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let mut aborted = 0;
+        for session in sessions {
+            let Ok(mut writes) = session.try_lock() else {
+                continue;
+            };
+            if let Some(TxnPhase::InProgress(t)) = &writes.transaction
+                && t.started.elapsed() >= limit
+            {
+                writes.abort_open();
+                aborted += 1;
+            }
+        }
+        aborted
+    }
+
+    /// Aborts the open transaction of each session `which` picks (killed sessions). A session
+    /// a command holds right now keeps its transaction (which the lifetime limit still ends).
+    pub fn abort_sessions(&self, which: impl Fn(&SessionId) -> bool) {
+        let sessions: Vec<_> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(id, _)| which(id))
+            .map(|(_, s)| Arc::clone(s))
+            .collect();
+        for session in sessions {
+            if let Ok(mut writes) = session.try_lock() {
+                writes.abort_open();
+            }
+        }
+    }
+
     /// Adds to `batch` the removal of everything session `lsid` holds, and forgets it
-    /// (`endSessions`: a driver ends a session only when it will not use it again).
+    /// (`endSessions`: a driver ends a session only when it will not use it again). Its open
+    /// transaction is aborted.
     pub fn end(
         &self,
         snapshot: &dyn Snapshot,
         lsid: &SessionId,
         batch: &mut Batch,
     ) -> CommandResult<()> {
-        self.sessions
+        let session = self
+            .sessions
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(lsid);
+        if let Some(session) = session
+            && let Ok(mut writes) = session.try_lock()
+        {
+            writes.abort_open();
+        }
         for entry in snapshot.prefix(Keyspace::Sessions, lsid) {
             batch.delete(Keyspace::Sessions, entry?.0);
         }
@@ -167,6 +363,14 @@ fn load(
         .map(|v| <[u8; 8]>::try_from(&v[..]).map(i64::from_be_bytes))
         .transpose()
         .map_err(|_| corrupt())?;
+    let committed = snapshot
+        .get(Keyspace::Sessions, &committed_key(lsid))?
+        .map(|v| <[u8; 8]>::try_from(&v[..]).map(i64::from_be_bytes))
+        .transpose()
+        .map_err(|_| corrupt())?;
+    if stored.is_some() && committed == stored {
+        writes.transaction = Some(TxnPhase::Committed);
+    }
     if let Some(txn) = stored {
         for entry in snapshot.prefix(Keyspace::Sessions, &txn_prefix(lsid, txn)) {
             let (key, value) = entry?;
@@ -234,6 +438,59 @@ impl Checkout {
                 self.writes.stale.clear();
             }
         }
+    }
+}
+
+/// A session held by one command of a multi-document transaction.
+pub struct TxnCheckout {
+    lsid: SessionId,
+    txn: i64,
+    writes: tokio::sync::OwnedMutexGuard<SessionWrites>,
+}
+
+impl TxnCheckout {
+    /// The open transaction (none when it has committed: a retried commit).
+    pub fn transaction(&self) -> Option<Arc<crate::txn::Transaction>> {
+        match &self.writes.transaction {
+            Some(TxnPhase::InProgress(t)) => Some(Arc::clone(t)),
+            _ => None,
+        }
+    }
+
+    /// What its commit writes for the session: the session's transaction number, the mark
+    /// of its last committed transaction, and the removal of an older number's statements.
+    pub fn session_record(&self) -> Batch {
+        let mut batch = Batch::new();
+        if self.writes.stored_txn != Some(self.txn) {
+            if let Some(old) = self.writes.stored_txn {
+                for s in &self.writes.stale {
+                    batch.delete(Keyspace::Sessions, statement_key(&self.lsid, old, *s));
+                }
+            }
+            batch.replace(
+                Keyspace::Sessions,
+                head_key(&self.lsid),
+                self.txn.to_be_bytes().to_vec(),
+            );
+        }
+        batch.replace(
+            Keyspace::Sessions,
+            committed_key(&self.lsid),
+            self.txn.to_be_bytes().to_vec(),
+        );
+        batch
+    }
+
+    /// The transaction committed, with [`TxnCheckout::session_record`].
+    pub fn committed(&mut self) {
+        self.writes.stored_txn = Some(self.txn);
+        self.writes.stale.clear();
+        self.writes.transaction = Some(TxnPhase::Committed);
+    }
+
+    /// The transaction aborted (if it was open).
+    pub fn aborted(&mut self) {
+        self.writes.abort_open();
     }
 }
 

@@ -168,6 +168,12 @@ impl ServerState {
         }))
     }
 
+    /// What the running command reads: its transaction's view when it runs in one (see
+    /// `crate::txn`), else a fresh snapshot of the store.
+    pub fn snapshot(&self) -> Box<dyn crate::storage::Snapshot> {
+        crate::txn::current_view().unwrap_or_else(|| self.catalog.snapshot())
+    }
+
     /// The server's clock, in milliseconds since the epoch. Every expiry decision reads it.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()

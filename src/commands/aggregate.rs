@@ -497,9 +497,12 @@ pub(super) async fn aggregate_explained(
     } else {
         let ctx = pipeline_context(state, req, &vars, allow_disk_use, name);
         let stages = pipeline::stages::coalesce(stages);
-        tokio::task::spawn_blocking(move || pipeline::run(&stages, docs, &ctx))
-            .await
-            .map_err(|e| CommandError::internal(e.to_string()))??
+        // Sub-pipelines read in the command's transaction, if it runs in one.
+        tokio::task::spawn_blocking(crate::txn::carry(move || {
+            pipeline::run(&stages, docs, &ctx)
+        }))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??
     };
     // The writing stages run to the end here, whatever the batch size: the cursor they answer
     // is empty.
@@ -557,10 +560,10 @@ async fn measure(
     docs: Vec<pipeline::Doc>,
 ) -> CommandResult<Vec<StageStats>> {
     let stages = pipeline::stages::coalesce(stages);
-    tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(crate::txn::carry(move || {
         let (out, stats) = pipeline::run_measured(&stages, docs, &ctx);
         out.map(|_| stats)
-    })
+    }))
     .await
     .map_err(|e| CommandError::internal(e.to_string()))?
 }

@@ -62,6 +62,24 @@ pub static GET_MORE: Args = Args {
     ],
 };
 
+/// `commitTransaction` (`commitTimestamp` is for prepared transactions, which a replica set
+/// of one never has; `recoveryToken` is what drivers give mongos, and a mongod ignores).
+pub static COMMIT_TRANSACTION: Args = Args {
+    path: "commitTransaction",
+    strict: true,
+    fields: &[
+        not_yet("commitTimestamp", Any),
+        opt("recoveryToken", Object),
+    ],
+};
+
+/// `abortTransaction`.
+pub static ABORT_TRANSACTION: Args = Args {
+    path: "abortTransaction",
+    strict: true,
+    fields: &[opt("recoveryToken", Object)],
+};
+
 /// `killCursors`.
 pub static KILL_CURSORS: Args = Args {
     path: "killCursors",

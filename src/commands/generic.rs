@@ -89,6 +89,8 @@ pub struct Accepts {
 pub struct Limits {
     /// `maxTimeMS`, when given and not 0: how long the command may run.
     pub max_time_ms: Option<u64>,
+    /// Whether the command runs in a multi-document transaction (`autocommit: false`).
+    pub transaction: bool,
     /// `readConcern.afterClusterTime` (replica set only): the read waits for the clock to
     /// reach it.
     pub after_cluster_time: Option<Timestamp>,
@@ -107,12 +109,30 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
         max_time_ms: found.max_time_ms.map(max_time_ms).transpose()?.flatten(),
         ..Limits::default()
     };
-    check_transaction(accepts, &found)?;
+    let in_transaction = check_transaction(accepts, &found)?;
+    limits.transaction = in_transaction;
     if let Some(rc) = found.read_concern {
         let parsed = ReadConcern::parse(rc)?;
-        parsed.check_supported(accepts)?;
+        if in_transaction {
+            // The read concern of a transaction, which its first command gives: any command of
+            // it takes one, at the levels a transaction has.
+            if !matches!(
+                parsed.level,
+                None | Some(Level::Local | Level::Majority | Level::Snapshot)
+            ) {
+                return Err(CommandError::new(
+                    ErrorCode::InvalidOptions,
+                    "The readConcern level must be either 'local' (default), 'majority' or \
+                     'snapshot' in order to run in a transaction",
+                ));
+            }
+        } else {
+            parsed.check_supported(accepts)?;
+        }
         if accepts.replset {
-            parsed.check_replset(accepts)?;
+            if !in_transaction {
+                parsed.check_replset(accepts)?;
+            }
             if parsed.after_cluster_time {
                 limits.after_cluster_time = parsed.cluster_time;
             }
@@ -124,6 +144,12 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
         }
     }
     if let Some(wc) = found.write_concern {
+        if in_transaction && !matches!(accepts.name, "commitTransaction" | "abortTransaction") {
+            return Err(CommandError::new(
+                ErrorCode::InvalidOptions,
+                "writeConcern is not allowed within a multi-statement transaction",
+            ));
+        }
         if !accepts.write_concern {
             return Err(CommandError::new(
                 ErrorCode::InvalidOptions,
@@ -241,7 +267,28 @@ const RETRYABLE_WRITES: [&str; 5] = [
     "findandmodify",
 ];
 
-fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> {
+/// The commands a multi-document transaction may run (mongod's `txnCmdAllowlist`, for the
+/// commands Ebb has).
+const IN_TRANSACTION: [&str; 14] = [
+    "abortTransaction",
+    "aggregate",
+    "bulkWrite",
+    "commitTransaction",
+    "create",
+    "createIndexes",
+    "delete",
+    "distinct",
+    "find",
+    "findAndModify",
+    "getMore",
+    "insert",
+    "killCursors",
+    "update",
+];
+
+/// Checks the transaction fields; returns whether the command runs in a multi-document
+/// transaction (`autocommit: false`).
+fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<bool> {
     if let Some(txn) = found.txn_number {
         if !found.lsid {
             return Err(CommandError::new(
@@ -262,10 +309,54 @@ fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> 
                 " 'long'",
             ));
         }
-        if found.autocommit.is_some() || found.start_transaction.is_some() {
+        if let Some(autocommit) = found.autocommit {
+            match autocommit {
+                RawBsonRef::Boolean(false) => {}
+                RawBsonRef::Boolean(true) => {
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        "Specifying autocommit=true is not allowed.",
+                    ));
+                }
+                other => {
+                    return Err(ty_mismatch(
+                        "OperationSessionInfoFromClient.autocommit",
+                        other,
+                        Ty::Bool,
+                    ));
+                }
+            }
+            match found.start_transaction {
+                None | Some(RawBsonRef::Boolean(true)) => {}
+                Some(RawBsonRef::Boolean(false)) => {
+                    return Err(CommandError::new(
+                        ErrorCode::InvalidOptions,
+                        "Specifying startTransaction=false is not allowed.",
+                    ));
+                }
+                Some(other) => {
+                    return Err(ty_mismatch(
+                        "OperationSessionInfoFromClient.startTransaction",
+                        other,
+                        Ty::Bool,
+                    ));
+                }
+            }
+            if !IN_TRANSACTION.contains(&accepts.name) && accepts.name != "findandmodify" {
+                return Err(CommandError::new(
+                    ErrorCode::OperationNotSupportedInTransaction,
+                    format!(
+                        "Cannot run '{}' in a multi-document transaction.",
+                        accepts.name
+                    ),
+                ));
+            }
+            return Ok(true);
+        }
+        if found.start_transaction.is_some() {
             return Err(CommandError::new(
-                ErrorCode::NotImplemented,
-                "Ebb does not run multi-document transactions yet",
+                ErrorCode::InvalidOptions,
+                "'startTransaction' field requires 'autocommit' field to also be specified",
             ));
         }
         if !RETRYABLE_WRITES.contains(&accepts.name) {
@@ -279,7 +370,7 @@ fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> 
                 ),
             ));
         }
-        return Ok(());
+        return Ok(false);
     }
     for (value, name) in [
         (found.autocommit, "autocommit"),
@@ -292,7 +383,7 @@ fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<()> 
             ));
         }
     }
-    Ok(())
+    Ok(false)
 }
 
 /// A read concern's level.

@@ -17,6 +17,7 @@ mod read;
 mod repl;
 mod sessions;
 mod spec;
+mod transactions;
 mod validate;
 mod views;
 mod write;
@@ -81,6 +82,8 @@ enum Cmd {
     ReplSetInitiate,
     ReplSetGetStatus,
     ReplSetGetConfig,
+    CommitTransaction,
+    AbortTransaction,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -237,6 +240,14 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Runs the aggregation command. See http://dochub.mongodb.org/core/aggregation for more details.",
     )
     .v1(),
+    C::write(
+        "abortTransaction",
+        Cmd::AbortTransaction,
+        &fields::ABORT_TRANSACTION,
+        "Aborts a transaction",
+    )
+    .admin()
+    .v1(),
     C::other("buildInfo", Cmd::BuildInfo, &spec::Args::LOOSE, "get version #, etc.").no_auth(),
     C::other(
         "buildinfo",
@@ -245,6 +256,14 @@ pub static COMMANDS: &[CommandSpec] = &[
         "get version #, etc. (alias of buildInfo)",
     )
     .no_auth(),
+    C::write(
+        "commitTransaction",
+        Cmd::CommitTransaction,
+        &fields::COMMIT_TRANSACTION,
+        "Commits a transaction",
+    )
+    .admin()
+    .v1(),
     C::write(
         "collMod",
         Cmd::CollMod,
@@ -615,7 +634,17 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         cluster_time::check_read_times(rs, &checked.limits)?;
     }
     let write_concern_error = checked.limits.write_concern_error.clone();
-    let result = run_checked(spec, req, &checked, ctx, state).await;
+    let result = if checked.limits.transaction {
+        // (Boxed: a transaction's commands are the rarer path, and the future is large.)
+        Box::pin(transactions::run_in(
+            req,
+            state,
+            Box::pin(run_checked(spec, req, &checked, ctx, state)),
+        ))
+        .await
+    } else {
+        run_checked(spec, req, &checked, ctx, state).await
+    };
     match (result, write_concern_error) {
         (Ok(reply), Some(wce)) => Ok(cluster_time::with_write_concern_error(&reply, wce)),
         (result, _) => result,
@@ -828,6 +857,8 @@ async fn run_handler(
         Cmd::ServerStatus => Ok(admin::server_status(state)),
         Cmd::Shutdown => admin::shutdown(req, ctx, state),
         Cmd::EndSessions => sessions::end_sessions(req, state),
+        Cmd::CommitTransaction => transactions::commit(req, state).await,
+        Cmd::AbortTransaction => transactions::abort(),
         Cmd::StartSession => Ok(sessions::start_session(state)),
         Cmd::RefreshSessions => sessions::refresh_sessions(req, state),
         Cmd::KillSessions => sessions::kill_sessions(req, state),

@@ -325,7 +325,7 @@ pub(super) async fn find_explained(
         (Some(_), Some(_)) => filter.clone().unwrap_or_else(Filter::match_all),
         _ => Filter::match_all(),
     };
-    let snapshot = state.catalog.snapshot();
+    let snapshot = state.snapshot();
     let plan = plan::plan(
         &Query {
             filter: filter.as_ref(),
@@ -524,7 +524,7 @@ pub(crate) fn open_planned(
     sort: Option<&SortSpec>,
     hint: Option<&Hint>,
 ) -> CommandResult<(Plan, Source)> {
-    let snapshot = state.catalog.snapshot();
+    let snapshot = state.snapshot();
     let plan = plan::plan(
         &Query {
             filter: filter.as_ref(),
@@ -596,7 +596,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         state
             .cursors
             .take_bounded(id, &ns, state.now_ms(), lsid_of(req).as_ref(), &|| {
-                catalog.snapshot()
+                crate::txn::current_view().unwrap_or_else(|| catalog.snapshot())
             })?;
     // Each getMore stops at its own interruption, not at the one of the command that opened
     // the cursor.

@@ -129,8 +129,14 @@ enum Kill {
 
 fn kill(state: &ServerState, which: &Kill) {
     match which {
-        Kill::All => state.cursors.kill_sessions(|_| true),
-        Kill::These(ids) => state.cursors.kill_sessions(|id| ids.contains(id)),
+        Kill::All => {
+            state.retryable.abort_sessions(|_| true);
+            state.cursors.kill_sessions(|_| true)
+        }
+        Kill::These(ids) => {
+            state.retryable.abort_sessions(|id| ids.contains(id));
+            state.cursors.kill_sessions(|id| ids.contains(id))
+        }
     };
 }
 

@@ -505,6 +505,7 @@ pub(super) async fn merge(
     }
     // Only inserts create the collection; updates of a missing one find nothing.
     let create = spec.when_not_matched == WhenNotMatched::Insert;
+    let mut next = 0;
     let outcome = with_writer(
         state,
         &spec.target.db,
@@ -512,8 +513,14 @@ pub(super) async fn merge(
         concern,
         create,
         |w| -> CommandResult<()> {
-            for doc in &docs {
-                merge_one(w, &spec, doc)?;
+            // From the first document not merged yet: the writer runs again from there when
+            // one met a key a transaction holds.
+            while let Some(doc) = docs.get(next) {
+                match merge_one(w, &spec, doc) {
+                    Err(_) if w.blocked.is_some() => return Ok(()),
+                    outcome => outcome?,
+                }
+                next += 1;
                 if w.pending_writes() >= MERGE_BATCH {
                     w.commit_pending()?;
                 }

@@ -8,32 +8,66 @@ use crate::error::CommandResult;
 use crate::state::ServerState;
 
 /// Runs `f` with the collection `db.name` (created if missing) locked and a fresh snapshot,
-/// then commits what it wrote and waits as the write concern asks.
+/// then commits what it wrote and waits as the write concern asks. When `f` meets a key an
+/// open transaction holds ([`Writer::blocked`]), what it wrote before is committed, and it
+/// runs again (with a new writer) once a transaction lets go of its keys: `f` goes on where it
+/// stopped.
 pub(crate) async fn with_writer<T>(
     state: &ServerState,
     db: &str,
     name: &str,
     concern: WriteConcern,
     create: bool,
-    f: impl FnOnce(&mut Writer<'_>) -> T,
+    mut f: impl FnMut(&mut Writer<'_>) -> T,
 ) -> CommandResult<Option<T>> {
-    let Some((result, ticket)) = locked(state, db, name, create, f)? else {
-        return Ok(None);
-    };
-    concern.wait(state, ticket).await?;
-    Ok(Some(result))
+    let mut last_ticket = None;
+    loop {
+        let Some((result, ticket, blocked)) = locked(state, db, name, create, &mut f)? else {
+            return Ok(None);
+        };
+        last_ticket = ticket.or(last_ticket);
+        if let Some(seen) = blocked {
+            wait_for_release(state, seen).await?;
+        } else {
+            concern.wait(state, last_ticket).await?;
+            return Ok(Some(result));
+        }
+    }
 }
 
-/// [`with_writer`] without the wait: runs `f` under the lock, commits, and returns its result
-/// with the ticket to wait for (of the last commit, or of the collection's creation).
+/// Waits until an open transaction lets go of its keys (after the lock table's release count
+/// `seen`), within the command's `maxTimeMS` and until shutdown.
+async fn wait_for_release(state: &ServerState, seen: u64) -> CommandResult<()> {
+    let interrupt = state.interrupt();
+    interrupt.check()?;
+    let locks = std::sync::Arc::clone(state.catalog.locks());
+    let deadline = interrupt.deadline();
+    tokio::select! {
+        () = locks.wait_release(seen) => Ok(()),
+        () = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        } => Err(crate::interrupt::max_time_expired()),
+        () = state.shutdown.cancelled() => Err(crate::CommandError::interrupted_at_shutdown()),
+    }
+}
+
+/// What [`locked`] returns: `f`'s result, the ticket to wait for (of the last commit, or of the
+/// collection's creation), and whether `f` met a key a transaction holds (the lock table's
+/// release count it saw).
+type Locked<T> = (T, Option<u64>, Option<u64>);
+
+/// [`with_writer`] without the wait: runs `f` under the lock and commits.
 fn locked<T>(
     state: &ServerState,
     db: &str,
     name: &str,
     create: bool,
     f: impl FnOnce(&mut Writer<'_>) -> T,
-) -> CommandResult<Option<(T, Option<u64>)>> {
-    let (result, ticket, created) = loop {
+) -> CommandResult<Option<Locked<T>>> {
+    let (result, ticket, created, blocked) = loop {
         let (collection, created) = if create {
             state.catalog.get_or_create(db, name)?
         } else {
@@ -47,11 +81,13 @@ fn locked<T>(
         };
         let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
         writer.interrupt = Some(state.interrupt());
+        writer.owner = Some(std::sync::Arc::clone(&collection));
         let result = f(&mut writer);
+        // What it wrote before it met a transaction's key is whole: committed as it is.
         writer.flush()?;
-        break (result, writer.ticket, created);
+        break (result, writer.ticket, created, writer.blocked);
     };
-    Ok(Some((result, ticket.or(created))))
+    Ok(Some((result, ticket.or(created), blocked)))
 }
 
 /// How long one turn of a write batch may hold its collection's lock and its runtime worker
@@ -111,6 +147,13 @@ pub(super) async fn run_batch<S, R>(
                 // Each statement sees the ones before it.
                 match run(w, stmt).and_then(|r| w.flush().map(|()| r).map_err(|e| (e, None))) {
                     Ok(r) => done.push((next + i, r)),
+                    // It met a key a transaction holds: it runs again once the transaction
+                    // lets go (what it wrote so far is not committed).
+                    Err(_) if w.blocked.is_some() => {
+                        w.discard();
+                        ran = i;
+                        break;
+                    }
                     Err((error, dup)) => {
                         errors.push(WriteError {
                             index: next + i,
@@ -126,7 +169,7 @@ pub(super) async fn run_batch<S, R>(
             }
             (ran, stop)
         })?;
-        let Some(((ran, stop), ticket)) = turn else {
+        let Some(((ran, stop), ticket, blocked)) = turn else {
             if next == 0 {
                 return Ok(None);
             }
@@ -134,6 +177,11 @@ pub(super) async fn run_batch<S, R>(
             break;
         };
         last_ticket = ticket.or(last_ticket);
+        if let Some(seen) = blocked {
+            next += ran;
+            wait_for_release(state, seen).await?;
+            continue;
+        }
         next += ran.max(1);
         if stop {
             break;

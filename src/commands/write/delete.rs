@@ -134,7 +134,7 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
                 )
                 .map_err(|e| (e, None))?;
             for f in &found {
-                w.delete(f);
+                w.delete(f)?;
             }
             if let Some((c, id)) = retry.as_mut().zip(stmt_id) {
                 let n = i32::try_from(found.len()).unwrap_or(i32::MAX);

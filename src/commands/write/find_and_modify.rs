@@ -98,7 +98,17 @@ pub(in crate::commands) async fn find_and_modify(
         Ok(Some(Ok(done)))
     } else {
         with_writer(state, req.db, name, concern, upsert, |w| {
-            let outcome = run_once(w, remove, update, filter, upsert, sort.as_ref(), hint, new);
+            // Run again from the start when it met a key a transaction holds.
+            let outcome = run_once(
+                w,
+                remove,
+                update.clone(),
+                filter.clone(),
+                upsert,
+                sort.as_ref(),
+                hint.clone(),
+                new,
+            );
             if let (Ok((n, updated_existing, upserted, value)), Some(c)) = (&outcome, &mut retry) {
                 let mut done = rawdoc! {
                     "n": i32::try_from(*n).unwrap_or(i32::MAX),
@@ -178,7 +188,7 @@ fn run_once(
         let Some(first) = found.into_iter().next() else {
             return Ok((0, false, None, None));
         };
-        w.delete(&first);
+        w.delete(&first).map_err(|(e, dup)| with_dup_info(e, dup))?;
         return Ok((1, false, None, Some(first.doc)));
     }
     let Some(update) = update else {

@@ -22,11 +22,16 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
     let mut retry = super::retryable(req, state).await?;
     let mut retried = Vec::new();
     let mut recorded = Vec::new();
+    // Statements done so far, and the write errors: kept across the writer's runs (it runs
+    // again from the first statement not done when one met a key a transaction holds).
+    let mut next = 0;
+    let mut n = 0;
+    let mut errors = Vec::new();
     let result = with_writer(state, req.db, name, concern, true, |w| {
-        let mut n = 0;
-        let mut errors = Vec::new();
         // Each document checked, `_id` first, with the keystring of its `_id`.
         let prepared: Vec<_> = docs
+            .get(next..)
+            .unwrap_or_default()
             .iter()
             .map(|doc| {
                 let (doc, fresh) = prepare_insert(doc)?;
@@ -47,7 +52,9 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
                 .map(|(d, _, _)| d.as_bytes().len())
                 .sum(),
         );
-        for (index, outcome) in prepared.into_iter().enumerate() {
+        let first = next;
+        for (offset, outcome) in prepared.into_iter().enumerate() {
+            let index = first + offset;
             // Shutdown stops the batch between documents; those before it are committed.
             state.check_interrupt()?;
             let stmt_id = retry.as_ref().map(|c| c.stmt_id(index));
@@ -57,6 +64,7 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
                 // Inserted the first time this statement ran: not again.
                 retried.push(id);
                 n += 1;
+                next = index + 1;
                 continue;
             }
             let point = if retry.is_some() {
@@ -76,25 +84,32 @@ pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) 
                         recorded.push(id);
                     }
                 }
+                // A transaction holds its `_id`: the documents before it are committed, and
+                // the writer runs again from this one once the transaction ends.
+                Err(_) if w.blocked.is_some() => return Ok(()),
                 Err((error, dup)) => {
                     errors.push(WriteError { index, error, dup });
                     if ordered {
+                        next = docs.len();
                         break;
                     }
                 }
             }
+            next = index + 1;
         }
-        Ok::<_, CommandError>((n, errors))
+        Ok::<_, CommandError>(())
     })
     .await;
-    let result = match result {
+    let (n, errors) = match result {
         Err(e) if e.code == ErrorCode::DatabaseDifferCase => {
             let own = docs.iter().map(|d| prepare_insert(d).map(|_| true));
-            Some((0, creation_errors(own, &e, ordered)))
+            (0, creation_errors(own, &e, ordered))
         }
-        other => other?.transpose()?,
+        other => {
+            other?.transpose()?;
+            (n, errors)
+        }
     };
-    let (n, errors) = result.unwrap_or_default();
     // The writer committed every statement it recorded (or the command failed above).
     if let Some(c) = &mut retry {
         for id in recorded {

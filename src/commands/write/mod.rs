@@ -253,9 +253,10 @@ fn ordered(req: &Request<'_>) -> CommandResult<bool> {
     Ok(opt_bool(req, "ordered")?.unwrap_or(true))
 }
 
-/// The session a retryable write holds, if the command is one: `lsid` and `txnNumber` (the
-/// generic checks let `txnNumber` through only on a replica set member, and only for the
-/// retryable write commands). Held until the command ends.
+/// The session a retryable write holds, if the command is one: `lsid` and `txnNumber`, not
+/// in a transaction (the generic checks let `txnNumber` through only on a replica set member,
+/// and only for the retryable write commands or in a transaction). Held until the command
+/// ends.
 async fn retryable(
     req: &Request<'_>,
     state: &crate::state::ServerState,
@@ -263,6 +264,11 @@ async fn retryable(
     let Ok(Some(RawBsonRef::Int64(txn))) = req.body.get("txnNumber") else {
         return Ok(None);
     };
+    // A statement of a multi-document transaction: its session is held by the transaction
+    // (`super::transactions::run_in`), and what it writes commits with it.
+    if crate::txn::active().is_some() {
+        return Ok(None);
+    }
     let Some(lsid) = super::read::lsid_of(req) else {
         return Ok(None);
     };

@@ -44,6 +44,16 @@ pub(crate) struct Writer<'a> {
     multikey_set: bool,
     /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
     pub interrupt: Option<crate::interrupt::Interrupt>,
+    /// The transaction this writer writes in (the running command's): its changes stay
+    /// pending in it, and each key it changes is claimed first (see `crate::txn`).
+    txn: Option<std::sync::Arc<crate::txn::Transaction>>,
+    /// The collection as its owner holds it, which a transaction keeps (to commit under its
+    /// lock, and to find out whether it changed since).
+    pub(super) owner: Option<std::sync::Arc<Collection>>,
+    /// Set (to the lock table's release count) when a change met a key an open transaction
+    /// holds, outside transactions: the statement failed with `WriteConflict`, and runs again
+    /// once a transaction lets go of its keys.
+    pub(crate) blocked: Option<u64>,
     /// Where record values are built, on the durable engine: each is split off as a `Bytes`
     /// sharing this buffer, so a batch of documents costs one allocation instead of one per
     /// document. fjall keeps the `Bytes` as they are in its memtable and lets them go at the
@@ -82,11 +92,17 @@ impl<'a> Writer<'a> {
         catalog: &'a crate::catalog::Catalog,
         now_ms: i64,
     ) -> Self {
+        let txn = crate::txn::current();
         Writer {
             collection,
             catalog,
             ticket: None,
-            snapshot: catalog.snapshot(),
+            snapshot: txn
+                .as_ref()
+                .map_or_else(|| catalog.snapshot(), |t| t.view()),
+            txn,
+            owner: None,
+            blocked: None,
             now_ms,
             batch: Batch::new(),
             pending: HashMap::new(),
@@ -221,6 +237,70 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Claims `key` of `ks` before changing it: in a transaction, `WriteConflict` if another
+    /// transaction holds it or it changed since the transaction's snapshot; outside, when an
+    /// open transaction holds it, `WriteConflict` with [`Writer::blocked`] set (the caller
+    /// waits and runs the statement again).
+    fn claim(&mut self, ks: Keyspace, key: &[u8]) -> Result<(), Fail> {
+        if self.txn.is_none() && !self.catalog.locks().any() {
+            return Ok(());
+        }
+        let claim = crate::txn::locks::storage_claim(ks, key);
+        self.claim_with(&claim, |txn, catalog| {
+            txn.changed_since_start(catalog, ks, key)
+        })
+    }
+
+    /// [`Writer::claim`] of key `components` of unique index `index_id` (the keys of its
+    /// entries start with them).
+    fn claim_unique(&mut self, index_id: u64, components: &[u8]) -> Result<(), Fail> {
+        if self.txn.is_none() && !self.catalog.locks().any() {
+            return Ok(());
+        }
+        let claim = crate::txn::locks::unique_claim(index_id, components);
+        self.claim_with(&claim, |txn, catalog| {
+            let mut prefix = crate::index::index_prefix(index_id).to_vec();
+            prefix.extend_from_slice(components);
+            txn.prefix_changed_since_start(catalog, Keyspace::Index, &prefix)
+        })
+    }
+
+    fn claim_with(
+        &mut self,
+        claim: &[u8],
+        changed: impl FnOnce(&crate::txn::Transaction, &crate::catalog::Catalog) -> CommandResult<bool>,
+    ) -> Result<(), Fail> {
+        match &self.txn {
+            Some(txn) => {
+                if txn.claim(claim).map_err(|e| (e, None))?
+                    && changed(txn, self.catalog).map_err(|e| (e, None))?
+                {
+                    return Err((crate::txn::write_conflict(), None));
+                }
+                Ok(())
+            }
+            None => match self.catalog.locks().blocked(claim) {
+                Some(seen) => {
+                    self.blocked = Some(seen);
+                    Err((crate::txn::write_conflict(), None))
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// Forgets what this writer holds and has not committed (a statement that must run
+    /// again).
+    pub(super) fn discard(&mut self) {
+        self.batch = Batch::new();
+        self.pending.clear();
+        self.pending_rids.clear();
+        self.probed = None;
+        self.unique_added.clear();
+        self.unique_removed.clear();
+        self.multikey_set = false;
+    }
+
     /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
     pub(super) fn insert(&mut self, doc: &RawDocument) -> Result<(), Fail> {
         self.insert_checked(doc, false)
@@ -270,8 +350,11 @@ impl<'a> Writer<'a> {
         let Some((rid, expires)) = stored else {
             // A new record, at the end of the collection's natural order; its `_id` entry is
             // added once nothing refused it (a refused document leaves the batch as it was).
-            let rid = self.collection.new_rid();
             let entry = self.id_entry(&id_key);
+            if !fresh_id {
+                self.claim(Keyspace::Index, &entry)?;
+            }
+            let rid = self.collection.new_rid();
             self.put_owned(rid, id_key, doc, None)?;
             self.batch.put(
                 Keyspace::Index,
@@ -306,6 +389,10 @@ impl<'a> Writer<'a> {
         old: Option<(i64, Option<&RawDocument>)>,
     ) -> Result<(), Fail> {
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
+        if old.is_some() && (self.txn.is_some() || self.catalog.locks().any()) {
+            let key = self.key(rid);
+            self.claim(Keyspace::Docs, &key)?;
+        }
         if !self.collection.field_indexes.is_empty() {
             self.change_entries(rid, doc, expires, old)?;
         }
@@ -418,6 +505,7 @@ impl<'a> Writer<'a> {
             .filter(|(n, _, _)| collection.field_indexes[*n].unique)
         {
             let fi = &collection.field_indexes[*n];
+            self.claim_unique(fi.id, c)?;
             if self
                 .unique_holder(fi.id, c, rid, &deletes)
                 .map_err(|e| (e, None))?
@@ -519,6 +607,15 @@ impl<'a> Writer<'a> {
         if self.batch.is_empty() {
             return Ok(());
         }
+        if let Some(txn) = &self.txn {
+            // In a transaction: pending in it (its view, which this writer reads, shows them).
+            let owner = self.owner.as_ref().ok_or_else(|| {
+                CommandError::internal("a transaction's writer without its collection")
+            })?;
+            txn.apply(owner, std::mem::take(&mut self.batch), self.multikey_set)?;
+            self.discard();
+            return Ok(());
+        }
         if self.multikey_set {
             self.catalog.put_record(self.collection, &mut self.batch);
         }
@@ -538,7 +635,9 @@ impl<'a> Writer<'a> {
     }
 
     /// Deletes a live document, its expiry entry and its index entries.
-    pub(super) fn delete(&mut self, found: &Found) {
+    pub(super) fn delete(&mut self, found: &Found) -> Result<(), Fail> {
+        let key = self.key(found.rid);
+        self.claim(Keyspace::Docs, &key)?;
         for fi in &self.collection.field_indexes {
             let Ok(keys) = fi.keys(&found.doc) else {
                 continue;
@@ -568,6 +667,7 @@ impl<'a> Writer<'a> {
             let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, found.rid);
             self.batch.delete_once(Keyspace::Expiry, key.to_vec());
         }
+        Ok(())
     }
 
     /// The live documents matching `filter`, at most `limit` of them, read as the planner
@@ -601,8 +701,12 @@ impl<'a> Writer<'a> {
             return Ok(out);
         }
         // Under the collection's write lock nothing else changes it, so a fresh snapshot
-        // shows what `self.snapshot` does; the index scan owns the one it reads.
-        let snapshot = self.catalog.snapshot();
+        // shows what `self.snapshot` does; the index scan owns the one it reads. (In a
+        // transaction: its view.)
+        let snapshot = match &self.txn {
+            Some(txn) => txn.view(),
+            None => self.catalog.snapshot(),
+        };
         let plan = crate::query::plan::plan(
             &crate::query::plan::Query {
                 filter: Some(filter),
@@ -627,9 +731,12 @@ impl<'a> Writer<'a> {
             .live_front
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // (A transaction reads an older snapshot with its own changes: the front, which is
+        // about the latest data, says nothing of it.)
         let from_start = match &mut source {
             crate::cursor::Source::Scan(scan)
-                if !scan.reverse
+                if self.txn.is_none()
+                    && !scan.reverse
                     && scan.lower
                         == Bound::Included(
                             record::collection_prefix(self.collection.id).to_vec(),
