@@ -368,13 +368,27 @@ pub fn remove_found(
     let Some(_guard) = collection.lock() else {
         return Ok(0);
     };
-    let (batch, removed) = if collection.write_epoch() == due.epoch {
+    // A document an open transaction changed is left to a later pass: the transaction's
+    // commit writes it whole (see `crate::txn`).
+    let locks = catalog.locks();
+    let (batch, removed) = if collection.write_epoch() == due.epoch && !locks.any() {
         (due.batch, due.removed)
     } else {
         let snapshot = catalog.snapshot();
         let mut batch = Batch::new();
         let mut removed = 0;
         for key in &due.keys {
+            if locks.any()
+                && let Some(rid) = record::rid_of_expiry_key(key)
+                && locks
+                    .blocked(&crate::txn::locks::storage_claim(
+                        Keyspace::Docs,
+                        &record::doc_key(collection.id, rid),
+                    ))
+                    .is_some()
+            {
+                continue;
+            }
             if remove_due(&*snapshot, collection, key, &mut batch)? {
                 removed += 1;
             }

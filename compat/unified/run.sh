@@ -3,7 +3,9 @@
 # running Ebb, and applies the known-failures policy. See compat/unified/README.md.
 #
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
-#                         [--suite crud|examples|retryable-writes|sessions|sessions-unified|causal]
+#                         [--suite crud|examples|retryable-writes|sessions|sessions-unified|causal
+#                          |retryable-writes-legacy|retryable-reads|retryable-reads-unified
+#                          |transactions|transactions-unified]
 #                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
 #
 # --suite crud (the default): the drivers' unified CRUD spec tests, test/test_crud_unified.py,
@@ -13,6 +15,10 @@
 # --suite retryable-writes|sessions|sessions-unified|causal: test_retryable_writes_unified.py,
 #   test_session.py, test_sessions_unified.py, test_causal_consistency.py, for a server
 #   started with --replSet; known failures in compat/unified/known_failures_<suite>.txt.
+#   So for retryable-writes-legacy (test_retryable_writes.py), retryable-reads
+#   (test_retryable_reads.py), retryable-reads-unified (test_retryable_reads_unified.py),
+#   transactions (test_transactions.py) and transactions-unified
+#   (test_transactions_unified.py).
 # The server address comes from the arguments, else $EBB_URI, else $EBB_HOST/$EBB_PORT,
 # else 127.0.0.1:27017. This script starts no server.
 #
@@ -79,7 +85,20 @@ case "$suite_name" in
     results_name=results-sessions-unified; label=sessions_unified ;;
   causal) file=test_causal_consistency.py; known="$here/known_failures_causal.txt"
     results_name=results-causal; label=causal_consistency ;;
-  *) die "unknown suite '$suite_name' (crud, examples, retryable-writes, sessions, sessions-unified or causal)" ;;
+  retryable-writes-legacy) file=test_retryable_writes.py
+    known="$here/known_failures_retryable_writes_legacy.txt"
+    results_name=results-retryable-writes-legacy; label=retryable_writes_legacy ;;
+  retryable-reads) file=test_retryable_reads.py; known="$here/known_failures_retryable_reads.txt"
+    results_name=results-retryable-reads; label=retryable_reads ;;
+  retryable-reads-unified) file=test_retryable_reads_unified.py
+    known="$here/known_failures_retryable_reads_unified.txt"
+    results_name=results-retryable-reads-unified; label=retryable_reads_unified ;;
+  transactions) file=test_transactions.py; known="$here/known_failures_transactions.txt"
+    results_name=results-transactions; label=transactions ;;
+  transactions-unified) file=test_transactions_unified.py
+    known="$here/known_failures_transactions_unified.txt"
+    results_name=results-transactions-unified; label=transactions_unified ;;
+  *) die "unknown suite '$suite_name' (crud, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions or transactions-unified)" ;;
 esac
 if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 

@@ -634,17 +634,7 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         cluster_time::check_read_times(rs, &checked.limits)?;
     }
     let write_concern_error = checked.limits.write_concern_error.clone();
-    let result = if checked.limits.transaction {
-        // (Boxed: a transaction's commands are the rarer path, and the future is large.)
-        Box::pin(transactions::run_in(
-            req,
-            state,
-            Box::pin(run_checked(spec, req, &checked, ctx, state)),
-        ))
-        .await
-    } else {
-        run_checked(spec, req, &checked, ctx, state).await
-    };
+    let result = run_checked(spec, req, &checked, ctx, state).await;
     match (result, write_concern_error) {
         (Ok(reply), Some(wce)) => Ok(cluster_time::with_write_concern_error(&reply, wce)),
         (result, _) => result,
@@ -693,8 +683,7 @@ async fn run_checked(
         // than reply (`onPrimaryTransactionalWrite`).
         let (result, close) = crate::failpoint::CLOSE_AFTER
             .scope(std::cell::Cell::new(false), async {
-                let result =
-                    run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await;
+                let result = run_in_session(spec, req, ctx, state, checked, started).await;
                 (
                     result,
                     crate::failpoint::CLOSE_AFTER.with(std::cell::Cell::get),
@@ -707,7 +696,7 @@ async fn run_checked(
         }
         result
     } else {
-        run_timed(spec, req, ctx, state, checked.limits.max_time_ms, started).await
+        run_in_session(spec, req, ctx, state, checked, started).await
     };
     // Where mongod waits for the write concern, `failCommand` may answer a
     // `writeConcernError` instead.
@@ -763,6 +752,29 @@ fn failpoint_target<'a>(
 }
 
 /// Runs a checked request under its `maxTimeMS`, counted from `started`.
+/// [`run_timed`], in the command's transaction when it runs in one (after `failCommand`:
+/// a command it fails never started or went on with its transaction, as in mongod).
+async fn run_in_session(
+    spec: &CommandSpec,
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+    checked: &Checked,
+    started: std::time::Instant,
+) -> CommandResult {
+    let max_time_ms = checked.limits.max_time_ms;
+    if checked.limits.transaction {
+        // (Boxed: a transaction's commands are the rarer path, and the future is large.)
+        return Box::pin(transactions::run_in(
+            req,
+            state,
+            Box::pin(run_timed(spec, req, ctx, state, max_time_ms, started)),
+        ))
+        .await;
+    }
+    run_timed(spec, req, ctx, state, max_time_ms, started).await
+}
+
 async fn run_timed(
     spec: &CommandSpec,
     req: &Request<'_>,

@@ -76,6 +76,7 @@ pub async fn run(
         cancel.clone(),
     ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
+    background.spawn(reap_transactions(state.clone(), cancel.clone()));
     background.spawn(crate::compactor::compact_task(
         Arc::clone(state.catalog.store().storage()),
         cancel.clone(),
@@ -148,6 +149,21 @@ async fn reap_cursors(state: ServerState, cancel: CancellationToken) {
             .bound_snapshots(state.now_ms(), &|| state.catalog.snapshot());
         if closed > 0 {
             info!(closed, "closed idle cursors");
+        }
+    }
+}
+
+/// Aborts transactions open longer than `transactionLifetimeLimitSeconds`, checking every
+/// second (as often as mongod's periodic transaction reaper runs by default).
+async fn reap_transactions(state: ServerState, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        let aborted = state.retryable.abort_expired(crate::txn::LIFETIME_LIMIT);
+        if aborted > 0 {
+            info!(aborted, "aborted transactions past their lifetime limit");
         }
     }
 }

@@ -88,7 +88,8 @@ pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) 
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
     let vars = variables(req, state.now_ms())?;
-    let retryable_write = req.body.get("txnNumber").ok().flatten().is_some();
+    let retryable_write =
+        req.body.get("txnNumber").ok().flatten().is_some() && crate::txn::active().is_none();
     let parsed = raw
         .iter()
         .map(|s| {

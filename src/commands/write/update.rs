@@ -201,7 +201,8 @@ pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) 
     let concern = WriteConcern::parse(req)?;
     let vars = variables(req, state.now_ms())?;
     // mongod parses every statement before running any: one bad statement fails the command.
-    let retryable_write = req.body.get("txnNumber").ok().flatten().is_some();
+    let retryable_write =
+        req.body.get("txnNumber").ok().flatten().is_some() && crate::txn::active().is_none();
     let parsed = raw
         .iter()
         .map(|s| {
