@@ -911,6 +911,103 @@ impl Catalog {
         Ok((collection, ticket))
     }
 
+    /// A collection `db.name` for a transaction to create (MongoDB 4.4+ creates collections in
+    /// transactions, explicitly or by a first insert): its id is reserved at once (committed,
+    /// so never given again even if the transaction aborts), and nothing else is written or
+    /// registered until [`Catalog::commit_creating`]. `NamespaceExists` if it exists.
+    pub fn prepare_create(
+        &self,
+        db: &str,
+        name: &str,
+        options: RawDocumentBuf,
+    ) -> Result<Collection, CommandError> {
+        validate_writable(db, name)?;
+        let _ddl = self.ddl();
+        if self.get(db, name).is_some() || self.is_view(db, name) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("Collection {db}.{name} already exists."),
+            ));
+        }
+        check_db_case(&self.open_databases(), db)?;
+        let mut batch = Batch::new();
+        let id = self.next_id(&mut batch)?;
+        self.store.commit(batch)?;
+        Ok(Collection::new(id, db, name, options, Vec::new()))
+    }
+
+    /// `pending` (a collection a transaction created, still empty) with its index list
+    /// changed by `change` (as [`Catalog::change_indexes`] takes it): new indexes get ids,
+    /// reserved at once; there is nothing to build. Returns `change`'s result and the
+    /// collection as it is now, for the transaction to keep.
+    pub fn change_pending_indexes<T>(
+        &self,
+        pending: &Collection,
+        change: impl FnOnce(&Collection, &mut Vec<IndexSpec>) -> Result<T, CommandError>,
+    ) -> Result<(T, Collection), CommandError> {
+        let mut indexes = pending.indexes.clone();
+        let result = change(pending, &mut indexes)?;
+        let fresh: Vec<usize> = (0..indexes.len())
+            .filter(|&p| indexes[p].id == 0 && !indexes[p].is_ts_policy())
+            .collect();
+        if !fresh.is_empty() {
+            let _ddl = self.ddl();
+            let mut batch = Batch::new();
+            let first = self.next_ids(&mut batch, fresh.len() as u64)?;
+            for (&p, id) in fresh.iter().zip(first..) {
+                indexes[p].id = id;
+                indexes[p].multikey = Arc::default();
+                indexes[p].accesses = Arc::default();
+            }
+            self.store.commit(batch)?;
+        }
+        let changed = Collection::new(
+            pending.id,
+            &pending.db,
+            &pending.name,
+            pending.options.clone(),
+            indexes,
+        )
+        .keeping_counters(pending);
+        Ok((result, changed))
+    }
+
+    /// Commits `batch` (a transaction's), which writes into the collections `created` (made by
+    /// [`Catalog::prepare_create`]), with their records, and registers them: all of it, or
+    /// `WriteConflict` if one of their names was taken since. `lock` runs first, under the
+    /// catalog's DDL lock (the transaction takes its collections' write locks there, in the
+    /// order every DDL change takes them).
+    pub fn commit_creating<G>(
+        &self,
+        created: &[Arc<Collection>],
+        mut batch: Batch,
+        lock: impl FnOnce() -> Result<G, CommandError>,
+    ) -> Result<(u64, G), CommandError> {
+        let _ddl = self.ddl();
+        let guards = lock()?;
+        for c in created {
+            if self.get(&c.db, &c.name).is_some() || self.is_view(&c.db, &c.name) {
+                return Err(crate::txn::write_conflict());
+            }
+            check_db_case(&self.open_databases(), &c.db)?;
+        }
+        for c in created {
+            batch.put(
+                Keyspace::Catalog,
+                record_key(&c.db, &c.name),
+                Self::record(c).into_bytes(),
+            );
+        }
+        let ticket = self.store.commit(batch)?;
+        for c in created {
+            self.open_databases().insert(c.db.clone());
+            self.write()
+                .insert((c.db.clone(), c.name.clone()), Arc::clone(c));
+            info!(namespace = %c.namespace(), id = c.id, "created collection (in a transaction)");
+        }
+        Ok((ticket, guards))
+    }
+
     /// The collection `db.name`, created with default options if missing (writes create
     /// collections implicitly, as in MongoDB). The ticket is `Some` when it was created.
     pub fn get_or_create(

@@ -174,6 +174,14 @@ impl ServerState {
         crate::txn::current_view().unwrap_or_else(|| self.catalog.snapshot())
     }
 
+    /// The collection `db.name` as the running command sees it: one its transaction created
+    /// (see `crate::txn`), else the catalog's.
+    pub fn collection(&self, db: &str, name: &str) -> Option<Arc<crate::catalog::Collection>> {
+        crate::txn::current()
+            .and_then(|t| t.created(db, name))
+            .or_else(|| self.catalog.get(db, name))
+    }
+
     /// The server's clock, in milliseconds since the epoch. Every expiry decision reads it.
     pub fn now_ms(&self) -> i64 {
         self.clock.now_ms()

@@ -249,7 +249,64 @@ pub(super) async fn aggregate(
     req: &Request<'_>,
     state: &crate::state::ServerState,
 ) -> CommandResult {
+    if crate::txn::active().is_some()
+        && let Ok(Some(RawBsonRef::Array(stages))) = req.body.get("pipeline")
+    {
+        refuse_in_transaction(stages)?;
+    }
     aggregate_explained(req, state, None).await
+}
+
+/// The stages a multi-document transaction cannot run (mongod's
+/// `TransactionRequirement::kNotAllowed`), for those Ebb has.
+const NOT_IN_TRANSACTION: [&str; 11] = [
+    "$out",
+    "$merge",
+    "$unionWith",
+    "$collStats",
+    "$indexStats",
+    "$currentOp",
+    "$listSessions",
+    "$listLocalSessions",
+    "$changeStream",
+    "$planCacheStats",
+    "$listCatalog",
+];
+
+/// `OperationNotSupportedInTransaction` for the first stage of `stages` (or of their
+/// sub-pipelines: `$facet`, `$lookup`) a transaction cannot run, as mongod's pipeline
+/// validation answers it.
+fn refuse_in_transaction(stages: &bson::RawArray) -> CommandResult<()> {
+    for stage in stages {
+        let Ok(RawBsonRef::Document(stage)) = stage else {
+            continue;
+        };
+        let Some(Ok((name, spec))) = stage.iter().next() else {
+            continue;
+        };
+        if NOT_IN_TRANSACTION.contains(&name.as_str()) {
+            return Err(CommandError::new(
+                ErrorCode::OperationNotSupportedInTransaction,
+                format!("Stage not supported inside of a multi-document transaction: {name}"),
+            ));
+        }
+        match (name.as_str(), spec) {
+            ("$facet", RawBsonRef::Document(facets)) => {
+                for facet in facets {
+                    if let Ok((_, RawBsonRef::Array(sub))) = facet {
+                        refuse_in_transaction(sub)?;
+                    }
+                }
+            }
+            ("$lookup", RawBsonRef::Document(lookup)) => {
+                if let Ok(Some(RawBsonRef::Array(sub))) = lookup.get("pipeline") {
+                    refuse_in_transaction(sub)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// `aggregate`, or its explain reply when explained (by the `explain` command, or its own
@@ -375,7 +432,7 @@ pub(super) async fn aggregate_explained(
             // them as a find's.
             let push = Pushdown::take(&mut stages, &raw_stages);
             let sort_limits = state.config.sort_limits(allow_disk_use);
-            match state.catalog.get(req.db, name) {
+            match state.collection(req.db, name) {
                 None => {
                     if let Some(verbosity) = explain {
                         // mongod plans an `EOF` for a collection that does not exist.
@@ -614,7 +671,7 @@ impl pipeline::Reader for CatalogReader {
                 .filter(|d| filter.is_none_or(|f| f.matches(d)))
                 .collect());
         }
-        let Some(collection) = self.state.catalog.get(&self.db, coll) else {
+        let Some(collection) = self.state.collection(&self.db, coll) else {
             return Ok(Vec::new());
         };
         let (plan, mut source) =

@@ -76,6 +76,18 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
         options.append(elem.key(), value);
     }
     let concern = WriteConcern::parse(req)?;
+    if let Some(txn) = crate::txn::current() {
+        // In a transaction (MongoDB 4.4+): only it sees the collection until it commits.
+        if state.collection(req.db, name).is_some() || state.catalog.is_view(req.db, name) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("Collection {}.{name} already exists.", req.db),
+            ));
+        }
+        let created = state.catalog.prepare_create(req.db, name, options)?;
+        txn.keep_created(std::sync::Arc::new(created))?;
+        return Ok(rawdoc! { "ok": 1.0 });
+    }
     if state.catalog.is_view(req.db, name) {
         return Err(CommandError::new(
             ErrorCode::NamespaceExists,

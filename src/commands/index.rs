@@ -215,91 +215,15 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
             "Must specify at least one index to create",
         ));
     }
+    if let Some(txn) = crate::txn::current() {
+        return create_in_transaction(state, &txn, req.db, name, requested);
+    }
     let catalog = std::sync::Arc::clone(&state.catalog);
     let (db, coll, now_ms) = (req.db.to_owned(), name.to_owned(), state.now_ms());
     // Building over existing documents takes a while: off the runtime's workers.
     let built = tokio::task::spawn_blocking(move || {
         catalog.change_indexes(&db, &coll, true, now_ms, move |c, indexes| {
-            let before = indexes.len() + 1;
-            for new in requested {
-                // The `_id` index always exists: mongod names every spec of its key pattern
-                // `_id_` (`_fixIndexSpec`), and `spec::validate` allowed it no other options.
-                if spec::is_id_pattern(&new.key) {
-                    continue;
-                }
-                let same_name = indexes.iter().find(|i| i.name == new.name);
-                let same_key = indexes.iter().find(|i| i.key == new.key);
-                match (same_name, same_key) {
-                    (Some(existing), _) if existing.key != new.key => {
-                        return Err(CommandError::new(
-                            ErrorCode::IndexKeySpecsConflict,
-                            format!(
-                                "An existing index has the same name as the requested index. When \
-                                 index names are not specified, they are auto generated and can \
-                                 cause conflicts. Please refer to our documentation. Requested \
-                                 index: {}, existing index: {}",
-                                show(&new.spec),
-                                show(&existing.spec)
-                            ),
-                        ));
-                    }
-                    (Some(existing), _) if !same_options(&existing.spec, &new.spec) => {
-                        return Err(CommandError::new(
-                            ErrorCode::IndexOptionsConflict,
-                            format!(
-                                "An equivalent index already exists with the same name but \
-                                 different options. Requested index: {}, existing index: {}",
-                                show(&new.spec),
-                                show(&existing.spec)
-                            ),
-                        ));
-                    }
-                    (Some(_), _) => {}
-                    (None, Some(existing)) => {
-                        return Err(CommandError::new(
-                            ErrorCode::IndexOptionsConflict,
-                            format!(
-                                "Index already exists with a different name: {}",
-                                existing.name
-                            ),
-                        ));
-                    }
-                    (None, None) => {
-                        // One collection, one default TTL: a second `_ts` TTL index (say
-                        // `{_ts: -1}` beside `{_ts: 1}`) would make two.
-                        if new.expire_after_seconds.is_some()
-                            && is_ts_key(&new.key)
-                            && let Some(existing) = indexes
-                                .iter()
-                                .find(|i| i.expire_after_seconds.is_some() && is_ts_key(&i.key))
-                        {
-                            {
-                                return Err(CommandError::new(
-                                    ErrorCode::IndexOptionsConflict,
-                                    format!(
-                                        "the collection already has a TTL index on '_ts' ({}); \
-                                         change its expireAfterSeconds with collMod",
-                                        existing.name
-                                    ),
-                                ));
-                            }
-                        }
-                        // The `_id` index counts.
-                        if indexes.len() + 1 >= spec::MAX_INDEXES {
-                            return Err(CommandError::new(
-                                ErrorCode::CannotCreateIndex,
-                                format!(
-                                    "add index fails, too many indexes for {} key:{}",
-                                    c.namespace(),
-                                    show(&new.key)
-                                ),
-                            ));
-                        }
-                        indexes.push(new);
-                    }
-                }
-            }
-            Ok((before, indexes.len() + 1))
+            add_requested(c, indexes, requested)
         })
     })
     .await
@@ -323,6 +247,153 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
     Ok(reply)
 }
 
+/// Adds the `requested` indexes to `indexes` (those of `c`), refusing conflicts as mongod does.
+/// Returns the number of indexes before and after, the `_id` index counted.
+fn add_requested(
+    c: &crate::catalog::Collection,
+    indexes: &mut Vec<crate::catalog::IndexSpec>,
+    requested: Vec<crate::catalog::IndexSpec>,
+) -> CommandResult<(usize, usize)> {
+    let before = indexes.len() + 1;
+    for new in requested {
+        // The `_id` index always exists: mongod names every spec of its key pattern
+        // `_id_` (`_fixIndexSpec`), and `spec::validate` allowed it no other options.
+        if spec::is_id_pattern(&new.key) {
+            continue;
+        }
+        let same_name = indexes.iter().find(|i| i.name == new.name);
+        let same_key = indexes.iter().find(|i| i.key == new.key);
+        match (same_name, same_key) {
+            (Some(existing), _) if existing.key != new.key => {
+                return Err(CommandError::new(
+                    ErrorCode::IndexKeySpecsConflict,
+                    format!(
+                        "An existing index has the same name as the requested index. When \
+                         index names are not specified, they are auto generated and can \
+                         cause conflicts. Please refer to our documentation. Requested \
+                         index: {}, existing index: {}",
+                        show(&new.spec),
+                        show(&existing.spec)
+                    ),
+                ));
+            }
+            (Some(existing), _) if !same_options(&existing.spec, &new.spec) => {
+                return Err(CommandError::new(
+                    ErrorCode::IndexOptionsConflict,
+                    format!(
+                        "An equivalent index already exists with the same name but \
+                         different options. Requested index: {}, existing index: {}",
+                        show(&new.spec),
+                        show(&existing.spec)
+                    ),
+                ));
+            }
+            (Some(_), _) => {}
+            (None, Some(existing)) => {
+                return Err(CommandError::new(
+                    ErrorCode::IndexOptionsConflict,
+                    format!(
+                        "Index already exists with a different name: {}",
+                        existing.name
+                    ),
+                ));
+            }
+            (None, None) => {
+                // One collection, one default TTL: a second `_ts` TTL index (say
+                // `{_ts: -1}` beside `{_ts: 1}`) would make two.
+                if new.expire_after_seconds.is_some()
+                    && is_ts_key(&new.key)
+                    && let Some(existing) = indexes
+                        .iter()
+                        .find(|i| i.expire_after_seconds.is_some() && is_ts_key(&i.key))
+                {
+                    {
+                        return Err(CommandError::new(
+                            ErrorCode::IndexOptionsConflict,
+                            format!(
+                                "the collection already has a TTL index on '_ts' ({}); \
+                                 change its expireAfterSeconds with collMod",
+                                existing.name
+                            ),
+                        ));
+                    }
+                }
+                // The `_id` index counts.
+                if indexes.len() + 1 >= spec::MAX_INDEXES {
+                    return Err(CommandError::new(
+                        ErrorCode::CannotCreateIndex,
+                        format!(
+                            "add index fails, too many indexes for {} key:{}",
+                            c.namespace(),
+                            show(&new.key)
+                        ),
+                    ));
+                }
+                indexes.push(new);
+            }
+        }
+    }
+    Ok((before, indexes.len() + 1))
+}
+
+/// `createIndexes` in a transaction (MongoDB 4.4+): on a collection the transaction created
+/// and has not written to yet (created now if missing), where there is nothing to build. An
+/// existing collection's indexes cannot change in a transaction.
+fn create_in_transaction(
+    state: &ServerState,
+    txn: &crate::txn::Transaction,
+    db: &str,
+    name: &str,
+    requested: Vec<crate::catalog::IndexSpec>,
+) -> CommandResult {
+    let ns = format!("{db}.{name}");
+    let (pending, created) = match txn.created(db, name) {
+        Some(c) => (c, false),
+        None if state.catalog.get(db, name).is_some() || state.catalog.is_view(db, name) => {
+            return Err(CommandError::new(
+                ErrorCode::OperationNotSupportedInTransaction,
+                format!(
+                    "Cannot create new indexes on existing collection {ns} in a multi-document \
+                     transaction."
+                ),
+            ));
+        }
+        None => {
+            let c = std::sync::Arc::new(state.catalog.prepare_create(
+                db,
+                name,
+                RawDocumentBuf::new(),
+            )?);
+            txn.keep_created(std::sync::Arc::clone(&c))?;
+            (c, true)
+        }
+    };
+    if txn.has_written(pending.id) {
+        return Err(CommandError::new(
+            ErrorCode::OperationNotSupportedInTransaction,
+            format!(
+                "Cannot create new indexes on non-empty collection {ns} in a multi-document \
+                 transaction."
+            ),
+        ));
+    }
+    let ((before, after), changed) = state
+        .catalog
+        .change_pending_indexes(&pending, |c, indexes| add_requested(c, indexes, requested))?;
+    txn.keep_created(std::sync::Arc::new(changed))?;
+    let mut reply = rawdoc! {
+        "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
+        "numIndexesAfter": i32::try_from(after).unwrap_or(i32::MAX),
+    };
+    if before == after {
+        reply.append(cstr!("note"), "all indexes already exist");
+    } else {
+        reply.append(cstr!("createdCollectionAutomatically"), created);
+    }
+    reply.append(cstr!("ok"), 1.0);
+    Ok(reply)
+}
+
 fn id_index() -> RawDocumentBuf {
     rawdoc! { "v": 2, "key": { "_id": 1 }, "name": "_id_" }
 }
@@ -330,7 +401,7 @@ fn id_index() -> RawDocumentBuf {
 pub(super) fn list_indexes(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_namespace(req.db, name)?;
-    let Some(collection) = state.catalog.get(req.db, name) else {
+    let Some(collection) = state.collection(req.db, name) else {
         return Err(CommandError::new(
             ErrorCode::NamespaceNotFound,
             format!("ns does not exist: {}.{name}", req.db),
@@ -352,7 +423,7 @@ pub(super) async fn drop_indexes(req: &Request<'_>, state: &ServerState) -> Comm
     validate_writable(req.db, name)?;
     let concern = WriteConcern::parse(req)?;
     let target = field(req, "index")?.map(bson::RawBson::from);
-    if state.catalog.get(req.db, name).is_none() {
+    if state.collection(req.db, name).is_none() {
         return Err(CommandError::new(
             ErrorCode::NamespaceNotFound,
             format!("ns not found {}.{name}", req.db),
@@ -484,7 +555,7 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
             }
         }
     }
-    if state.catalog.get(req.db, name).is_none() {
+    if state.collection(req.db, name).is_none() {
         return Err(CommandError::new(
             ErrorCode::NamespaceNotFound,
             format!("ns does not exist: {}.{name}", req.db),

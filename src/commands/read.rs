@@ -275,7 +275,7 @@ pub(super) async fn find_explained(
         && batch_size != Some(0)
         && hint.is_none()
     {
-        let Some(collection) = state.catalog.get(req.db, name) else {
+        let Some(collection) = state.collection(req.db, name) else {
             return Ok(cursor_reply::<RawDocumentBuf>(0, &ns, "firstBatch", &[]));
         };
         // mongod's `IDHACK`: a use of the `_id` index.
@@ -312,7 +312,7 @@ pub(super) async fn find_explained(
     let sort = sort_doc
         .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
         .transpose()?;
-    let Some(collection) = state.catalog.get(req.db, name) else {
+    let Some(collection) = state.collection(req.db, name) else {
         if let Some(verbosity) = explain {
             let report =
                 Explain::no_collection(ns, filter_doc.map(ToOwned::to_owned), Vec::new(), started);
@@ -714,7 +714,7 @@ pub(super) async fn count_explained(
         }
         vec![Stage::new("COUNT", fields)]
     };
-    let Some(collection) = state.catalog.get(req.db, name) else {
+    let Some(collection) = state.collection(req.db, name) else {
         if let Some(verbosity) = explain {
             // mongod: COUNT over EOF, planned without parsing the query.
             let mut report =
@@ -798,7 +798,7 @@ pub(super) async fn distinct_explained(
         .transpose()?;
     let hint = hint_option(req, "DistinctCommandRequest.hint")?;
     let ns = format!("{}.{name}", req.db);
-    let Some(collection) = state.catalog.get(req.db, name) else {
+    let Some(collection) = state.collection(req.db, name) else {
         if let Some(verbosity) = explain {
             let report =
                 Explain::no_collection(ns, query.map(ToOwned::to_owned), Vec::new(), started);

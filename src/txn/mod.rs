@@ -55,6 +55,9 @@ pub struct Transaction {
     /// The collections it changed, and whether it set an index's multikey flag in each (their
     /// records are written with the commit).
     touched: Mutex<Vec<(Arc<Collection>, bool)>>,
+    /// The collections it created (explicitly or by a first insert), which only it sees
+    /// until its commit writes their records and registers them.
+    created: Mutex<Vec<Arc<Collection>>>,
     /// Set once it committed or aborted: it takes no more changes.
     ended: AtomicBool,
 }
@@ -90,6 +93,7 @@ impl Transaction {
             locks: Arc::clone(catalog.locks()),
             held: Mutex::new(Vec::new()),
             touched: Mutex::new(Vec::new()),
+            created: Mutex::new(Vec::new()),
             ended: AtomicBool::new(false),
         }
     }
@@ -166,6 +170,39 @@ impl Transaction {
         }
     }
 
+    fn created_list(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Collection>>> {
+        self.created
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The collection `db.name` if this transaction created it.
+    pub fn created(&self, db: &str, name: &str) -> Option<Arc<Collection>> {
+        self.created_list()
+            .iter()
+            .find(|c| c.db == db && c.name == name)
+            .cloned()
+    }
+
+    /// Keeps `collection` as one it created, in place of the one it created under that name
+    /// before, if any (an index added to it).
+    pub fn keep_created(&self, collection: Arc<Collection>) -> CommandResult<()> {
+        self.check_open()?;
+        let mut created = self.created_list();
+        created.retain(|c| !(c.db == collection.db && c.name == collection.name));
+        created.push(collection);
+        Ok(())
+    }
+
+    /// Whether it has written to the collection with id `id`.
+    pub fn has_written(&self, id: u64) -> bool {
+        self.touched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(c, _)| c.id == id)
+    }
+
     /// Adds a writer's batch of changes to `collection` to the pending ones.
     pub fn apply(
         &self,
@@ -206,34 +243,42 @@ impl Transaction {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .to_batch();
-        if batch.is_empty() {
+        let created = self.created_list().clone();
+        if batch.is_empty() && created.is_empty() {
             self.end();
             if session.is_empty() {
                 return Ok(None);
             }
             return Ok(Some(catalog.store().commit(session)?));
         }
-        let mut guards = Vec::with_capacity(touched.len());
-        for (collection, _) in &touched {
-            let Some(guard) = collection.lock() else {
-                drop(guards);
-                self.abort();
-                return Err(write_conflict());
-            };
-            guards.push(guard);
-        }
+        let lock = || {
+            let mut guards = Vec::with_capacity(touched.len());
+            for (collection, _) in &touched {
+                let Some(guard) = collection.lock() else {
+                    return Err(write_conflict());
+                };
+                guards.push(guard);
+            }
+            Ok(guards)
+        };
         for (collection, multikey) in &touched {
-            if *multikey {
+            // (The record of a collection it created is written with its creation.)
+            if *multikey && !created.iter().any(|c| c.id == collection.id) {
                 catalog.put_record(collection, &mut batch);
             }
         }
         batch.ops.extend(session.ops);
-        let ticket = catalog.store().commit(batch);
+        let committed = if created.is_empty() {
+            lock().and_then(|guards| Ok((catalog.store().commit(batch)?, guards)))
+        } else {
+            catalog.commit_creating(&created, batch, lock)
+        };
         // Ended before the keys are let go: a writer that meets them no more finds the
         // changes committed.
         self.end();
+        let (ticket, guards) = committed?;
         drop(guards);
-        Ok(Some(ticket?))
+        Ok(Some(ticket))
     }
 
     /// Drops what is pending and lets go of its keys.

@@ -64,7 +64,7 @@ pub(super) fn server_state(
     match what {
         ServerRead::CollStats(spec) => coll_stats(state, db, coll, spec).map(|d| vec![d]),
         ServerRead::IndexStats => Ok(index_stats(state, db, coll)),
-        ServerRead::GeoNear => Err(match state.catalog.get(db, coll) {
+        ServerRead::GeoNear => Err(match state.collection(db, coll) {
             None => CommandError::new(
                 ErrorCode::NamespaceNotFound,
                 format!("$geoNear requires a geo index to run, but {db}.{coll} does not exist"),
@@ -106,7 +106,7 @@ fn coll_stats(
             format!("Namespace {ns} is a view, not a collection"),
         )));
     }
-    let collection = state.catalog.get(db, coll);
+    let collection = state.collection(db, coll);
     let not_found = || format!("Collection [{ns}] not found.");
     let figures = match &collection {
         Some(c) if spec.storage_stats.is_some() || spec.count => Some(storage_figures(state, c)?),
@@ -193,7 +193,7 @@ fn storage_stats(f: &StorageFigures, scale: i32) -> RawDocumentBuf {
 /// collection that does not exist. Ebb builds an index before any query sees it, so no
 /// document carries `building`.
 fn index_stats(state: &ServerState, db: &str, coll: &str) -> Vec<RawDocumentBuf> {
-    let Some(collection) = state.catalog.get(db, coll) else {
+    let Some(collection) = state.collection(db, coll) else {
         return Vec::new();
     };
     let host = host(state);

@@ -68,13 +68,22 @@ fn locked<T>(
     f: impl FnOnce(&mut Writer<'_>) -> T,
 ) -> CommandResult<Option<Locked<T>>> {
     let (result, ticket, created, blocked) = loop {
-        let (collection, created) = if create {
-            state.catalog.get_or_create(db, name)?
-        } else {
-            match state.catalog.get(db, name) {
-                Some(c) => (c, None),
-                None => return Ok(None),
-            }
+        let (collection, created) = match state.collection(db, name) {
+            Some(c) => (c, None),
+            None if !create => return Ok(None),
+            None => match crate::txn::current() {
+                // Created in the transaction: only it sees the collection until it commits.
+                Some(txn) if !state.catalog.is_view(db, name) => {
+                    let c = std::sync::Arc::new(state.catalog.prepare_create(
+                        db,
+                        name,
+                        bson::RawDocumentBuf::new(),
+                    )?);
+                    txn.keep_created(std::sync::Arc::clone(&c))?;
+                    (c, None)
+                }
+                _ => state.catalog.get_or_create(db, name)?,
+            },
         };
         let Some(_guard) = collection.lock() else {
             continue;
