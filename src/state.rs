@@ -56,6 +56,8 @@ pub struct Inner {
     pub replset: Option<crate::replset::ReplSet>,
     /// `topologyVersion`, which awaitable `hello` waits on.
     pub topology: crate::replset::Topology,
+    /// Snapshots kept for reads at a cluster time (`crate::txn::History`).
+    pub history: crate::txn::History,
     /// Fail points set by `configureFailPoint` (test commands only).
     pub failpoints: crate::failpoint::FailPoints,
     /// Cancelled when the server begins to shut down (a signal or the `shutdown` command):
@@ -163,6 +165,7 @@ impl ServerState {
             top: crate::top::Top::default(),
             replset,
             topology: crate::replset::Topology::new(process_id),
+            history: crate::txn::History::default(),
             failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
         }))

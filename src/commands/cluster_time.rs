@@ -87,8 +87,8 @@ pub fn operation_time(rs: &ReplSet, wrote: bool) -> Timestamp {
 /// Checks `readConcern.afterClusterTime` and `atClusterTime` as mongod's `waitForReadConcern`
 /// does: a time later than the cluster time is refused (`InvalidOptions`); one later than the
 /// last write takes a no-op write, so that the read's `operationTime` reaches it (on one member
-/// every earlier write is committed: nothing else to wait for). Ebb keeps no history, so an
-/// `atClusterTime` before the last write cannot be read (`SnapshotTooOld`).
+/// every earlier write is committed: nothing else to wait for). Whether an `atClusterTime`
+/// before the last write can be read is `crate::txn::History`'s to say.
 pub fn check_read_times(rs: &ReplSet, limits: &Limits) -> CommandResult<()> {
     for (name, target) in [
         ("afterClusterTime", limits.after_cluster_time),
@@ -108,20 +108,39 @@ pub fn check_read_times(rs: &ReplSet, limits: &Limits) -> CommandResult<()> {
             ));
         }
         let last_write = rs.clock.last_write().0;
-        if name == "atClusterTime" && before(target, last_write) {
-            return Err(CommandError::new(
-                ErrorCode::SnapshotTooOld,
-                format!(
-                    "Read timestamp {} is older than the oldest available timestamp.",
-                    show_timestamp(target)
-                ),
-            ));
-        }
         if before(last_write, target) {
             rs.clock.tick(now_ms());
         }
     }
     Ok(())
+}
+
+/// The reply of a read at the `snapshot` level, with the time it read at: `atClusterTime` in
+/// its `cursor` (find, aggregate) or beside its result (distinct), as mongod answers.
+pub fn with_at_cluster_time(reply: &RawDocument, at: bson::Timestamp) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    let mut placed = false;
+    for elem in reply.iter().flatten() {
+        let (key, value) = elem;
+        match (key.as_str(), value) {
+            ("cursor", bson::RawBsonRef::Document(cursor)) if !placed => {
+                let mut c = RawDocumentBuf::new();
+                for (k, v) in cursor.iter().flatten() {
+                    c.append(k, v);
+                }
+                c.append(bson::raw::cstr!("atClusterTime"), at);
+                out.append(key, c);
+                placed = true;
+            }
+            ("ok", _) if !placed => {
+                out.append(bson::raw::cstr!("atClusterTime"), at);
+                out.append(key, value);
+                placed = true;
+            }
+            _ => out.append(key, value),
+        }
+    }
+    out
 }
 
 /// `reply` with `writeConcernError` before its `ok`, where mongod puts it.

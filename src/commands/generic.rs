@@ -91,6 +91,8 @@ pub struct Limits {
     pub max_time_ms: Option<u64>,
     /// Whether the command runs in a multi-document transaction (`autocommit: false`).
     pub transaction: bool,
+    /// Whether it reads at the `snapshot` level (replica set only).
+    pub snapshot: bool,
     /// `readConcern.afterClusterTime` (replica set only): the read waits for the clock to
     /// reach it.
     pub after_cluster_time: Option<Timestamp>,
@@ -133,6 +135,7 @@ pub fn check(accepts: &Accepts, body: &RawDocument) -> CommandResult<Limits> {
             if !in_transaction {
                 parsed.check_replset(accepts)?;
             }
+            limits.snapshot = parsed.level == Some(Level::Snapshot);
             if parsed.after_cluster_time {
                 limits.after_cluster_time = parsed.cluster_time;
             }

@@ -630,11 +630,29 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
         &names[..req.sequences.len().min(4)],
         state.replset.is_some(),
     )?;
+    let last_write = state.replset.as_ref().map(|rs| rs.clock.last_write().0);
     if let Some(rs) = &state.replset {
         cluster_time::check_read_times(rs, &checked.limits)?;
     }
     let write_concern_error = checked.limits.write_concern_error.clone();
-    let result = run_checked(spec, req, &checked, ctx, state).await;
+    let result = match last_write {
+        // A read at the snapshot level (outside transactions) reads at a cluster time: the
+        // one it names, or the last write's, which its reply gives.
+        Some(last_write) if checked.limits.snapshot && !checked.limits.transaction => {
+            let take = || state.catalog.snapshot();
+            let (at, snapshot) = match checked.limits.at_cluster_time {
+                Some(at) => (at, state.history.at(at, last_write, take)?),
+                None => (last_write, state.history.now(last_write, take)),
+            };
+            Box::pin(crate::txn::read_at(
+                snapshot,
+                run_checked(spec, req, &checked, ctx, state),
+            ))
+            .await
+            .map(|reply| cluster_time::with_at_cluster_time(&reply, at))
+        }
+        _ => run_checked(spec, req, &checked, ctx, state).await,
+    };
     match (result, write_concern_error) {
         (Ok(reply), Some(wce)) => Ok(cluster_time::with_write_concern_error(&reply, wce)),
         (result, _) => result,

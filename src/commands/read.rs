@@ -284,14 +284,19 @@ pub(super) async fn find_explained(
         // snapshot of one key is that key's latest value; between the two reads the document
         // may go, which reads as it gone), written into the reply straight from the bytes
         // storage returned.
+        // (In a transaction, or at a cluster time: the two reads of what the command reads.)
         let storage = state.catalog.store().storage();
+        let view = crate::txn::current_view();
+        let get = |ks: Keyspace, key: &[u8]| match &view {
+            Some(view) => view.get(ks, key),
+            None => storage.get(ks, key),
+        };
         let entry = crate::index::id_entry_key(collection.id, &keystring::to_key(id));
-        let value = match storage
-            .get(Keyspace::Index, &entry)?
+        let value = match get(Keyspace::Index, &entry)?
             .as_deref()
             .and_then(crate::index::rid_of_value)
         {
-            Some(rid) => storage.get(Keyspace::Docs, &record::doc_key(collection.id, rid))?,
+            Some(rid) => get(Keyspace::Docs, &record::doc_key(collection.id, rid))?,
             None => None,
         };
         let live = match &value {

@@ -16,6 +16,7 @@
 //! ([`scope`]): the server's read snapshot ([`current_view`]) and every writer pick it up
 //! from there.
 
+mod history;
 pub mod locks;
 mod view;
 
@@ -23,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+pub use history::{HISTORY_WINDOW, History};
 pub use locks::LockTable;
 pub use view::{Overlay, TxnView};
 
@@ -344,6 +346,13 @@ impl Active {
 
 tokio::task_local! {
     static CURRENT: Arc<Active>;
+    /// The snapshot a read at a cluster time reads (see [`History`]).
+    static READ_AT: Arc<dyn Snapshot>;
+}
+
+/// Runs `f` (a read at a cluster time, outside transactions) reading `snapshot`.
+pub async fn read_at<F: std::future::Future>(snapshot: Box<dyn Snapshot>, f: F) -> F::Output {
+    READ_AT.scope(Arc::from(snapshot), f).await
 }
 
 /// Runs `f` (a command) in `active`.
@@ -361,17 +370,47 @@ pub fn current() -> Option<Arc<Transaction>> {
     CURRENT.try_with(|a| a.txn.clone()).ok().flatten()
 }
 
-/// What the running command reads in its transaction, if it is in one.
+/// What the running command reads in its transaction, if it is in one, or at the cluster
+/// time it reads at.
 pub fn current_view() -> Option<Box<dyn Snapshot>> {
-    current().map(|t| t.view())
+    current().map(|t| t.view()).or_else(|| {
+        READ_AT
+            .try_with(|s| Box::new(SharedView(Arc::clone(s))) as Box<dyn Snapshot>)
+            .ok()
+    })
+}
+
+/// A snapshot shared by the reads of one command at a cluster time.
+struct SharedView(Arc<dyn Snapshot>);
+
+impl Snapshot for SharedView {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> crate::storage::StorageResult<Option<bytes::Bytes>> {
+        self.0.get(ks, key)
+    }
+
+    fn range(
+        &self,
+        ks: Keyspace,
+        lower: std::ops::Bound<&[u8]>,
+        upper: std::ops::Bound<&[u8]>,
+        reverse: bool,
+    ) -> crate::storage::Scan<'_> {
+        self.0.range(ks, lower, upper, reverse)
+    }
+
+    fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
+        self.0.scanned(ks, id, returned);
+    }
 }
 
 /// `f` as blocking work that stays in the running command's transaction: call on the
 /// command's task, run the result anywhere (`spawn_blocking`).
 pub fn carry<T>(f: impl FnOnce() -> T) -> impl FnOnce() -> T {
     let active = active();
-    move || match active {
-        Some(a) => CURRENT.sync_scope(a, f),
-        None => f(),
+    let read_at = READ_AT.try_with(Arc::clone).ok();
+    move || match (active, read_at) {
+        (Some(a), _) => CURRENT.sync_scope(a, f),
+        (None, Some(s)) => READ_AT.sync_scope(s, f),
+        (None, None) => f(),
     }
 }
