@@ -84,8 +84,8 @@ fn id_eq(id: impl Into<Bson>) -> Document {
 async fn a_transaction_never_sees_a_later_commit() -> TestResult {
     let (_server, client) = replset().await?;
     let c = coll(&client, "c");
-    c.insert_many([doc! { "_id": 1, "v": 0 }, doc! { "_id": 2, "v": 0 }])
-        .await?;
+    let before = vec![doc! { "_id": 1, "v": 0 }, doc! { "_id": 2, "v": 0 }];
+    c.insert_many(before.clone()).await?;
     let mut s = client.start_session().await?;
     s.start_transaction().await?;
     let first = c.find_one(id_eq(1)).session(&mut s).await?;
@@ -96,41 +96,27 @@ async fn a_transaction_never_sees_a_later_commit() -> TestResult {
         .await?;
     c.insert_one(doc! { "_id": 3, "v": 0 }).await?;
     c.delete_one(doc! { "_id": 2 }).await?;
-    assert_eq!(ids(&c).await?, BTreeSet::from([1, 3]), "committed outside");
+    let after = vec![doc! { "_id": 1, "v": 1 }, doc! { "_id": 3, "v": 0 }];
+    assert_eq!(all_in(&c, &mut client.start_session().await?).await?, after);
 
-    let again = c.find_one(id_eq(1)).session(&mut s).await?;
-    assert_eq!(again, Some(doc! { "_id": 1, "v": 0 }), "the old value");
+    assert_eq!(all_in(&c, &mut s).await?, before, "the snapshot");
     let late = c.find_one(id_eq(3)).session(&mut s).await?;
     assert_eq!(late, None, "inserted after the snapshot");
-    let gone = c.find_one(id_eq(2)).session(&mut s).await?;
-    assert_eq!(
-        gone,
-        Some(doc! { "_id": 2, "v": 0 }),
-        "deleted after the snapshot"
-    );
-    let mut all = c.find(doc! {}).session(&mut s).await?;
-    let mut seen = Vec::new();
-    while let Some(d) = all.next(&mut s).await {
-        seen.push(d?);
-    }
-    assert_eq!(
-        seen,
-        vec![doc! { "_id": 1, "v": 0 }, doc! { "_id": 2, "v": 0 }]
-    );
     assert_eq!(c.count_documents(doc! { "v": 0 }).session(&mut s).await?, 2);
-    let mut agg = c
-        .aggregate([doc! { "$match": { "v": 1 } }, doc! { "$count": "n" }])
-        .session(&mut s)
-        .await?;
-    assert!(agg.next(&mut s).await.is_none(), "no document has v: 1");
     s.commit_transaction().await?;
-
-    assert_eq!(
-        c.find_one(doc! { "_id": 1 }).await?,
-        Some(doc! { "_id": 1, "v": 1 })
-    );
-    assert_eq!(ids(&c).await?, BTreeSet::from([1, 3]));
+    assert_eq!(all_in(&c, &mut s).await?, after);
     Ok(())
+}
+
+/// Every document of `c` in `_id` order, read in `s` (in its transaction if one is open).
+async fn all_in(c: &Collection<Document>, s: &mut ClientSession) -> TestResult<Vec<Document>> {
+    let find = c.find(doc! {}).sort(doc! { "_id": 1 }).batch_size(2);
+    let mut cursor = find.session(&mut *s).await?;
+    let mut out = Vec::new();
+    while let Some(d) = cursor.next(s).await {
+        out.push(d?);
+    }
+    Ok(out)
 }
 
 /// Nobody outside sees what a transaction writes before it commits (an insert, an update and a
@@ -140,8 +126,8 @@ async fn a_transaction_never_sees_a_later_commit() -> TestResult {
 async fn uncommitted_writes_are_seen_only_by_their_transaction() -> TestResult {
     let (_server, client) = replset().await?;
     let (a, b) = (coll(&client, "a"), coll(&client, "b"));
-    a.insert_many([doc! { "_id": 1, "v": 0 }, doc! { "_id": 2, "v": 0 }])
-        .await?;
+    let before = vec![doc! { "_id": 1, "v": 0 }, doc! { "_id": 2, "v": 0 }];
+    a.insert_many(before.clone()).await?;
     b.insert_one(doc! { "_id": 1 }).await?;
     let mut s = client.start_session().await?;
     s.start_transaction().await?;
@@ -155,16 +141,9 @@ async fn uncommitted_writes_are_seen_only_by_their_transaction() -> TestResult {
     b.insert_one(doc! { "_id": 2 }).session(&mut s).await?;
 
     // Inside: its own writes.
-    assert_eq!(
-        a.find_one(id_eq(10)).session(&mut s).await?,
-        Some(doc! { "_id": 10, "v": 5 })
-    );
-    assert_eq!(
-        a.find_one(id_eq(1)).session(&mut s).await?,
-        Some(doc! { "_id": 1, "v": 7 })
-    );
+    let after = vec![doc! { "_id": 1, "v": 7 }, doc! { "_id": 10, "v": 5 }];
+    assert_eq!(all_in(&a, &mut s).await?, after, "in the transaction");
     assert_eq!(a.find_one(id_eq(2)).session(&mut s).await?, None);
-    assert_eq!(a.count_documents(doc! {}).session(&mut s).await?, 2);
     assert_eq!(b.count_documents(doc! {}).session(&mut s).await?, 2);
     let mut agg = a
         .aggregate([
@@ -176,48 +155,73 @@ async fn uncommitted_writes_are_seen_only_by_their_transaction() -> TestResult {
     let counted = agg.next(&mut s).await.transpose()?;
     assert_eq!(counted, Some(doc! { "n": 2 }), "$count in the transaction");
 
-    // Outside: nothing of it, from another session and from none.
+    // Outside: nothing of it until the commit, everything after.
     let mut other = client.start_session().await?;
-    assert_eq!(
-        a.find_one(doc! { "_id": 1 }).session(&mut other).await?,
-        Some(doc! { "_id": 1, "v": 0 })
-    );
-    assert_eq!(ids(&a).await?, BTreeSet::from([1, 2]), "before the commit");
+    assert_eq!(all_in(&a, &mut other).await?, before, "before the commit");
     assert_eq!(ids(&b).await?, BTreeSet::from([1]), "before the commit");
     assert_eq!(a.count_documents(doc! { "v": 7 }).await?, 0);
-
     s.commit_transaction().await?;
-    assert_eq!(ids(&a).await?, BTreeSet::from([1, 10]), "after the commit");
+    assert_eq!(all_in(&a, &mut other).await?, after, "after the commit");
     assert_eq!(ids(&b).await?, BTreeSet::from([1, 2]), "after the commit");
-    assert_eq!(
-        a.find_one(doc! { "_id": 1 }).session(&mut other).await?,
-        Some(doc! { "_id": 1, "v": 7 })
-    );
     Ok(())
 }
 
-/// `count` is refused in a transaction (mongod's `OperationNotSupportedInTransaction`, 263);
-/// `aggregate` with `$count` answers instead.
+/// Every read of a transaction uses its snapshot with its own writes over it: `distinct`, a
+/// `find` continued by `getMore`, `$lookup` into another collection, `findAndModify`.
 #[tokio::test]
-async fn count_is_refused_in_a_transaction() -> TestResult {
+async fn every_read_path_uses_the_snapshot() -> TestResult {
     let (_server, client) = replset().await?;
-    let c = coll(&client, "c");
-    c.insert_one(doc! { "_id": 1 }).await?;
+    let (a, b) = (coll(&client, "a"), coll(&client, "b"));
+    a.insert_many((1..=3).map(|i| doc! { "_id": i, "g": "x" }))
+        .await?;
+    b.insert_one(doc! { "_id": 1, "k": 1 }).await?;
     let mut s = client.start_session().await?;
     s.start_transaction().await?;
-    c.insert_one(doc! { "_id": 2 }).session(&mut s).await?;
-    let err = client
-        .database(DB)
-        .run_command(doc! { "count": "c" })
+    assert_eq!(a.count_documents(doc! {}).session(&mut s).await?, 3);
+    // Later commits, then a write of its own.
+    a.insert_one(doc! { "_id": 4, "g": "y" }).await?;
+    a.update_one(doc! { "_id": 1 }, doc! { "$set": { "g": "z" } })
+        .await?;
+    b.insert_one(doc! { "_id": 2, "k": 1 }).await?;
+    a.insert_one(doc! { "_id": 5, "g": "w" })
         .session(&mut s)
-        .await
-        .expect_err("count in a transaction");
-    assert_command_error(
-        command_error(&err).ok_or_else(|| format!("{err}"))?,
-        263,
-        "OperationNotSupportedInTransaction",
-    );
-    assert!(!err.contains_label(TRANSIENT), "{err:?}");
+        .await?;
+
+    let groups = a.distinct("g", doc! {}).session(&mut s).await?;
+    assert_eq!(groups, vec![Bson::from("w"), Bson::from("x")], "distinct");
+    let mut cursor = a
+        .find(doc! {})
+        .sort(doc! { "_id": 1 })
+        .batch_size(1)
+        .session(&mut s)
+        .await?;
+    let mut seen = Vec::new();
+    while let Some(d) = cursor.next(&mut s).await {
+        seen.push(integer(d?.get("_id")).ok_or("_id")?);
+    }
+    drop(cursor);
+    assert_eq!(seen, vec![1, 2, 3, 5], "find and getMore");
+    let mut joined = a
+        .aggregate([
+            doc! { "$match": { "_id": { "$in": [1, 5] } } },
+            doc! { "$lookup": { "from": "b", "pipeline": [], "as": "bs" } },
+            doc! { "$project": { "n": { "$size": "$bs" } } },
+        ])
+        .session(&mut s)
+        .await?;
+    let first = joined.next(&mut s).await.transpose()?;
+    assert_eq!(first, Some(doc! { "_id": 1, "n": 1 }), "$lookup");
+    drop(joined);
+    let changed = a
+        .find_one_and_update(doc! { "g": "w" }, doc! { "$set": { "g": "v" } })
+        .return_document(mongodb::options::ReturnDocument::After)
+        .session(&mut s)
+        .await?;
+    assert_eq!(changed, Some(doc! { "_id": 5, "g": "v" }), "findAndModify");
+    s.commit_transaction().await?;
+    let stored = drain(a.find(doc! {}).sort(doc! { "_id": 1 }).await?).await?;
+    let groups: Vec<_> = stored.iter().filter_map(|d| d.get_str("g").ok()).collect();
+    assert_eq!(groups, vec!["z", "x", "x", "y", "v"]);
     Ok(())
 }
 
@@ -691,6 +695,25 @@ async fn the_second_writer_of_a_document_gets_write_conflict() -> TestResult {
         c.find_one(doc! { "_id": 1 }).await?,
         Some(doc! { "_id": 1, "v": 1 })
     );
+
+    // A document changed by a commit made after the snapshot: writing it is a conflict too
+    // (the transaction would overwrite what it never saw).
+    s2.start_transaction().await?;
+    assert_eq!(c.count_documents(doc! {}).session(&mut s2).await?, 1);
+    c.update_one(doc! { "_id": 1 }, doc! { "$set": { "v": 3 } })
+        .await?;
+    let err = c
+        .update_one(doc! { "_id": 1 }, doc! { "$inc": { "v": 10 } })
+        .session(&mut s2)
+        .await
+        .expect_err("a write over a later commit");
+    assert_eq!(command_error(&err).map(|ce| ce.code), Some(112), "{err:?}");
+    assert!(err.contains_label(TRANSIENT), "{err:?}");
+    let _ = s2.abort_transaction().await;
+    assert_eq!(
+        c.find_one(doc! { "_id": 1 }).await?,
+        Some(doc! { "_id": 1, "v": 3 })
+    );
     Ok(())
 }
 
@@ -771,8 +794,54 @@ async fn a_write_outside_waits_for_the_transaction_holding_its_document() -> Tes
     Ok(())
 }
 
+/// An insert outside transactions of an `_id` an open transaction inserted waits for it: after
+/// its commit the insert is a duplicate key (11000); after its abort the insert succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_outside_waits_for_a_transaction_inserting_the_same_id() -> TestResult {
+    let (_server, client) = replset().await?;
+    let c = coll(&client, "c");
+    c.insert_one(doc! { "_id": 0 }).await?;
+    let mut s = client.start_session().await?;
+    for commit in [true, false] {
+        let id = if commit { 1 } else { 2 };
+        s.start_transaction().await?;
+        c.insert_one(doc! { "_id": id, "by": "txn" })
+            .session(&mut s)
+            .await?;
+        let outside = tokio::spawn({
+            let c = c.clone();
+            async move { c.insert_one(doc! { "_id": id, "by": "outside" }).await }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!outside.is_finished(), "the insert did not wait");
+        if commit {
+            s.commit_transaction().await?;
+        } else {
+            s.abort_transaction().await?;
+        }
+        let result = tokio::time::timeout(Duration::from_secs(10), outside)
+            .await
+            .map_err(|_| "the insert still waits after the transaction ended")??;
+        let by = if commit {
+            let err = result.expect_err("a duplicate of the committed one");
+            let code = common::write_error(&err).map(|we| we.code);
+            assert_eq!(code, Some(11000), "{err:?}");
+            "txn"
+        } else {
+            result?;
+            "outside"
+        };
+        assert_eq!(
+            c.find_one(doc! { "_id": id }).await?,
+            Some(doc! { "_id": id, "by": by })
+        );
+    }
+    Ok(())
+}
+
 /// `abortTransaction` leaves nothing of the transaction behind (inserts, updates, deletes in
 /// two collections), and lets go of its documents: another transaction writes them at once.
+/// `count` is refused in a transaction (mongod's `OperationNotSupportedInTransaction`, 263).
 #[tokio::test]
 async fn abort_leaves_nothing_behind() -> TestResult {
     let (_server, client) = replset().await?;
@@ -789,6 +858,18 @@ async fn abort_leaves_nothing_behind() -> TestResult {
     b.delete_one(doc! { "_id": 1 }).session(&mut s).await?;
     b.insert_one(doc! { "_id": 2 }).session(&mut s).await?;
     assert_eq!(a.count_documents(doc! { "v": 9 }).session(&mut s).await?, 3);
+    // `count` is refused in a transaction (`countDocuments`, an aggregation, is not).
+    let err = client
+        .database(DB)
+        .run_command(doc! { "count": "a" })
+        .session(&mut s)
+        .await
+        .expect_err("count in a transaction");
+    assert_command_error(
+        command_error(&err).ok_or_else(|| format!("{err}"))?,
+        263,
+        "OperationNotSupportedInTransaction",
+    );
     s.abort_transaction().await?;
 
     let stored_a = drain(a.find(doc! {}).sort(doc! { "_id": 1 }).await?).await?;
@@ -812,11 +893,12 @@ async fn abort_leaves_nothing_behind() -> TestResult {
     Ok(())
 }
 
-/// A collection created in a transaction (implicitly, by an insert) is part of it: after
-/// `abortTransaction` it does not exist, so `create` makes it afresh.
+/// Collections a transaction created (by an insert, by `createIndexes`) are part of it: nobody
+/// else sees them before it ends, and after `abortTransaction` they do not exist.
 #[tokio::test]
-#[ignore = "server bug: a collection an insert in a transaction created outlives the abort"]
-async fn abort_drops_a_collection_the_transaction_created() -> TestResult {
+#[ignore = "server bug: collections created in a transaction are created at once, for everyone, \
+            and outlive its abort"]
+async fn abort_drops_the_collections_the_transaction_created() -> TestResult {
     let (_server, client) = replset().await?;
     let db = client.database(DB);
     db.create_collection("existing").await?;
@@ -826,17 +908,14 @@ async fn abort_drops_a_collection_the_transaction_created() -> TestResult {
         .insert_one(doc! { "_id": 1 })
         .session(&mut s)
         .await?;
+    let indexes =
+        doc! { "createIndexes": "indexed", "indexes": [{ "key": { "a": 1 }, "name": "a_1" }] };
+    db.run_command(indexes).session(&mut s).await?;
+    let only_existing = vec!["existing".to_owned()];
+    assert_eq!(db.list_collection_names().await?, only_existing, "before");
     s.abort_transaction().await?;
-    let names = db.list_collection_names().await?;
-    assert_eq!(names, vec!["existing".to_owned()], "after the abort");
-    assert_eq!(coll(&client, "fresh").count_documents(doc! {}).await?, 0);
+    assert_eq!(db.list_collection_names().await?, only_existing, "after");
     db.create_collection("fresh").await?;
-    let stored = db
-        .run_command(doc! { "find": "fresh" })
-        .await?
-        .get_document("cursor")?
-        .get_array("firstBatch")?
-        .clone();
-    assert_eq!(stored, Vec::<Bson>::new());
+    db.create_collection("indexed").await?;
     Ok(())
 }
