@@ -228,8 +228,6 @@ async fn every_read_path_uses_the_snapshot() -> TestResult {
 /// `find` with the plainest filter, `{_id: <value>}` (the driver's `find_one` by `_id`), reads
 /// the transaction's snapshot and its own writes like any other filter.
 #[tokio::test]
-#[ignore = "server bug: find's {_id: v} fast path (commands/read.rs) reads the latest commit, \
-            not the transaction's view"]
 async fn find_by_id_reads_the_transaction() -> TestResult {
     let (_server, client) = replset().await?;
     let c = coll(&client, "c");
@@ -896,8 +894,6 @@ async fn abort_leaves_nothing_behind() -> TestResult {
 /// Collections a transaction created (by an insert, by `createIndexes`) are part of it: nobody
 /// else sees them before it ends, and after `abortTransaction` they do not exist.
 #[tokio::test]
-#[ignore = "server bug: collections created in a transaction are created at once, for everyone, \
-            and outlive its abort"]
 async fn abort_drops_the_collections_the_transaction_created() -> TestResult {
     let (_server, client) = replset().await?;
     let db = client.database(DB);
