@@ -10,6 +10,7 @@
 //! lsid (16) · 0x00                                   → the session's transaction number (i64 BE)
 //! lsid (16) · 0x01 · txnNumber (i64 BE, sign flipped) · stmtId (i32 BE, sign flipped) → result (BSON)
 //! lsid (16) · 0x02                                   → the transaction number of the session's last committed transaction (i64 BE)
+//! lsid (16) · 0x03                                   → the session's last use at the last clean shutdown (ms, i64 BE: `crate::sessions`)
 //! ```
 //!
 //! A session's transaction number is also the number of its multi-document transactions
@@ -441,9 +442,42 @@ impl RetryableWrites {
     }
 }
 
-/// The sessions that have records in storage (read at startup: see `crate::sessions`). One
-/// seek per session, however many statements each recorded.
-pub fn stored_sessions(snapshot: &dyn Snapshot) -> CommandResult<Vec<SessionId>> {
+fn last_use_key(lsid: &SessionId) -> Vec<u8> {
+    let mut key = lsid.to_vec();
+    key.push(3);
+    key
+}
+
+/// Adds to `batch` the last use of each of `sessions` that has records in storage (at
+/// shutdown: see `crate::sessions`). Returns how many.
+pub fn record_last_use(
+    snapshot: &dyn Snapshot,
+    sessions: &[(SessionId, i64)],
+    batch: &mut Batch,
+) -> CommandResult<usize> {
+    let mut recorded = 0;
+    for (id, last) in sessions {
+        if snapshot
+            .prefix(Keyspace::Sessions, id)
+            .next()
+            .transpose()?
+            .is_some()
+        {
+            batch.replace(
+                Keyspace::Sessions,
+                last_use_key(id),
+                last.to_be_bytes().to_vec(),
+            );
+            recorded += 1;
+        }
+    }
+    Ok(recorded)
+}
+
+/// The sessions that have records in storage, each with its last use if one was recorded
+/// (read at startup: see `crate::sessions`). Two seeks per session, however many statements
+/// each recorded.
+pub fn stored_sessions(snapshot: &dyn Snapshot) -> CommandResult<Vec<(SessionId, Option<i64>)>> {
     let mut ids = Vec::new();
     let mut from: Vec<u8> = Vec::new();
     loop {
@@ -465,7 +499,11 @@ pub fn stored_sessions(snapshot: &dyn Snapshot) -> CommandResult<Vec<SessionId>>
             from.push(0);
             continue;
         };
-        ids.push(id);
+        let last_use = snapshot
+            .get(Keyspace::Sessions, &last_use_key(&id))?
+            .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+            .map(i64::from_be_bytes);
+        ids.push((id, last_use));
         match crate::storage::prefix_end(&id) {
             Some(end) => from = end,
             None => return Ok(ids),
@@ -744,7 +782,7 @@ mod tests {
         }
         let mut stored = stored_sessions(&*storage.snapshot()).unwrap();
         stored.sort_unstable();
-        assert_eq!(stored, vec![a, b, c]);
+        assert_eq!(stored, vec![(a, None), (b, None), (c, None)]);
         // `b` is held by a command; `c` was used again after it was picked; `d` has no entry.
         let busy = writes
             .checkout(|| storage.snapshot(), b, 1, StmtIds::From(0))
@@ -763,7 +801,7 @@ mod tests {
         drop(busy);
         let mut stored = stored_sessions(&*storage.snapshot()).unwrap();
         stored.sort_unstable();
-        assert_eq!(stored, vec![b, c]);
+        assert_eq!(stored, vec![(b, None), (c, None)]);
         assert_eq!(writes.len(), 2, "a and d are forgotten");
         // Number 1 of `a` runs again; `b`'s is still recorded.
         let again = writes
@@ -776,6 +814,41 @@ mod tests {
             .await
             .unwrap();
         assert!(kept.executed(0).is_some());
+    }
+
+    #[tokio::test]
+    async fn last_uses_recorded_at_shutdown_are_read_at_startup() {
+        let storage = Arc::new(MemoryStorage::new());
+        let writes = RetryableWrites::default();
+        let (a, b) = ([1; 16], [2; 16]);
+        write_one(&writes, &storage, a).await;
+        // `b` has no records: nothing is written for it.
+        let mut batch = Batch::new();
+        let recorded =
+            record_last_use(&*storage.snapshot(), &[(a, 1_234), (b, 5_678)], &mut batch).unwrap();
+        assert_eq!(recorded, 1);
+        storage.commit(batch).unwrap();
+        assert_eq!(
+            stored_sessions(&*storage.snapshot()).unwrap(),
+            vec![(a, Some(1_234))]
+        );
+        // The record does not disturb what the session executed.
+        let restarted = RetryableWrites::default();
+        let c = restarted
+            .checkout(|| storage.snapshot(), a, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        assert!(c.executed(0).is_some());
+        drop(c);
+        // Expiry removes it with the rest.
+        let expiring = restarted.hold_expiring(&[a], |_| true);
+        let mut batch = Batch::new();
+        expiring
+            .delete_records(&*storage.snapshot(), &mut batch)
+            .unwrap();
+        storage.commit(batch).unwrap();
+        restarted.forget(expiring);
+        assert!(stored_sessions(&*storage.snapshot()).unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -8,14 +8,15 @@
 //! deletes its durable records and forgets it, as mongod's session cache refresh and
 //! transaction reaper do together.
 //!
-//! A session whose records were found on disk at startup is known here too, as *dormant*: no
-//! record says when it was last used (keeping a last-use time on disk would cost retryable
-//! writes a write each), so it counts as used at startup, and expires
-//! `logicalSessionTimeoutMinutes` after it unless a command uses it again. mongod keeps
-//! `lastUse` in `config.system.sessions` instead, written by its periodic refresh; a server
-//! restarted more often than the timeout keeps such records longer here (each session keeps
-//! only its last transaction number's). Dormant sessions are not listed: after a restart
-//! mongod's local cache does not list them either.
+//! A session whose records were found on disk at startup is known here too, as *dormant*, and
+//! expires `logicalSessionTimeoutMinutes` after its last use unless a command uses it again.
+//! Its last use is on disk when the server last shut down cleanly (written then, for every
+//! session with records: recording it at each use would cost retryable writes a write each);
+//! after a crash it counts as used at startup. mongod keeps `lastUse` in
+//! `config.system.sessions`, written by its periodic refresh, instead; a server that crashes
+//! more often than the timeout keeps such records longer here (each session keeps only its
+//! last transaction number's). Dormant sessions are not listed: after a restart mongod's local
+//! cache does not list them either.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -118,15 +119,26 @@ impl Sessions {
         out
     }
 
-    /// Adds sessions whose records were found on disk as dormant, last used at `at_ms` (those
-    /// a command has used meanwhile are known already).
-    pub fn add_dormant(&self, ids: impl IntoIterator<Item = SessionId>, at_ms: i64) {
+    /// Adds sessions whose records were found on disk as dormant, each with the instant it
+    /// counts as last used (those a command has used meanwhile are known already).
+    pub fn add_dormant(&self, sessions: impl IntoIterator<Item = (SessionId, i64)>) {
         let mut known = self.known();
-        for id in ids {
+        for (id, at_ms) in sessions {
             if !known.last_use.contains_key(&id) {
                 known.dormant.entry(id).or_insert(at_ms);
             }
         }
+    }
+
+    /// Every session known, live or dormant, with its last use (written to disk at shutdown).
+    pub fn all(&self) -> Vec<(SessionId, i64)> {
+        let known = self.known();
+        known
+            .last_use
+            .iter()
+            .chain(&known.dormant)
+            .map(|(id, last)| (*id, *last))
+            .collect()
     }
 
     /// The sessions, live or dormant, unused for the timeout at `now_ms`.
@@ -223,7 +235,7 @@ mod tests {
         let sessions = Sessions::default();
         let start = 5_000_000;
         sessions.touch([1; 16], start - 1);
-        sessions.add_dormant([[1; 16], [2; 16], [3; 16]], start);
+        sessions.add_dormant([([1; 16], start), ([2; 16], start), ([3; 16], start)]);
         assert_eq!(sessions.list(start), vec![([1; 16], start - 1)]);
         // A command uses one of them: it is live from then on.
         sessions.touch([3; 16], start + 100);
@@ -240,9 +252,11 @@ mod tests {
         sessions.forget_idle(&[[3; 16]], start + SESSION_TIMEOUT_MS + 100);
         assert!(sessions.idle(i64::MAX).is_empty());
         // endSessions forgets a dormant session too.
-        sessions.add_dormant([[4; 16]], start);
+        sessions.add_dormant([([4; 16], start)]);
+        assert_eq!(sessions.all(), vec![([4; 16], start)]);
         sessions.end(&[4; 16]);
         assert!(sessions.idle(i64::MAX).is_empty());
+        assert!(sessions.all().is_empty());
     }
 
     #[test]

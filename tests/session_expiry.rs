@@ -2,7 +2,9 @@
 //! past the timeout, the session reaper forgets a session with what it holds. Its retryable
 //! write records go (the same `txnNumber` runs again), its open transaction is aborted (its
 //! next statement answers `NoSuchTransaction`), its cursors are killed, and
-//! `$listLocalSessions` no longer lists it; records found on disk at a restart expire too.
+//! `$listLocalSessions` no longer lists it; records found on disk at a restart expire too
+//! (their last use, written at shutdown, is checked by `retryable`'s unit tests: a restart
+//! cannot move the clock back to tell it from the startup instant).
 
 mod common;
 

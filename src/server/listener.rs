@@ -49,7 +49,8 @@ pub async fn run(
         None => None,
     };
     let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset);
-    // Sessions with records on disk count as used now (see `crate::sessions`).
+    // Sessions with records on disk were last used when the last clean shutdown says, or now
+    // (see `crate::sessions`).
     let stored = crate::retryable::stored_sessions(&*catalog.snapshot())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     if !stored.is_empty() {
@@ -58,7 +59,12 @@ pub async fn run(
             "sessions with retryable-write records on disk"
         );
     }
-    state.sessions.add_dormant(stored, state.now_ms());
+    let now = state.now_ms();
+    state.sessions.add_dormant(
+        stored
+            .into_iter()
+            .map(|(id, last)| (id, last.map_or(now, |last| last.min(now)))),
+    );
     {
         // Compactions drop expired records the purge is done with, judged by the clock reads
         // judge by (which tests can move).
@@ -126,6 +132,7 @@ pub async fn run(
     }
     background.close();
     background.wait().await;
+    record_last_use(&state);
     // Everything acknowledged is already durable; this syncs relaxed (j: false) writes too.
     tokio::task::spawn_blocking(move || store.shutdown())
         .await
@@ -225,6 +232,31 @@ fn expire_sessions(state: &ServerState, now_ms: i64) -> Result<usize, crate::Com
     state.sessions.forget_idle(&ids, now_ms);
     state.retryable.forget(expiring);
     Ok(ids.len())
+}
+
+/// Writes the last use of every session with records on disk, so that they expire on time
+/// after a restart (see `crate::sessions`).
+fn record_last_use(state: &ServerState) {
+    if state.config.in_memory {
+        return;
+    }
+    let mut batch = crate::storage::Batch::new();
+    let recorded = crate::retryable::record_last_use(
+        &*state.catalog.snapshot(),
+        &state.sessions.all(),
+        &mut batch,
+    )
+    .and_then(|n| {
+        if n > 0 {
+            state.catalog.store().commit(batch)?;
+        }
+        Ok(n)
+    });
+    match recorded {
+        Ok(0) => {}
+        Ok(sessions) => info!(sessions, "recorded the last use of sessions"),
+        Err(e) => warn!(error = %e.errmsg, "could not record the last use of sessions"),
+    }
 }
 
 /// Opens the configured engine (recovering an on-disk store) behind group commit.
