@@ -94,7 +94,9 @@ impl Sessions {
     /// Records that a command used session `id` at `now_ms`.
     pub fn touch(&self, id: SessionId, now_ms: i64) {
         let mut known = self.known();
-        known.dormant.remove(&id);
+        if !known.dormant.is_empty() {
+            known.dormant.remove(&id);
+        }
         known.last_use.insert(id, now_ms);
     }
 
