@@ -10,6 +10,7 @@
 //! lsid (16) · 0x00                                   → the session's transaction number (i64 BE)
 //! lsid (16) · 0x01 · txnNumber (i64 BE, sign flipped) · stmtId (i32 BE, sign flipped) → result (BSON)
 //! lsid (16) · 0x02                                   → the transaction number of the session's last committed transaction (i64 BE)
+//! lsid (16) · 0x03                                   → the session's last use at the last clean shutdown (ms, i64 BE: `crate::sessions`)
 //! ```
 //!
 //! A session's transaction number is also the number of its multi-document transactions
@@ -352,6 +353,164 @@ impl RetryableWrites {
     }
 }
 
+/// Sessions held for their expiry (see [`RetryableWrites::hold_expiring`]): commands of
+/// these sessions wait until they are forgotten or let go.
+pub struct Expiring {
+    held: Vec<(SessionId, tokio::sync::OwnedMutexGuard<SessionWrites>)>,
+}
+
+impl Expiring {
+    /// The sessions held.
+    pub fn ids(&self) -> impl Iterator<Item = &SessionId> {
+        self.held.iter().map(|(id, _)| id)
+    }
+
+    /// Whether no session is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Adds to `batch` the removal of every record the held sessions have on disk.
+    pub fn delete_records(&self, snapshot: &dyn Snapshot, batch: &mut Batch) -> CommandResult<()> {
+        for (id, _) in &self.held {
+            for entry in snapshot.prefix(Keyspace::Sessions, id) {
+                batch.delete(Keyspace::Sessions, entry?.0);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RetryableWrites {
+    /// Holds those of `ids` that no command holds and that are `still_idle` once held, and
+    /// aborts their open transactions: the first step of their expiry. A command of one of
+    /// them arriving now waits; what it then finds depends on [`RetryableWrites::forget`]
+    /// (the records gone) or on the [`Expiring`] being dropped (nothing changed).
+    pub fn hold_expiring(
+        &self,
+        ids: &[SessionId],
+        still_idle: impl Fn(&SessionId) -> bool,
+    ) -> Expiring {
+        let sessions: Vec<_> = {
+            let mut map = self
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // A session without an entry gets one, so that a command arriving meanwhile waits
+            // for the expiry instead of reading records about to be deleted.
+            ids.iter()
+                .map(|id| (*id, Arc::clone(map.entry(*id).or_default())))
+                .collect()
+        };
+        let mut held = Vec::new();
+        for (id, session) in sessions {
+            let Ok(mut writes) = session.try_lock_owned() else {
+                continue;
+            };
+            if still_idle(&id) {
+                writes.abort_open();
+                held.push((id, writes));
+            }
+        }
+        Expiring { held }
+    }
+
+    /// Forgets the held sessions once the removal of their records has committed: each is
+    /// left as a session never used, so a command that waited for it reads storage afresh.
+    pub fn forget(&self, expiring: Expiring) {
+        let mut map = self
+            .sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (id, mut writes) in expiring.held {
+            *writes = SessionWrites::default();
+            drop(writes);
+            // Only the map holds it now: no command waits for it.
+            if map.get(&id).is_some_and(|s| Arc::strong_count(s) == 1) {
+                map.remove(&id);
+            }
+        }
+    }
+
+    /// How many sessions have an entry (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}
+
+fn last_use_key(lsid: &SessionId) -> Vec<u8> {
+    let mut key = lsid.to_vec();
+    key.push(3);
+    key
+}
+
+/// Adds to `batch` the last use of each of `sessions` that has records in storage (at
+/// shutdown: see `crate::sessions`). Returns how many.
+pub fn record_last_use(
+    snapshot: &dyn Snapshot,
+    sessions: &[(SessionId, i64)],
+    batch: &mut Batch,
+) -> CommandResult<usize> {
+    let mut recorded = 0;
+    for (id, last) in sessions {
+        if snapshot
+            .prefix(Keyspace::Sessions, id)
+            .next()
+            .transpose()?
+            .is_some()
+        {
+            batch.replace(
+                Keyspace::Sessions,
+                last_use_key(id),
+                last.to_be_bytes().to_vec(),
+            );
+            recorded += 1;
+        }
+    }
+    Ok(recorded)
+}
+
+/// The sessions that have records in storage, each with its last use if one was recorded
+/// (read at startup: see `crate::sessions`). Two seeks per session, however many statements
+/// each recorded.
+pub fn stored_sessions(snapshot: &dyn Snapshot) -> CommandResult<Vec<(SessionId, Option<i64>)>> {
+    let mut ids = Vec::new();
+    let mut from: Vec<u8> = Vec::new();
+    loop {
+        let next = snapshot
+            .range(
+                Keyspace::Sessions,
+                std::ops::Bound::Included(&from),
+                std::ops::Bound::Unbounded,
+                false,
+            )
+            .next()
+            .transpose()?;
+        let Some((key, _)) = next else {
+            return Ok(ids);
+        };
+        let Some(id) = key.get(..16).and_then(|b| SessionId::try_from(b).ok()) else {
+            // Not a record of this layout: step over it.
+            from = key.to_vec();
+            from.push(0);
+            continue;
+        };
+        let last_use = snapshot
+            .get(Keyspace::Sessions, &last_use_key(&id))?
+            .and_then(|v| <[u8; 8]>::try_from(&v[..]).ok())
+            .map(i64::from_be_bytes);
+        ids.push((id, last_use));
+        match crate::storage::prefix_end(&id) {
+            Some(end) => from = end,
+            None => return Ok(ids),
+        }
+    }
+}
+
 /// Reads what storage holds of session `lsid`.
 fn load(
     writes: &mut SessionWrites,
@@ -599,6 +758,156 @@ mod tests {
                 .is_err(),
             "after a restart too"
         );
+    }
+
+    /// Records statement 0 of number `txn` for session `lsid`, committed.
+    async fn write_one(writes: &RetryableWrites, storage: &Arc<MemoryStorage>, lsid: SessionId) {
+        let mut c = writes
+            .checkout(|| storage.snapshot(), lsid, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        let mut batch = Batch::new();
+        c.record(&mut batch, 0, bson::rawdoc! { "n": 1 });
+        storage.commit(batch).unwrap();
+        c.confirm(0);
+    }
+
+    #[tokio::test]
+    async fn expiry_deletes_records_and_skips_held_and_used_sessions() {
+        let storage = Arc::new(MemoryStorage::new());
+        let writes = RetryableWrites::default();
+        let (a, b, c, d) = ([1; 16], [2; 16], [3; 16], [4; 16]);
+        for lsid in [a, b, c] {
+            write_one(&writes, &storage, lsid).await;
+        }
+        let mut stored = stored_sessions(&*storage.snapshot()).unwrap();
+        stored.sort_unstable();
+        assert_eq!(stored, vec![(a, None), (b, None), (c, None)]);
+        // `b` is held by a command; `c` was used again after it was picked; `d` has no entry.
+        let busy = writes
+            .checkout(|| storage.snapshot(), b, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        let expiring = writes.hold_expiring(&[a, b, c, d], |id| *id != c);
+        let mut held: Vec<_> = expiring.ids().copied().collect();
+        held.sort_unstable();
+        assert_eq!(held, vec![a, d]);
+        let mut batch = Batch::new();
+        expiring
+            .delete_records(&*storage.snapshot(), &mut batch)
+            .unwrap();
+        storage.commit(batch).unwrap();
+        writes.forget(expiring);
+        drop(busy);
+        let mut stored = stored_sessions(&*storage.snapshot()).unwrap();
+        stored.sort_unstable();
+        assert_eq!(stored, vec![(b, None), (c, None)]);
+        assert_eq!(writes.len(), 2, "a and d are forgotten");
+        // Number 1 of `a` runs again; `b`'s is still recorded.
+        let again = writes
+            .checkout(|| storage.snapshot(), a, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        assert!(again.executed(0).is_none());
+        let kept = writes
+            .checkout(|| storage.snapshot(), b, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        assert!(kept.executed(0).is_some());
+    }
+
+    #[tokio::test]
+    async fn last_uses_recorded_at_shutdown_are_read_at_startup() {
+        let storage = Arc::new(MemoryStorage::new());
+        let writes = RetryableWrites::default();
+        let (a, b) = ([1; 16], [2; 16]);
+        write_one(&writes, &storage, a).await;
+        // `b` has no records: nothing is written for it.
+        let mut batch = Batch::new();
+        let recorded =
+            record_last_use(&*storage.snapshot(), &[(a, 1_234), (b, 5_678)], &mut batch).unwrap();
+        assert_eq!(recorded, 1);
+        storage.commit(batch).unwrap();
+        assert_eq!(
+            stored_sessions(&*storage.snapshot()).unwrap(),
+            vec![(a, Some(1_234))]
+        );
+        // The record does not disturb what the session executed.
+        let restarted = RetryableWrites::default();
+        let c = restarted
+            .checkout(|| storage.snapshot(), a, 1, StmtIds::From(0))
+            .await
+            .unwrap();
+        assert!(c.executed(0).is_some());
+        drop(c);
+        // Expiry removes it with the rest.
+        let expiring = restarted.hold_expiring(&[a], |_| true);
+        let mut batch = Batch::new();
+        expiring
+            .delete_records(&*storage.snapshot(), &mut batch)
+            .unwrap();
+        storage.commit(batch).unwrap();
+        restarted.forget(expiring);
+        assert!(stored_sessions(&*storage.snapshot()).unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_command_waiting_for_an_expiring_session_reads_it_afresh() {
+        let storage = Arc::new(MemoryStorage::new());
+        let writes = Arc::new(RetryableWrites::default());
+        let lsid = [5; 16];
+        write_one(&writes, &storage, lsid).await;
+        let expiring = writes.hold_expiring(&[lsid], |_| true);
+        let waiting = {
+            let (writes, storage) = (Arc::clone(&writes), Arc::clone(&storage));
+            tokio::spawn(async move {
+                let c = writes
+                    .checkout(|| storage.snapshot(), lsid, 1, StmtIds::From(0))
+                    .await
+                    .unwrap();
+                c.executed(0).is_some()
+            })
+        };
+        // Let the command reach the session's lock.
+        while writes.len() == 1
+            && Arc::strong_count(writes.sessions.lock().unwrap().get(&lsid).unwrap()) < 3
+        {
+            tokio::task::yield_now().await;
+        }
+        let mut batch = Batch::new();
+        expiring
+            .delete_records(&*storage.snapshot(), &mut batch)
+            .unwrap();
+        storage.commit(batch).unwrap();
+        writes.forget(expiring);
+        assert!(!waiting.await.unwrap(), "the record is gone");
+        assert_eq!(writes.len(), 1, "the waiting command's entry stays");
+    }
+
+    #[tokio::test]
+    async fn expiry_aborts_the_open_transaction() {
+        let store = Arc::new(crate::storage::GroupCommit::new(Arc::new(
+            MemoryStorage::new(),
+        )));
+        let catalog = crate::catalog::Catalog::open(store).unwrap();
+        let writes = RetryableWrites::default();
+        let lsid = [6; 16];
+        let checkout = writes
+            .checkout_txn(&catalog, lsid, 1, true, "insert")
+            .await
+            .unwrap();
+        let txn = checkout.transaction().unwrap();
+        drop(checkout);
+        let expiring = writes.hold_expiring(&[lsid], |_| true);
+        assert!(txn.has_ended());
+        writes.forget(expiring);
+        assert_eq!(writes.len(), 0);
+        let err = writes
+            .checkout_txn(&catalog, lsid, 1, false, "insert")
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(err.code, ErrorCode::NoSuchTransaction);
     }
 
     #[test]

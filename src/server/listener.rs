@@ -49,6 +49,22 @@ pub async fn run(
         None => None,
     };
     let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset);
+    // Sessions with records on disk were last used when the last clean shutdown says, or now
+    // (see `crate::sessions`).
+    let stored = crate::retryable::stored_sessions(&*catalog.snapshot())
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if !stored.is_empty() {
+        info!(
+            sessions = stored.len(),
+            "sessions with retryable-write records on disk"
+        );
+    }
+    let now = state.now_ms();
+    state.sessions.add_dormant(
+        stored
+            .into_iter()
+            .map(|(id, last)| (id, last.map_or(now, |last| last.min(now)))),
+    );
     {
         // Compactions drop expired records the purge is done with, judged by the clock reads
         // judge by (which tests can move).
@@ -77,6 +93,7 @@ pub async fn run(
     ));
     background.spawn(reap_cursors(state.clone(), cancel.clone()));
     background.spawn(reap_transactions(state.clone(), cancel.clone()));
+    background.spawn(reap_sessions(state.clone(), cancel.clone()));
     background.spawn(crate::compactor::compact_task(
         Arc::clone(state.catalog.store().storage()),
         cancel.clone(),
@@ -115,6 +132,7 @@ pub async fn run(
     }
     background.close();
     background.wait().await;
+    record_last_use(&state);
     // Everything acknowledged is already durable; this syncs relaxed (j: false) writes too.
     tokio::task::spawn_blocking(move || store.shutdown())
         .await
@@ -165,6 +183,79 @@ async fn reap_transactions(state: ServerState, cancel: CancellationToken) {
         if aborted > 0 {
             info!(aborted, "aborted transactions past their lifetime limit");
         }
+    }
+}
+
+/// How often the session reaper looks for idle sessions (mongod's session cache refreshes
+/// every `logicalSessionRefreshMillis`, 5 minutes; looking more often costs one pass over the
+/// sessions in memory).
+const SESSION_REAP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Expires sessions unused for `logicalSessionTimeoutMinutes`, every
+/// [`SESSION_REAP_INTERVAL`] and whenever the clock is moved (test commands only).
+async fn reap_sessions(state: ServerState, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(SESSION_REAP_INTERVAL) => {}
+            () = state.clock.changed() => {}
+        }
+        match expire_sessions(&state, state.now_ms()) {
+            Ok(0) => {}
+            Ok(expired) => info!(expired, "expired idle sessions"),
+            Err(e) => warn!(error = %e.errmsg, "could not expire idle sessions; will try again"),
+        }
+    }
+}
+
+/// Expires the sessions idle at `now_ms` that no command holds: aborts their open
+/// transactions, kills their cursors, deletes their records on disk (in one commit) and
+/// forgets them. Returns how many.
+fn expire_sessions(state: &ServerState, now_ms: i64) -> Result<usize, crate::CommandError> {
+    let idle = state.sessions.idle(now_ms);
+    if idle.is_empty() {
+        return Ok(0);
+    }
+    let expiring = state
+        .retryable
+        .hold_expiring(&idle, |id| state.sessions.is_idle(id, now_ms));
+    if expiring.is_empty() {
+        return Ok(0);
+    }
+    let mut batch = crate::storage::Batch::new();
+    expiring.delete_records(&*state.catalog.snapshot(), &mut batch)?;
+    if !batch.is_empty() {
+        state.catalog.store().commit(batch)?;
+    }
+    let ids: std::collections::HashSet<_> = expiring.ids().copied().collect();
+    state.cursors.kill_sessions(|id| ids.contains(id));
+    state.sessions.forget_idle(&ids, now_ms);
+    state.retryable.forget(expiring);
+    Ok(ids.len())
+}
+
+/// Writes the last use of every session with records on disk, so that they expire on time
+/// after a restart (see `crate::sessions`).
+fn record_last_use(state: &ServerState) {
+    if state.config.in_memory {
+        return;
+    }
+    let mut batch = crate::storage::Batch::new();
+    let recorded = crate::retryable::record_last_use(
+        &*state.catalog.snapshot(),
+        &state.sessions.all(),
+        &mut batch,
+    )
+    .and_then(|n| {
+        if n > 0 {
+            state.catalog.store().commit(batch)?;
+        }
+        Ok(n)
+    });
+    match recorded {
+        Ok(0) => {}
+        Ok(sessions) => info!(sessions, "recorded the last use of sessions"),
+        Err(e) => warn!(error = %e.errmsg, "could not record the last use of sessions"),
     }
 }
 
