@@ -933,6 +933,6 @@ async fn list_local_sessions_shows_the_sessions_commands_used() -> TestResult {
             },
         )
         .await?;
-    assert_error(&reply, 115, "UnsupportedFormat");
+    assert_error(&reply, 12, "UnsupportedFormat");
     Ok(())
 }
