@@ -3,7 +3,7 @@
 # running Ebb, and applies the known-failures policy. See compat/unified/README.md.
 #
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
-#                         [--suite crud|examples|retryable-writes|sessions|sessions-unified|causal
+#                         [--suite crud|crud-replset|examples|retryable-writes|sessions|sessions-unified|causal
 #                          |retryable-writes-legacy|retryable-reads|retryable-reads-unified
 #                          |transactions|transactions-unified]
 #                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
@@ -73,6 +73,9 @@ port=${port:-27017}
 # the word its lines start with.
 case "$suite_name" in
   crud) file=test_crud_unified.py; known="$here/known_failures.txt"; results_name=results ;;
+  # The same CRUD suite against a replica set of one (where its replica-set-only tests run).
+  crud-replset) file=test_crud_unified.py; known="$here/known_failures.txt"
+    results_name=results-crud-replset; label=unified_crud_replset ;;
   examples) file=test_examples.py; known="$here/known_failures_examples.txt"; results_name=results-examples
     label=test_examples ;;
   # Against a replica set of one (ebb --replSet): issue 13's suites.
@@ -98,7 +101,7 @@ case "$suite_name" in
   transactions-unified) file=test_transactions_unified.py
     known="$here/known_failures_transactions_unified.txt"
     results_name=results-transactions-unified; label=transactions_unified ;;
-  *) die "unknown suite '$suite_name' (crud, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions or transactions-unified)" ;;
+  *) die "unknown suite '$suite_name' (crud, crud-replset, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions or transactions-unified)" ;;
 esac
 if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 

@@ -257,21 +257,20 @@ pub(super) async fn aggregate(
     aggregate_explained(req, state, None).await
 }
 
-/// The stages a multi-document transaction cannot run (mongod's
-/// `TransactionRequirement::kNotAllowed`), for those Ebb has.
-const NOT_IN_TRANSACTION: [&str; 11] = [
-    "$out",
-    "$merge",
-    "$unionWith",
-    "$collStats",
-    "$indexStats",
-    "$currentOp",
-    "$listSessions",
-    "$listLocalSessions",
+/// The stages a multi-document transaction cannot run, for those Ebb has, by where mongod
+/// refuses them: when it first reads the pipeline (the stage's `LiteParsed` says so), when it
+/// builds the stage (`$out`, `$merge`), or when it checks the stages' constraints
+/// (`TransactionRequirement::kNotAllowed`).
+const NOT_IN_TRANSACTION_LITE: [&str; 6] = [
     "$changeStream",
+    "$collStats",
+    "$currentOp",
+    "$listLocalSessions",
+    "$listSessions",
     "$planCacheStats",
-    "$listCatalog",
 ];
+const NOT_IN_TRANSACTION_BUILT: [&str; 2] = ["$out", "$merge"];
+const NOT_IN_TRANSACTION: [&str; 3] = ["$unionWith", "$indexStats", "$listCatalog"];
 
 /// `OperationNotSupportedInTransaction` for the first stage of `stages` (or of their
 /// sub-pipelines: `$facet`, `$lookup`) a transaction cannot run, as mongod's pipeline
@@ -284,10 +283,24 @@ fn refuse_in_transaction(stages: &bson::RawArray) -> CommandResult<()> {
         let Some(Ok((name, spec))) = stage.iter().next() else {
             continue;
         };
-        if NOT_IN_TRANSACTION.contains(&name.as_str()) {
+        let refused = if NOT_IN_TRANSACTION_LITE.contains(&name.as_str()) {
+            Some(format!(
+                "Operation not permitted in transaction :: caused by :: Aggregation stage {name} \
+                 cannot run within a multi-document transaction."
+            ))
+        } else if NOT_IN_TRANSACTION_BUILT.contains(&name.as_str()) {
+            Some(format!("{name} cannot be used in a transaction"))
+        } else if NOT_IN_TRANSACTION.contains(&name.as_str()) {
+            Some(format!(
+                "Stage not supported inside of a multi-document transaction: {name}"
+            ))
+        } else {
+            None
+        };
+        if let Some(errmsg) = refused {
             return Err(CommandError::new(
                 ErrorCode::OperationNotSupportedInTransaction,
-                format!("Stage not supported inside of a multi-document transaction: {name}"),
+                errmsg,
             ));
         }
         match (name.as_str(), spec) {

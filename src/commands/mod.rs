@@ -580,10 +580,26 @@ pub fn check_request(
     replset: bool,
 ) -> CommandResult<Checked> {
     let nulls = spec::check(spec.args, spec.name, body, sequences)?;
+    // An aggregation that writes ($out, $merge) takes a write concern, and refuses the
+    // `linearizable` read concern (mongod's `supportsWriteConcern`, and the stages'
+    // `supportsReadConcern`).
+    let writing_stage = (spec.cmd == Cmd::Aggregate)
+        .then(|| writing_stage(body))
+        .flatten();
     let accepts = generic::Accepts {
         replset,
+        write_concern: spec.write_concern || writing_stage.is_some(),
         ..spec.accepts()
     };
+    if let Some(stage) = writing_stage
+        && let Ok(Some(bson::RawBsonRef::Document(rc))) = body.get("readConcern")
+        && let Ok(Some(bson::RawBsonRef::String("linearizable"))) = rc.get("level")
+    {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            format!("{stage} cannot be used with a 'linearizable' read concern level"),
+        ));
+    }
     let limits = generic::check(&accepts, body)?;
     let body = if nulls {
         Some(spec::without_nulls(spec.args, body)?)
@@ -831,17 +847,24 @@ pub fn writes(name: &str, body: &bson::RawDocument) -> bool {
         .is_some_and(|s| s.write_concern || (s.cmd == Cmd::Aggregate && pipeline_writes(body)))
 }
 
+/// The stage of an `aggregate` pipeline that writes: `$out` or `$merge`, if it has one.
+fn writing_stage(body: &bson::RawDocument) -> Option<&'static str> {
+    let Ok(Some(bson::RawBsonRef::Array(stages))) = body.get("pipeline") else {
+        return None;
+    };
+    stages.into_iter().find_map(|stage| match stage {
+        Ok(bson::RawBsonRef::Document(d)) => match d.iter().next() {
+            Some(Ok((k, _))) if k.as_str() == "$out" => Some("$out"),
+            Some(Ok((k, _))) if k.as_str() == "$merge" => Some("$merge"),
+            _ => None,
+        },
+        _ => None,
+    })
+}
+
 /// Whether an `aggregate` pipeline ends in `$out` or `$merge`.
 fn pipeline_writes(body: &bson::RawDocument) -> bool {
-    let Ok(Some(bson::RawBsonRef::Array(stages))) = body.get("pipeline") else {
-        return false;
-    };
-    stages.into_iter().any(|stage| {
-        matches!(stage, Ok(bson::RawBsonRef::Document(d))
-        if d.iter().next().is_some_and(|e| {
-            e.is_ok_and(|(k, _)| matches!(k.as_str(), "$out" | "$merge"))
-        }))
-    })
+    writing_stage(body).is_some()
 }
 
 /// Runs the handler of `spec` on a checked request.
