@@ -6,8 +6,9 @@
 //! user names), so a pattern naming users or roles matches none, and an empty list, or one
 //! naming that `uid`, matches all. Killing a session closes the cursors opened in it (a later
 //! `getMore` answers `CursorNotFound`); the session itself goes on, as in mongod ("future
-//! operations may use the killed session"). Ebb runs no operation long enough to be killed
-//! half-way other than by `maxTimeMS` or shutdown, and keeps no transactions yet.
+//! operations may use the killed session"); its open transaction, if no command holds the
+//! session right now, is aborted. Ebb runs no operation long enough to be killed half-way
+//! other than by `maxTimeMS` or shutdown.
 
 use bson::{RawBsonRef, RawDocument, rawdoc};
 
