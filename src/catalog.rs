@@ -879,6 +879,17 @@ impl Catalog {
         );
     }
 
+    /// `NamespaceExists` if a collection or view `db.name` exists. The caller holds `ddl`.
+    fn check_free(&self, db: &str, name: &str) -> Result<(), CommandError> {
+        if self.get(db, name).is_some() || self.is_view(db, name) {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceExists,
+                format!("Collection {db}.{name} already exists."),
+            ));
+        }
+        Ok(())
+    }
+
     /// Creates `db.name`. Returns the collection and the commit ticket to wait on, or
     /// `NamespaceExists` if it exists.
     pub fn create(
@@ -889,12 +900,7 @@ impl Catalog {
     ) -> Result<(Arc<Collection>, u64), CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
-        if self.get(db, name).is_some() || self.is_view(db, name) {
-            return Err(CommandError::new(
-                ErrorCode::NamespaceExists,
-                format!("Collection {db}.{name} already exists."),
-            ));
-        }
+        self.check_free(db, name)?;
         self.open_database(db)?;
         let mut batch = Batch::new();
         let collection = Collection::new(self.next_id(&mut batch)?, db, name, options, Vec::new());
@@ -923,12 +929,7 @@ impl Catalog {
     ) -> Result<Collection, CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
-        if self.get(db, name).is_some() || self.is_view(db, name) {
-            return Err(CommandError::new(
-                ErrorCode::NamespaceExists,
-                format!("Collection {db}.{name} already exists."),
-            ));
-        }
+        self.check_free(db, name)?;
         check_db_case(&self.open_databases(), db)?;
         let mut batch = Batch::new();
         let id = self.next_id(&mut batch)?;

@@ -142,15 +142,13 @@ fn corrupt() -> CommandError {
 }
 
 impl RetryableWrites {
-    /// Holds session `lsid` for a command at transaction number `txn` (waiting for a command
-    /// of the same session to end): `TransactionTooOld` if the session has seen a newer one.
-    pub async fn checkout(
+    /// Holds session `lsid` (waiting for a command of the same session to end), read from
+    /// storage (`snapshot`) at its first use since the server started.
+    async fn hold(
         &self,
-        snapshot: impl FnOnce() -> Box<dyn Snapshot>,
         lsid: SessionId,
-        txn: i64,
-        stmt_ids: StmtIds,
-    ) -> CommandResult<Checkout> {
+        snapshot: impl FnOnce() -> Box<dyn Snapshot>,
+    ) -> CommandResult<tokio::sync::OwnedMutexGuard<SessionWrites>> {
         let session = {
             let mut map = self
                 .sessions
@@ -162,6 +160,19 @@ impl RetryableWrites {
         if !writes.loaded {
             load(&mut writes, &*snapshot(), &lsid)?;
         }
+        Ok(writes)
+    }
+
+    /// Holds session `lsid` for a command at transaction number `txn` (waiting for a command
+    /// of the same session to end): `TransactionTooOld` if the session has seen a newer one.
+    pub async fn checkout(
+        &self,
+        snapshot: impl FnOnce() -> Box<dyn Snapshot>,
+        lsid: SessionId,
+        txn: i64,
+        stmt_ids: StmtIds,
+    ) -> CommandResult<Checkout> {
+        let mut writes = self.hold(lsid, snapshot).await?;
         match writes.txn {
             Some(current) if txn < current => {
                 return Err(CommandError::new(
@@ -208,17 +219,7 @@ impl RetryableWrites {
         start: bool,
         command: &str,
     ) -> CommandResult<TxnCheckout> {
-        let session = {
-            let mut map = self
-                .sessions
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            Arc::clone(map.entry(lsid).or_default())
-        };
-        let mut writes = session.lock_owned().await;
-        if !writes.loaded {
-            load(&mut writes, &*catalog.snapshot(), &lsid)?;
-        }
+        let mut writes = self.hold(lsid, || catalog.snapshot()).await?;
         let active = writes.txn;
         if let Some(current) = active
             && txn < current

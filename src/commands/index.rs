@@ -234,6 +234,12 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
     }
     let ((before, after), ticket, created) = built?;
     concern.wait(state, ticket).await?;
+    Ok(created_reply(before, after, created))
+}
+
+/// `createIndexes`' reply: the index counts before and after, and whether the collection was
+/// created for them.
+fn created_reply(before: usize, after: usize, created: bool) -> RawDocumentBuf {
     let mut reply = rawdoc! {
         "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
         "numIndexesAfter": i32::try_from(after).unwrap_or(i32::MAX),
@@ -244,7 +250,7 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
         reply.append(cstr!("createdCollectionAutomatically"), created);
     }
     reply.append(cstr!("ok"), 1.0);
-    Ok(reply)
+    reply
 }
 
 /// Adds the `requested` indexes to `indexes` (those of `c`), refusing conflicts as mongod does.
@@ -381,17 +387,7 @@ fn create_in_transaction(
         .catalog
         .change_pending_indexes(&pending, |c, indexes| add_requested(c, indexes, requested))?;
     txn.keep_created(std::sync::Arc::new(changed))?;
-    let mut reply = rawdoc! {
-        "numIndexesBefore": i32::try_from(before).unwrap_or(i32::MAX),
-        "numIndexesAfter": i32::try_from(after).unwrap_or(i32::MAX),
-    };
-    if before == after {
-        reply.append(cstr!("note"), "all indexes already exist");
-    } else {
-        reply.append(cstr!("createdCollectionAutomatically"), created);
-    }
-    reply.append(cstr!("ok"), 1.0);
-    Ok(reply)
+    Ok(created_reply(before, after, created))
 }
 
 fn id_index() -> RawDocumentBuf {

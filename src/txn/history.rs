@@ -105,8 +105,8 @@ fn prune(kept: &mut Kept) {
     }
 }
 
-/// A kept snapshot, shared by the reads at its time.
-struct Shared(Arc<dyn Snapshot>);
+/// A snapshot shared by several reads (those at one cluster time; those of one command).
+pub(super) struct Shared(pub(super) Arc<dyn Snapshot>);
 
 impl Snapshot for Shared {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {

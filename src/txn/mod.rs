@@ -375,32 +375,9 @@ pub fn current() -> Option<Arc<Transaction>> {
 pub fn current_view() -> Option<Box<dyn Snapshot>> {
     current().map(|t| t.view()).or_else(|| {
         READ_AT
-            .try_with(|s| Box::new(SharedView(Arc::clone(s))) as Box<dyn Snapshot>)
+            .try_with(|s| Box::new(history::Shared(Arc::clone(s))) as Box<dyn Snapshot>)
             .ok()
     })
-}
-
-/// A snapshot shared by the reads of one command at a cluster time.
-struct SharedView(Arc<dyn Snapshot>);
-
-impl Snapshot for SharedView {
-    fn get(&self, ks: Keyspace, key: &[u8]) -> crate::storage::StorageResult<Option<bytes::Bytes>> {
-        self.0.get(ks, key)
-    }
-
-    fn range(
-        &self,
-        ks: Keyspace,
-        lower: std::ops::Bound<&[u8]>,
-        upper: std::ops::Bound<&[u8]>,
-        reverse: bool,
-    ) -> crate::storage::Scan<'_> {
-        self.0.range(ks, lower, upper, reverse)
-    }
-
-    fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
-        self.0.scanned(ks, id, returned);
-    }
 }
 
 /// `f` as blocking work that stays in the running command's transaction: call on the
