@@ -22,19 +22,28 @@
 //!    `retryWrites=false` (checked first through command monitoring: the first sends a
 //!    `txnNumber` with its inserts, the other does not), `insert_one` of the same small
 //!    documents into one collection: p50 latency sequential on one connection, and documents/s
-//!    of [`WRITERS`] concurrent writers (time-bounded blocks). Goal: the retryable insert costs
-//!    ≤ 1.1× the plain one, in latency (p50 over p50) and in throughput (plain rate over
-//!    retryable rate). The collection must end with every document inserted, once.
+//!    of [`WRITERS`] concurrent writers (time-bounded slices, the sides taking turns). Goal: the
+//!    retryable insert costs ≤ 1.1× the plain one, in latency (p50 over p50) and in throughput
+//!    (plain rate over retryable rate). The collection must end with every document inserted,
+//!    once.
 //! 3. **Conflicting transfers.** [`TRANSFER_TASKS`] tasks, one connection and one session
 //!    each, transfer 1 between random pairs of [`ACCOUNTS`] accounts `{_id, balance}`, so that
 //!    they collide: a transaction of two `$inc` updates and a commit, started again from the top
 //!    on a `TransientTransactionError` (the `WriteConflict` of the second writer of an account;
 //!    the commit is retried alone on `UnknownTransactionCommitResult`), against the same two
-//!    updates without a transaction (retryable writes, on the same sessions). Completed
-//!    transfers/s of each, in time-bounded blocks. Goal: transactions reach ≥ 50% of the
-//!    updates' throughput. The conflict rate (attempts ended by a transient error, over
-//!    attempts) is printed beside it. Every account must end with the balance its transfers
+//!    updates without a transaction (retryable writes, on the same sessions). The transactions
+//!    run twice: through the driver's `withTransaction` (`start_transaction().and_run`), which
+//!    waits the convenient-API specification's backoff before starting again (what an
+//!    application gets), and through a hand loop that starts again at once (the manual's retry
+//!    example). Completed transfers/s of each, in time-bounded slices, the sides taking turns.
+//!    Goal: transactions through `withTransaction` reach ≥ 50% of the updates' throughput; the
+//!    hand loop's ratio is printed beside it, with the conflict rate of both (attempts ended by
+//!    a transient error, over attempts). Every account must end with the balance its transfers
 //!    sum to.
+//!
+//! For the throughput sides, the CPU time the process used per operation is printed too, split
+//! between the client runtime's threads and the rest (the server): on a machine whose cores are
+//! busy, throughput follows it.
 //!
 //! The goals are printed as PASS or MISS and never change the exit status: this is a
 //! measurement, not a test. The run fails (non-zero) only if the server cannot be started or
@@ -53,8 +62,8 @@ use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
 use common::{
-    BenchResult, Samples, Server, XorShift, median, per_second, run_bench, scale, scaled,
-    scaled_duration, to_f64, verdict,
+    BenchResult, Samples, Server, XorShift, integer, median, per_second, run_bench, scale, scaled,
+    scaled_duration, to_f64, to_f64_u64, verdict,
 };
 use mongodb::error::{TRANSIENT_TRANSACTION_ERROR, UNKNOWN_TRANSACTION_COMMIT_RESULT};
 use mongodb::event::EventHandler;
@@ -84,10 +93,13 @@ const COMMIT_GOAL: f64 = 2.0;
 const INSERTS_PER_ROUND: f64 = 200.0;
 /// Line 2: concurrent writers of each kind.
 const WRITERS: usize = 8;
-/// Line 2 (concurrent half) and line 3: how long one side runs in one block (scaled).
+/// Line 2 (concurrent half) and line 3: how long one side runs in one round (scaled), in
+/// [`SLICES`] slices taking turns with the other sides'.
 const BLOCK_TIME: Duration = Duration::from_secs(1);
-/// The least a time-bounded block runs, whatever the scale.
-const MIN_BLOCK_TIME: Duration = Duration::from_millis(200);
+/// Line 2 (concurrent half) and line 3: slices of a round.
+const SLICES: u32 = 4;
+/// The least a time-bounded slice runs, whatever the scale.
+const MIN_BLOCK_TIME: Duration = Duration::from_millis(100);
 /// Goal of line 2: retryable cost over plain cost, at most.
 const RETRYABLE_GOAL: f64 = 1.1;
 
@@ -243,6 +255,84 @@ fn sample_row(name: &str, s: &Samples) {
         s.quantile_us(0.99),
         s.len()
     );
+}
+
+/// Which side runs `k`-th in slice `slice` of round `round`, among `sides`: the order rotates
+/// every round and runs backwards every other slice (A B C, C B A, ...), so that no side always
+/// follows the same one.
+fn slice_side(round: usize, slice: usize, k: usize, sides: usize) -> usize {
+    let k = if slice.is_multiple_of(2) {
+        k
+    } else {
+        sides - 1 - k
+    };
+    (round + k) % sides
+}
+
+/// CPU time the process used, in clock ticks of `/proc` (`USER_HZ`, 100 a second on Linux):
+/// all of it, and the client runtime's threads' (tokio's default names, `tokio-rt-worker` or,
+/// before tokio 1.50, `tokio-runtime-w…`; the server's are `ebb-…` or the store's own).
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    total: u64,
+    client: u64,
+}
+
+/// `/proc`'s clock ticks a second.
+const USER_HZ: f64 = 100.0;
+
+impl Cpu {
+    /// Now, or zeros where `/proc` cannot tell.
+    fn now() -> Cpu {
+        let total = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| stat_ticks(&s))
+            .unwrap_or(0);
+        let mut client = 0;
+        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+            for task in tasks.flatten() {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                if comm.starts_with("tokio-r") {
+                    client += std::fs::read_to_string(task.path().join("stat"))
+                        .ok()
+                        .and_then(|s| stat_ticks(&s))
+                        .unwrap_or(0);
+                }
+            }
+        }
+        Cpu { total, client }
+    }
+
+    fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            total: self.total.saturating_sub(earlier.total),
+            client: self.client.saturating_sub(earlier.client),
+        }
+    }
+
+    fn add(&mut self, other: Cpu) {
+        self.total += other.total;
+        self.client += other.client;
+    }
+
+    /// Server (everything but the client runtime) and client CPU microseconds per operation.
+    fn per_op_us(self, ops: usize) -> (f64, f64) {
+        let per = |ticks: u64| to_f64_u64(ticks) / USER_HZ * 1e6 / to_f64(ops.max(1));
+        (
+            per(self.total.saturating_sub(self.client)),
+            per(self.client),
+        )
+    }
+}
+
+/// `utime + stime` of a `/proc/.../stat` line.
+fn stat_ticks(stat: &str) -> Option<u64> {
+    // The command name, in parentheses, may hold spaces: count fields after its end.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
 }
 
 /// Whether `result`'s error is the transient one a transaction is retried on.
@@ -532,8 +622,74 @@ async fn sequential_inserts(
     Ok(())
 }
 
-/// [`WRITERS`] concurrent writers inserting on `coll` for `time`; returns documents/s.
-async fn concurrent_inserts(coll: &Collection<Document>, time: Duration) -> BenchResult<f64> {
+/// What a side did over some time-bounded slices.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    ops: usize,
+    elapsed: Duration,
+    cpu: Cpu,
+    /// Requests the server received (`serverStatus.network.numRequests`).
+    requests: i64,
+}
+
+impl Tally {
+    fn add(&mut self, other: Tally) {
+        self.ops += other.ops;
+        self.elapsed += other.elapsed;
+        self.cpu.add(other.cpu);
+        self.requests += other.requests;
+    }
+
+    /// Requests the server received per operation.
+    fn requests_per_op(&self) -> f64 {
+        #[expect(clippy::cast_precision_loss, reason = "counts far below 2^52")]
+        let requests = self.requests as f64;
+        requests / to_f64(self.ops.max(1))
+    }
+
+    fn rate(&self) -> f64 {
+        per_second(self.ops, self.elapsed)
+    }
+}
+
+/// `serverStatus.network.numRequests`: how many requests the server has received (this one
+/// included).
+async fn server_requests(client: &Client) -> BenchResult<i64> {
+    let status = client
+        .database("admin")
+        .run_command(doc! { "serverStatus": 1 })
+        .await?;
+    integer(status.get_document("network")?, "numRequests")
+}
+
+/// What a time-bounded slice of work did: ops done, its time, CPU and server requests (less
+/// the closing `serverStatus`).
+async fn tally<F>(client: &Client, work: F) -> BenchResult<Tally>
+where
+    F: std::future::Future<Output = BenchResult<usize>>,
+{
+    let requests = server_requests(client).await?;
+    let cpu = Cpu::now();
+    let start = Instant::now();
+    let ops = work.await?;
+    let elapsed = start.elapsed();
+    let cpu = Cpu::now().since(cpu);
+    let requests = server_requests(client).await? - requests - 1;
+    Ok(Tally {
+        ops,
+        elapsed,
+        cpu,
+        requests,
+    })
+}
+
+/// `a / b`, 0 when `b` is not positive.
+fn ratio_of(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// [`WRITERS`] concurrent writers inserting on `coll` for `time`; returns how many documents.
+async fn concurrent_inserts(coll: &Collection<Document>, time: Duration) -> BenchResult<usize> {
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..WRITERS {
@@ -547,11 +703,11 @@ async fn concurrent_inserts(coll: &Collection<Document>, time: Duration) -> Benc
             BenchResult::Ok(n)
         });
     }
-    let mut total = 0;
+    let mut ops = 0;
     while let Some(done) = tasks.join_next().await {
-        total += done??;
+        ops += done??;
     }
-    Ok(per_second(total, start.elapsed()))
+    Ok(ops)
 }
 
 async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> {
@@ -575,12 +731,12 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
     ];
     let per_round = scaled(INSERTS_PER_ROUND, scale);
     let cap = scaled_duration(ROUND_CAP, scale, MIN_BLOCK_TIME);
-    let block_time = scaled_duration(BLOCK_TIME, scale, MIN_BLOCK_TIME) / 2;
+    let slice_time = scaled_duration(BLOCK_TIME / 2 / SLICES, scale, MIN_BLOCK_TIME);
     let warmup = (per_round / 4).clamp(10, 50);
     let mut ignored = Samples::default();
     for (_, coll) in &colls {
         sequential_inserts(coll, warmup, &mut ignored).await?;
-        concurrent_inserts(coll, MIN_BLOCK_TIME / 2).await?;
+        concurrent_inserts(coll, MIN_BLOCK_TIME).await?;
     }
 
     println!();
@@ -588,8 +744,9 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
         "2. insert_one, retryWrites=true vs retryWrites=false (the first sends txnNumber, the \
          other not: checked), small documents, default (durable) write concern; {ROUNDS} \
          rounds of: {per_round} sequential inserts of each on one connection, in blocks of \
-         {LATENCY_BLOCK}, then {WRITERS} concurrent writers of each for {} ms (order rotating)",
-        block_time.as_millis()
+         {LATENCY_BLOCK}, then {WRITERS} concurrent writers of each for {SLICES} slices of {} ms, \
+         taking turns (order rotating)",
+        slice_time.as_millis()
     );
     println!(
         "  {:<6} {:>11} {:>11} {:>9}   {:>12} {:>12} {:>9}",
@@ -598,6 +755,7 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
     let mut all = [Samples::default(), Samples::default()];
     let (mut latency_ratios, mut rate_ratios) = (Vec::new(), Vec::new());
     let (mut retry_rates, mut plain_rates) = (Vec::new(), Vec::new());
+    let mut all_tallies = [Tally::default(); 2];
     for round in 0..ROUNDS {
         let mut this = [Samples::default(), Samples::default()];
         let start = Instant::now();
@@ -613,21 +771,22 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
             done += n;
             block += 1;
         }
-        let mut rates = [0.0; 2];
-        for i in 0..2 {
-            let slot = (round + i) % 2;
-            if let (Some((_, coll)), Some(rate)) = (colls.get(slot), rates.get_mut(slot)) {
-                *rate = concurrent_inserts(coll, block_time).await?;
+        let mut tallies = [Tally::default(); 2];
+        for slice in 0..SLICES {
+            for k in 0..2 {
+                let slot = slice_side(round, usize::try_from(slice)?, k, 2);
+                if let (Some((_, coll)), Some(t)) = (colls.get(slot), tallies.get_mut(slot)) {
+                    t.add(tally(&retryable, concurrent_inserts(coll, slice_time)).await?);
+                }
             }
         }
-        let [retry_rate, plain_rate] = rates;
+        for (total, tally) in all_tallies.iter_mut().zip(tallies) {
+            total.add(tally);
+        }
+        let [retry_rate, plain_rate] = tallies.map(|t| t.rate());
         let [retry, plain] = this;
         let latency = p50_ratio(&retry, &plain);
-        let rate = if retry_rate > 0.0 {
-            plain_rate / retry_rate
-        } else {
-            0.0
-        };
+        let rate = ratio_of(plain_rate, retry_rate);
         println!(
             "  {:<6} {:>11.1} {:>11.1} {:>8.3}x   {:>12.0} {:>12.0} {:>8.3}x",
             round + 1,
@@ -658,10 +817,18 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
     );
     sample_row("insert_one, retryWrites=true", all_retry);
     sample_row("insert_one, retryWrites=false", all_plain);
+    let [retry_total, plain_total] = all_tallies;
+    let (retry_server, retry_client) = retry_total.cpu.per_op_us(retry_total.ops);
+    let (plain_server, plain_client) = plain_total.cpu.per_op_us(plain_total.ops);
     println!(
-        "  {WRITERS} writers, median of rounds: retryable {:.0} docs/s, plain {:.0} docs/s",
+        "  {WRITERS} writers, median of rounds: retryable {:.0} docs/s, plain {:.0} docs/s; CPU \
+         per insert: retryable {retry_server:.1} us server + {retry_client:.1} us client, plain \
+         {plain_server:.1} us server + {plain_client:.1} us client; server requests per insert: \
+         {:.2} and {:.2}",
         median(&retry_rates),
-        median(&plain_rates)
+        median(&plain_rates),
+        retry_total.requests_per_op(),
+        plain_total.requests_per_op(),
     );
     spread_warning("retryable/plain latency", &latency_ratios);
     spread_warning("plain/retryable rate", &rate_ratios);
@@ -678,7 +845,8 @@ async fn retryable_line(addr: SocketAddr, scale: f64) -> BenchResult<Vec<Goal>> 
         Goal {
             text: format!(
                 "   {WRITERS} writers, plain docs/s over retryable docs/s <= {RETRYABLE_GOAL}x: \
-                 {rate:.3}x (median of rounds)"
+                 {rate:.3}x (median of rounds; {:.3}x from the totals)",
+                ratio_of(plain_total.rate(), retry_total.rate())
             ),
             pass: rate <= RETRYABLE_GOAL,
         },
@@ -876,15 +1044,15 @@ async fn transfer_task(
     Ok(out)
 }
 
-/// [`TRANSFER_TASKS`] tasks transferring for `time`; returns transfers/s and their sums (what
-/// they moved is added to `moved`).
+/// [`TRANSFER_TASKS`] tasks transferring for `time`; returns their sums (what they moved is
+/// added to `moved`).
 async fn transfer_block(
     client: &Client,
     mode: Mode,
     time: Duration,
     seed: u64,
     moved: &mut [i64],
-) -> BenchResult<(f64, Transfers)> {
+) -> BenchResult<Transfers> {
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for task in 0..TRANSFER_TASKS {
@@ -899,7 +1067,7 @@ async fn transfer_block(
             *total += m;
         }
     }
-    Ok((per_second(sum.done, start.elapsed()), sum))
+    Ok(sum)
 }
 
 /// Every account must hold its opening balance plus what the transfers moved.
@@ -927,7 +1095,7 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
         .map(|a| Ok(doc! { "_id": i64::try_from(a)?, "balance": OPENING_BALANCE }))
         .collect::<BenchResult<_>>()?;
     coll.insert_many(accounts).await?;
-    let block_time = scaled_duration(BLOCK_TIME, scale, MIN_BLOCK_TIME);
+    let slice_time = scaled_duration(BLOCK_TIME / SLICES, scale, MIN_BLOCK_TIME);
     let mut moved = vec![0_i64; ACCOUNTS];
     for mode in Mode::ALL {
         transfer_block(client, mode, MIN_BLOCK_TIME, 7, &mut moved).await?;
@@ -939,9 +1107,9 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
          random pairs of {ACCOUNTS} accounts: a transaction (two $inc updates, commit) started \
          again on TransientTransactionError by the driver's withTransaction (with the spec's \
          backoff) or at once by a hand loop, vs the same two updates without one; {ROUNDS} \
-         rounds of {} ms of each (order rotating). Conflicts: attempts ended by a transient \
-         error",
-        block_time.as_millis()
+         rounds of {SLICES} slices of {} ms of each, taking turns (order rotating). Conflicts: \
+         attempts ended by a transient error",
+        slice_time.as_millis()
     );
     println!(
         "  {:<6} {:>10} {:>9} {:>8}   {:>10} {:>9} {:>8}   {:>10}   {:>8} {:>8}",
@@ -962,83 +1130,93 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
     );
     let mut ratios: [Vec<f64>; 2] = Default::default();
     let mut rates: [Vec<f64>; 3] = Default::default();
-    let mut totals: [Transfers; 3] = Default::default();
-    let mut times = [0.0_f64; 3];
+    let mut totals: [(Tally, Transfers); 3] = Default::default();
     for round in 0..ROUNDS {
-        let mut this: [(f64, Transfers); 3] = Default::default();
-        for i in 0..Mode::ALL.len() {
-            let Some(&mode) = Mode::ALL.get((round + i) % Mode::ALL.len()) else {
-                continue;
-            };
-            let seed = u64::try_from(round * Mode::ALL.len() + i)? + 11;
-            let (rate, sum) = transfer_block(client, mode, block_time, seed, &mut moved).await?;
-            let slot = mode.slot();
-            if let (Some(total), Some(time)) = (totals.get_mut(slot), times.get_mut(slot)) {
-                total.add(&sum);
-                *time += to_f64(sum.done) / rate.max(1e-9);
-            }
-            if let Some(r) = rates.get_mut(slot) {
-                r.push(rate);
-            }
-            if let Some(t) = this.get_mut(slot) {
-                *t = (rate, sum);
+        let mut this: [(Tally, Transfers); 3] = Default::default();
+        for slice in 0..SLICES {
+            for k in 0..Mode::ALL.len() {
+                let slice = usize::try_from(slice)?;
+                let Some(&mode) = Mode::ALL.get(slice_side(round, slice, k, Mode::ALL.len()))
+                else {
+                    continue;
+                };
+                let seed = u64::try_from((round * 16 + slice) * Mode::ALL.len() + k)? + 11;
+                let mut sum = Transfers::default();
+                let tally = tally(client, async {
+                    sum = transfer_block(client, mode, slice_time, seed, &mut moved).await?;
+                    Ok(sum.done)
+                })
+                .await?;
+                for side in [this.get_mut(mode.slot()), totals.get_mut(mode.slot())]
+                    .into_iter()
+                    .flatten()
+                {
+                    side.0.add(tally);
+                    side.1.add(&sum);
+                }
             }
         }
-        let [
-            (driver_rate, driver),
-            (immediate_rate, immediate),
-            (plain_rate, _),
-        ] = &this;
-        let ratio = |rate: f64| {
-            if *plain_rate > 0.0 {
-                rate / plain_rate
-            } else {
-                0.0
-            }
-        };
+        let [(driver, driver_sum), (immediate, immediate_sum), (plain, _)] = &this;
+        for (r, tally) in rates.iter_mut().zip([driver, immediate, plain]) {
+            r.push(tally.rate());
+        }
         let [driver_ratios, immediate_ratios] = &mut ratios;
-        driver_ratios.push(ratio(*driver_rate));
-        immediate_ratios.push(ratio(*immediate_rate));
+        driver_ratios.push(ratio_of(driver.rate(), plain.rate()));
+        immediate_ratios.push(ratio_of(immediate.rate(), plain.rate()));
         println!(
             "  {:<6} {:>10.0} {:>8.1}% {:>8.2}   {:>10.0} {:>8.1}% {:>8.2}   {:>10.0}   {:>7.3}x \
              {:>7.3}x",
             round + 1,
-            driver_rate,
-            driver.conflict_percent(),
-            driver.retries_per_transfer(),
-            immediate_rate,
-            immediate.conflict_percent(),
-            immediate.retries_per_transfer(),
-            plain_rate,
-            ratio(*driver_rate),
-            ratio(*immediate_rate),
+            driver.rate(),
+            driver_sum.conflict_percent(),
+            driver_sum.retries_per_transfer(),
+            immediate.rate(),
+            immediate_sum.conflict_percent(),
+            immediate_sum.retries_per_transfer(),
+            plain.rate(),
+            ratio_of(driver.rate(), plain.rate()),
+            ratio_of(immediate.rate(), plain.rate()),
         );
     }
     check_accounts(&coll, &moved).await?;
-    let total_rate = |slot: usize| {
-        let done = totals.get(slot).map_or(0, |t| t.done);
-        to_f64(done) / times.get(slot).copied().unwrap_or(0.0).max(1e-9)
-    };
-    let [driver, immediate, plain] = &totals;
+    let [
+        (driver, driver_sum),
+        (immediate, immediate_sum),
+        (plain, plain_sum),
+    ] = &totals;
     println!(
         "  all rounds: {} transfers with withTransaction ({} attempts, {:.1}% conflicted), {} \
          retried at once ({} attempts, {:.1}% conflicted), {} without a transaction; medians \
          of rounds {:.0}, {:.0} and {:.0} transfers/s; every account's balance checked",
-        driver.done,
-        driver.attempts,
-        driver.conflict_percent(),
-        immediate.done,
-        immediate.attempts,
-        immediate.conflict_percent(),
-        plain.done,
+        driver_sum.done,
+        driver_sum.attempts,
+        driver_sum.conflict_percent(),
+        immediate_sum.done,
+        immediate_sum.attempts,
+        immediate_sum.conflict_percent(),
+        plain_sum.done,
         median(rates.first().map_or(&[], Vec::as_slice)),
         median(rates.get(1).map_or(&[], Vec::as_slice)),
         median(rates.get(2).map_or(&[], Vec::as_slice)),
     );
+    println!(
+        "  per completed transfer: CPU (server = all but the client runtime's threads) and \
+         requests the server received"
+    );
+    for (name, t) in [
+        ("withTransaction", driver),
+        ("retried at once", immediate),
+        ("no transaction", plain),
+    ] {
+        let (server, client) = t.cpu.per_op_us(t.ops);
+        println!(
+            "    {name:<16} {server:>8.1} us server {client:>8.1} us client {:>7.2} requests",
+            t.requests_per_op()
+        );
+    }
     let [driver_ratios, immediate_ratios] = &ratios;
     spread_warning("withTransaction transfer", driver_ratios);
     spread_warning("immediate-retry transfer", immediate_ratios);
-    let plain_total = total_rate(2).max(1e-9);
     let (driver_ratio, immediate_ratio) = (median(driver_ratios), median(immediate_ratios));
     Ok(vec![
         Goal {
@@ -1049,8 +1227,8 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
                  conflicted)",
                 TRANSFER_GOAL * 100.0,
                 driver_ratio * 100.0,
-                total_rate(0) / plain_total * 100.0,
-                driver.conflict_percent(),
+                ratio_of(driver.rate(), plain.rate()) * 100.0,
+                driver_sum.conflict_percent(),
             ),
             pass: driver_ratio >= TRANSFER_GOAL,
         },
@@ -1059,8 +1237,8 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
                 "   the same retried at once (no backoff): {:.1}% (median of rounds; {:.1}% from \
                  the totals; {:.1}% of attempts conflicted)",
                 immediate_ratio * 100.0,
-                total_rate(1) / plain_total * 100.0,
-                immediate.conflict_percent(),
+                ratio_of(immediate.rate(), plain.rate()) * 100.0,
+                immediate_sum.conflict_percent(),
             ),
             pass: immediate_ratio >= TRANSFER_GOAL,
         },
