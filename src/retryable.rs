@@ -7,7 +7,7 @@
 //! that makes its write, so the two survive a crash together:
 //!
 //! ```text
-//! lsid (16) · 0x00                                   → the session's transaction number (i64 BE)
+//! lsid (16) · 0x00                                   → the session's transaction number (i64 BE) [· stmtId (i32 BE) · its result (BSON)]
 //! lsid (16) · 0x01 · txnNumber (i64 BE, sign flipped) · stmtId (i32 BE, sign flipped) → result (BSON)
 //! lsid (16) · 0x02                                   → the transaction number of the session's last committed transaction (i64 BE)
 //! lsid (16) · 0x03                                   → the session's last use at the last clean shutdown (ms, i64 BE: `crate::sessions`)
@@ -19,7 +19,10 @@
 //! starting it or going on with it, with mongod's answers for numbers that do not match.
 //!
 //! A newer transaction number forgets the older one's statements: its first commit deletes
-//! them and moves the session's number. An older one is refused (`TransactionTooOld`). A
+//! them and moves the session's number. That commit's first statement is recorded in the
+//! number's own record, the others (and those of later commits) under keys of their own: a
+//! single-statement retryable write (`insertOne`, `updateOne`, `findOneAndUpdate`…, each at a
+//! new number) writes one record, which the next one replaces, and deletes nothing. An older one is refused (`TransactionTooOld`). A
 //! command holds its session for its whole run (mongod's session checkout), so two commands
 //! of one session never interleave. What a session holds is read from storage at its first
 //! use after a start, and kept in memory after.
@@ -45,9 +48,12 @@ struct SessionWrites {
     stored_txn: Option<i64>,
     /// Statements executed under `txn`, with what each answered.
     executed: HashMap<i32, RawDocumentBuf>,
-    /// Statement ids stored under `stored_txn` when it is older than `txn`: deleted by the
-    /// newer one's first commit.
+    /// Statement ids stored under `stored_txn` when it is older than `txn`, under keys of
+    /// their own: deleted by the newer one's first commit.
     stale: Vec<i32>,
+    /// The statement of `stored_txn` recorded in the session's number record, not under a key
+    /// of its own.
+    stored_inline: Option<i32>,
     /// Where the multi-document transaction numbered `txn` stands, when `txn` is one's.
     transaction: Option<TxnPhase>,
 }
@@ -79,7 +85,11 @@ impl SessionWrites {
         self.transaction = None;
         let executed = std::mem::take(&mut self.executed);
         if self.stored_txn == self.txn {
-            self.stale = executed.into_keys().collect();
+            let inline = self.stored_inline;
+            self.stale = executed
+                .into_keys()
+                .filter(|s| Some(*s) != inline)
+                .collect();
         }
         self.txn = Some(txn);
     }
@@ -110,6 +120,8 @@ pub struct Checkout {
     recorded: HashMap<i32, RawDocumentBuf>,
     /// Whether a batch of this command already moves the session's number.
     moved: bool,
+    /// The statement recorded with the number, by the batch that moves it.
+    inline: Option<i32>,
 }
 
 fn head_key(lsid: &SessionId) -> Vec<u8> {
@@ -203,6 +215,7 @@ impl RetryableWrites {
             writes,
             recorded: HashMap::new(),
             moved: false,
+            inline: None,
         })
     }
 
@@ -518,11 +531,32 @@ fn load(
     snapshot: &dyn Snapshot,
     lsid: &SessionId,
 ) -> CommandResult<()> {
-    let stored = snapshot
-        .get(Keyspace::Sessions, &head_key(lsid))?
-        .map(|v| <[u8; 8]>::try_from(&v[..]).map(i64::from_be_bytes))
-        .transpose()
-        .map_err(|_| corrupt())?;
+    let head = snapshot.get(Keyspace::Sessions, &head_key(lsid))?;
+    let stored = head
+        .as_deref()
+        .map(|v| {
+            v.get(..8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(i64::from_be_bytes)
+                .ok_or_else(corrupt)
+        })
+        .transpose()?;
+    // The first statement of the number's first commit, kept with the number.
+    if let Some(rest) = head
+        .as_deref()
+        .and_then(|v| v.get(8..))
+        .filter(|r| !r.is_empty())
+    {
+        let stmt = rest
+            .get(..4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(i32::from_be_bytes)
+            .ok_or_else(corrupt)?;
+        let doc = RawDocumentBuf::from_bytes(rest.get(4..).unwrap_or_default().to_vec())
+            .map_err(|_| corrupt())?;
+        writes.executed.insert(stmt, doc);
+        writes.stored_inline = Some(stmt);
+    }
     let committed = snapshot
         .get(Keyspace::Sessions, &committed_key(lsid))?
         .map(|v| <[u8; 8]>::try_from(&v[..]).map(i64::from_be_bytes))
@@ -574,18 +608,20 @@ impl Checkout {
                     batch.delete(Keyspace::Sessions, statement_key(&self.lsid, old, *s));
                 }
             }
-            batch.replace(
-                Keyspace::Sessions,
-                head_key(&self.lsid),
-                self.txn.to_be_bytes().to_vec(),
-            );
+            let mut head = Vec::with_capacity(12 + result.as_bytes().len());
+            head.extend_from_slice(&self.txn.to_be_bytes());
+            head.extend_from_slice(&stmt.to_be_bytes());
+            head.extend_from_slice(result.as_bytes());
+            batch.replace(Keyspace::Sessions, head_key(&self.lsid), head);
             self.moved = true;
+            self.inline = Some(stmt);
+        } else {
+            batch.put(
+                Keyspace::Sessions,
+                statement_key(&self.lsid, self.txn, stmt),
+                result.as_bytes().to_vec(),
+            );
         }
-        batch.put(
-            Keyspace::Sessions,
-            statement_key(&self.lsid, self.txn, stmt),
-            result.as_bytes().to_vec(),
-        );
         self.recorded.insert(stmt, result);
     }
 
@@ -596,6 +632,7 @@ impl Checkout {
             if self.moved {
                 self.writes.stored_txn = Some(self.txn);
                 self.writes.stale.clear();
+                self.writes.stored_inline = self.inline;
             }
         }
     }
@@ -645,6 +682,7 @@ impl TxnCheckout {
     pub fn committed(&mut self) {
         self.writes.stored_txn = Some(self.txn);
         self.writes.stale.clear();
+        self.writes.stored_inline = None;
         self.writes.transaction = Some(TxnPhase::Committed);
     }
 
@@ -743,7 +781,18 @@ mod tests {
         c.confirm(0);
         drop(c);
         let keys = storage.snapshot().prefix(Keyspace::Sessions, &lsid).count();
-        assert_eq!(keys, 2, "the head and number 6's one statement");
+        assert_eq!(
+            keys, 1,
+            "the number's record alone, which holds number 6's one statement (number 5's \
+             second statement, under a key of its own, is deleted)"
+        );
+        let reread = RetryableWrites::default();
+        let c = reread
+            .checkout(snap, lsid, 6, StmtIds::From(0))
+            .await
+            .unwrap();
+        assert_eq!(c.executed(0).unwrap().get_i32("n").unwrap(), 3);
+        drop(c);
         // Number 5 is too old now.
         let err = restarted
             .checkout(snap, lsid, 5, StmtIds::From(0))
