@@ -70,9 +70,9 @@ async fn backoff(rng: &mut Rng) {
 // 1. Isolation
 // ---------------------------------------------------------------------------------------------
 
-/// `{_id: {$eq: id}}`: the filter the tests below read one document with in a transaction.
-/// Not `{_id: id}`, which the server answers on a fast path that ignores the transaction (see
-/// [`find_by_id_reads_the_transaction`], ignored for that bug).
+/// `{_id: {$eq: id}}`: the filter the tests below read one document with in a transaction
+/// (through the planner; `{_id: id}` alone takes the server's fast path, which
+/// [`find_by_id_reads_the_transaction`] covers).
 fn id_eq(id: impl Into<Bson>) -> Document {
     doc! { "_id": { "$eq": id.into() } }
 }
@@ -914,4 +914,66 @@ async fn abort_drops_the_collections_the_transaction_created() -> TestResult {
     db.create_collection("fresh").await?;
     db.create_collection("indexed").await?;
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// TTL inside transactions
+// ---------------------------------------------------------------------------------------------
+
+/// TTL is exact inside a transaction too: a document, stored before the transaction started or
+/// written by it, is invisible to it from its expiry instant on (the server's clock, moved by
+/// the test-only `ebbAdvanceClock`), and what the transaction wrote expires as any write does.
+#[tokio::test]
+async fn a_document_expires_inside_a_transaction_at_its_instant() -> TestResult {
+    let server = TestServer::start_with(|c| {
+        c.repl_set = Some(SET.to_owned());
+        c.enable_test_commands = true;
+    })
+    .await?;
+    let client = server
+        .client_discovering(&format!("replicaSet={SET}"))
+        .await?;
+    let now = common::advance_clock(&client, 0).await?;
+    let c = coll(&client, "ttl");
+    client
+        .database(DB)
+        .run_command(doc! {
+            "createIndexes": "ttl",
+            "indexes": [{ "key": { "at": 1 }, "name": "at_1", "expireAfterSeconds": 0 }],
+        })
+        .await?;
+    let at = bson::DateTime::from_millis(now.timestamp_millis() + 10_000);
+    c.insert_one(doc! { "_id": 1, "at": at }).await?;
+    let mut s = client.start_session().await?;
+    s.start_transaction().await?;
+    c.insert_one(doc! { "_id": 2, "at": at })
+        .session(&mut s)
+        .await?;
+    let seen = drain_session(&c, &mut s, doc! {}).await?;
+    assert_eq!(seen.len(), 2, "both live before the instant: {seen:?}");
+    common::advance_clock(&client, 10_000).await?;
+    let seen = drain_session(&c, &mut s, doc! {}).await?;
+    assert!(
+        seen.is_empty(),
+        "both expired at the instant, inside the transaction: {seen:?}"
+    );
+    let by_id = c.find_one(doc! { "_id": 2 }).session(&mut s).await?;
+    assert!(by_id.is_none(), "by _id too: {by_id:?}");
+    s.commit_transaction().await?;
+    assert!(ids(&c).await?.is_empty(), "and outside after the commit");
+    Ok(())
+}
+
+/// The documents `filter` matches in `c`, read in `session`'s transaction.
+async fn drain_session(
+    c: &Collection<Document>,
+    session: &mut ClientSession,
+    filter: Document,
+) -> TestResult<Vec<Document>> {
+    let mut cursor = c.find(filter).session(&mut *session).await?;
+    let mut out = Vec::new();
+    while let Some(d) = cursor.next(&mut *session).await {
+        out.push(d?);
+    }
+    Ok(out)
 }
