@@ -241,6 +241,10 @@ pub struct Collection {
     /// `storage::record::doc_key`); kept across index changes and renames. Taken under the
     /// write lock.
     next_rid: Arc<AtomicU64>,
+    /// How many open transactions have written to it (`crate::txn`): changes to the
+    /// collection itself (drop, rename, index changes) wait for them to end, as mongod's wait
+    /// for the collection's exclusive lock.
+    pub(crate) open_transactions: AtomicU64,
 }
 
 /// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
@@ -302,6 +306,7 @@ impl Collection {
             id_accesses: Arc::default(),
             scans: Arc::default(),
             next_rid: Arc::new(AtomicU64::new(1)),
+            open_transactions: AtomicU64::new(0),
         }
     }
 

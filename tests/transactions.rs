@@ -977,3 +977,40 @@ async fn drain_session(
     }
     Ok(out)
 }
+
+/// Dropping a collection an open transaction wrote to waits for the transaction to end (as
+/// mongod's drop waits for the collection's exclusive lock), so the commit lands; a `maxTimeMS`
+/// on the drop ends the wait with `MaxTimeMSExpired` and drops nothing.
+#[tokio::test]
+async fn a_drop_waits_for_the_transaction_that_wrote_to_the_collection() -> TestResult {
+    let (_server, client) = replset().await?;
+    let c = coll(&client, "ddl");
+    c.insert_one(doc! { "_id": 0 }).await?;
+    let mut s = client.start_session().await?;
+    s.start_transaction().await?;
+    c.insert_one(doc! { "_id": 1 }).session(&mut s).await?;
+    let db = client.database(DB);
+    let err = db
+        .run_command(doc! { "drop": "ddl", "maxTimeMS": 200 })
+        .await
+        .err()
+        .ok_or("the drop did not wait")?;
+    assert_command_error(
+        command_error(&err).ok_or("not a command error")?,
+        50,
+        "MaxTimeMSExpired",
+    );
+    let dropper = {
+        let db = db.clone();
+        tokio::spawn(async move { db.run_command(doc! { "drop": "ddl" }).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !dropper.is_finished(),
+        "the drop waits while the transaction is open"
+    );
+    s.commit_transaction().await?;
+    dropper.await??;
+    assert!(ids(&c).await?.is_empty(), "dropped after the commit");
+    Ok(())
+}

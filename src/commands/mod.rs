@@ -867,6 +867,47 @@ fn pipeline_writes(body: &bson::RawDocument) -> bool {
     writing_stage(body).is_some()
 }
 
+/// What a change to collections themselves (drop, rename, index changes, `collMod`) waits
+/// for: the open transactions that wrote to them, which mongod's DDL waits for too (it needs
+/// the collection's exclusive lock, which their writes hold until they end), within the
+/// command's `maxTimeMS` (a transaction lives at most `transactionLifetimeLimitSeconds`).
+async fn wait_for_transactions(
+    spec: &CommandSpec,
+    req: &Request<'_>,
+    state: &ServerState,
+) -> CommandResult<()> {
+    // (In a transaction, DDL is its own: `createIndexes` and `create` on what it created.)
+    if crate::txn::active().is_some() {
+        return Ok(());
+    }
+    let named = |field: &str| match req.body.get(field) {
+        Ok(Some(bson::RawBsonRef::String(name))) => Some(name),
+        _ => None,
+    };
+    let targets: Vec<std::sync::Arc<crate::catalog::Collection>> = match spec.cmd {
+        Cmd::Drop | Cmd::CreateIndexes | Cmd::DropIndexes | Cmd::CollMod => named(req.name)
+            .and_then(|name| state.catalog.get(req.db, name))
+            .into_iter()
+            .collect(),
+        Cmd::RenameCollection => named(req.name)
+            .and_then(|ns| ns.split_once('.'))
+            .and_then(|(db, name)| state.catalog.get(db, name))
+            .into_iter()
+            .collect(),
+        Cmd::DropDatabase => state.catalog.collections(req.db),
+        _ => return Ok(()),
+    };
+    while targets.iter().any(|c| {
+        c.open_transactions
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
+    }) {
+        state.check_interrupt()?;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
 /// Runs the handler of `spec` on a checked request.
 async fn run_handler(
     spec: &CommandSpec,
@@ -874,6 +915,7 @@ async fn run_handler(
     ctx: &mut ConnCtx,
     state: &ServerState,
 ) -> CommandResult {
+    wait_for_transactions(spec, req, state).await?;
     // The one place where a command naming a view is refused or turned into an aggregation.
     if spec.on_view != OnView::Own
         && let Some(view) = views::named_view(req, state)

@@ -221,9 +221,11 @@ impl Transaction {
             .touched
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match touched.iter_mut().find(|(c, _)| c.id == collection.id) {
-            Some((_, set)) => *set |= multikey,
-            None => touched.push((Arc::clone(collection), multikey)),
+        if let Some((_, set)) = touched.iter_mut().find(|(c, _)| c.id == collection.id) {
+            *set |= multikey;
+        } else {
+            collection.open_transactions.fetch_add(1, Ordering::AcqRel);
+            touched.push((Arc::clone(collection), multikey));
         }
         Ok(())
     }
@@ -289,7 +291,16 @@ impl Transaction {
     }
 
     fn end(&self) {
-        self.ended.store(true, Ordering::Release);
+        if !self.ended.swap(true, Ordering::AcqRel) {
+            for (collection, _) in self
+                .touched
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+            {
+                collection.open_transactions.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
         let held = std::mem::take(
             &mut *self
                 .held
