@@ -60,9 +60,11 @@ pub(super) async fn run_in<F: Future<Output = CommandResult>>(
         .await
         .and_then(first_write_error);
     match (active.outcome(), &result) {
-        (Some(Outcome::Committed), Ok(_)) => checkout.committed(),
-        (Some(Outcome::Aborted), _) | (_, Err(_)) => checkout.aborted(),
-        (_, Ok(_)) => {}
+        // Committed, even if waiting for its write concern failed after: a retried commit
+        // answers ok.
+        (Some(Outcome::Committed), _) => checkout.committed(),
+        (Some(Outcome::Aborted), _) | (None, Err(_)) => checkout.aborted(),
+        (None, Ok(_)) => {}
     }
     result
 }
