@@ -678,11 +678,14 @@ impl TxnCheckout {
         batch
     }
 
-    /// The transaction committed, with [`TxnCheckout::session_record`].
-    pub fn committed(&mut self) {
-        self.writes.stored_txn = Some(self.txn);
-        self.writes.stale.clear();
-        self.writes.stored_inline = None;
+    /// The transaction committed: with [`TxnCheckout::session_record`] when it wrote
+    /// anything (`wrote`), else (read only) with nothing written.
+    pub fn committed(&mut self, wrote: bool) {
+        if wrote {
+            self.writes.stored_txn = Some(self.txn);
+            self.writes.stale.clear();
+            self.writes.stored_inline = None;
+        }
         self.writes.transaction = Some(TxnPhase::Committed);
     }
 

@@ -55,6 +55,7 @@ pub(super) async fn run_in<F: Future<Output = CommandResult>>(
         txn: checkout.transaction(),
         session_record: Mutex::new(session_record),
         outcome: Mutex::new(None),
+        wrote: std::sync::atomic::AtomicBool::new(false),
     });
     let result = crate::txn::scope(Arc::clone(&active), run)
         .await
@@ -62,7 +63,7 @@ pub(super) async fn run_in<F: Future<Output = CommandResult>>(
     match (active.outcome(), &result) {
         // Committed, even if waiting for its write concern failed after: a retried commit
         // answers ok.
-        (Some(Outcome::Committed), _) => checkout.committed(),
+        (Some(Outcome::Committed), _) => checkout.committed(active.wrote()),
         (Some(Outcome::Aborted), _) | (None, Err(_)) => checkout.aborted(),
         (None, Ok(_)) => {}
     }
@@ -113,6 +114,7 @@ pub(super) async fn commit(req: &Request<'_>, state: &ServerState) -> CommandRes
             );
             let ticket = txn.commit(&state.catalog, record)?;
             active.set_outcome(Outcome::Committed);
+            active.set_wrote(ticket.is_some());
             ticket
         }
         None => None,

@@ -231,7 +231,8 @@ impl Transaction {
     }
 
     /// Commits what is pending, with `session` (the session's record), in one storage commit.
-    /// Returns the commit's ticket (none if there was nothing to write). `WriteConflict` if a
+    /// Returns the commit's ticket: none if there was nothing to write, and then the session's
+    /// record is not written either. `WriteConflict` if a
     /// collection it changed was dropped or changed its indexes since (its changes could not
     /// be written as they are).
     pub fn commit(&self, catalog: &Catalog, session: Batch) -> CommandResult<Option<u64>> {
@@ -249,11 +250,10 @@ impl Transaction {
             .to_batch();
         let created = self.created_list().clone();
         if batch.is_empty() && created.is_empty() {
+            // Read only: nothing to write, the session's record included (as in mongod, a
+            // read-only transaction leaves nothing behind a restart).
             self.end();
-            if session.is_empty() {
-                return Ok(None);
-            }
-            return Ok(Some(catalog.store().commit(session)?));
+            return Ok(None);
         }
         let lock = || {
             let mut guards = Vec::with_capacity(touched.len());
@@ -326,6 +326,8 @@ pub struct Active {
     pub session_record: Mutex<Batch>,
     /// What `commitTransaction` or `abortTransaction` did.
     pub outcome: Mutex<Option<Outcome>>,
+    /// Whether the commit wrote anything (and so the session's record).
+    pub wrote: AtomicBool,
 }
 
 /// How a transaction ended.
@@ -344,6 +346,16 @@ impl Active {
             .outcome
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(outcome);
+    }
+
+    /// Records whether the commit wrote anything.
+    pub fn set_wrote(&self, wrote: bool) {
+        self.wrote.store(wrote, Ordering::Release);
+    }
+
+    /// Whether the commit wrote anything (and so the session's record).
+    pub fn wrote(&self) -> bool {
+        self.wrote.load(Ordering::Acquire)
     }
 
     /// How the command ended the transaction, if it did.
