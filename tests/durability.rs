@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::TestResult;
 use common::process::{EbbProcess, QUICK_DRAIN, data_dir, is_error};
+use common::rng::Rng;
 use mongodb::bson::spec::BinarySubtype;
 use mongodb::bson::{Binary, RawDocumentBuf, doc, rawdoc};
 use mongodb::options::{CollectionOptions, WriteConcern};
@@ -44,34 +45,6 @@ const WORKERS_DEADLINE: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------------------------
 // Randomness
 // ---------------------------------------------------------------------------------------------
-
-/// `SplitMix64`: small, seedable, good enough to vary a test load.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform-ish in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        let n = u64::try_from(n).expect("usize fits in u64");
-        usize::try_from(self.next_u64() % n).expect("below a usize")
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64().to_le_bytes()[0]).collect()
-    }
-
-    /// An independent generator for a worker.
-    fn fork(&mut self) -> Rng {
-        Rng(self.next_u64())
-    }
-}
 
 /// `EBB_DURABILITY_SEED`, or one from the clock; printed so that a failure can be replayed.
 fn seeded(test: &str) -> Rng {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, doc};
 use common::process::{EbbProcess, QUICK_DRAIN, data_dir, is_error};
+use common::rng::Rng;
 use common::{TestResult, TestServer, assert_command_error, command_error, drain, integer};
 use mongodb::{Client, ClientSession, Collection};
 
@@ -42,28 +43,10 @@ async fn ids(c: &Collection<Document>) -> TestResult<BTreeSet<i64>> {
         .collect()
 }
 
-/// `SplitMix64`: small and seedable, to vary the transfers.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// In `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
-
 /// A short random pause before retrying a transaction that lost a conflict, so that the
 /// writers do not meet again at once.
 async fn backoff(rng: &mut Rng) {
-    tokio::time::sleep(Duration::from_micros(200 + rng.below(3000))).await;
+    tokio::time::sleep(Duration::from_micros(200 + rng.below_u64(3000))).await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -417,7 +400,7 @@ async fn all_or_nothing_after_kill_9() -> TestResult {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tokio::time::sleep(Duration::from_millis(rng.below(300))).await;
+        tokio::time::sleep(Duration::from_millis(rng.below_u64(300))).await;
         stop.store(true, Ordering::SeqCst);
         server.kill_9().await?;
         alarms.extend(server.alarming_lines());
@@ -572,9 +555,9 @@ async fn transfers(client: Client, task: u64) -> TestResult<(Vec<i64>, u64)> {
     let mut retries = 0;
     let n = u64::try_from(ACCOUNTS)?;
     for _ in 0..TRANSFERS {
-        let from = rng.below(n);
-        let to = (from + 1 + rng.below(n - 1)) % n;
-        let amount = i64::try_from(1 + rng.below(300))?;
+        let from = rng.below_u64(n);
+        let to = (from + 1 + rng.below_u64(n - 1)) % n;
+        let amount = i64::try_from(1 + rng.below_u64(300))?;
         let wanted = (i64::try_from(from)?, i64::try_from(to)?, amount);
         let moved = loop {
             s.start_transaction().await?;
