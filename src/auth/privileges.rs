@@ -840,6 +840,9 @@ fn required_at(
         // Reads.
         "find" | "count" | "distinct" => on_ns(&[A::Find]),
         "aggregate" => Ok(Required::rule(aggregate(db, body, bypass, depth)?)),
+        // mongod checks only that a user is logged in here; the cursor's owner and its
+        // privileges are checked once the cursor is found (after `CursorNotFound`), each with
+        // its own message: [`cursor_not_owned`], [`get_more_not_authorized`].
         "getMore" => Ok(Required::rule(Rule::All(vec![
             Rule::Authenticated,
             Rule::OwnsCursors,
@@ -933,6 +936,9 @@ fn required_at(
         // Sessions and transactions: any logged-in user, for its own sessions.
         "startSession" | "endSessions" | "refreshSessions" | "killSessions"
         | "commitTransaction" | "abortTransaction" => Ok(Required::authenticated()),
+        // (`killAllSessionsByPattern` with `users` or `roles` in a pattern also needs
+        // `impersonate` on the cluster, checked when it runs: "Not authorized to impersonate in
+        // killAllSessionsByPattern".)
         "killAllSessions" | "killAllSessionsByPattern" => on_cluster(&[A::KillAnySession]),
 
         // Server administration and diagnostics.
