@@ -11,6 +11,7 @@ use std::fmt;
 
 use bson::{RawBsonRef, RawDocument};
 
+use super::roles::RoleName;
 use crate::error::{CommandError, ErrorCode};
 
 macro_rules! action_types {
@@ -623,6 +624,12 @@ pub trait Caller {
     /// Whether the caller still holds the privileges the command that opened the cursor
     /// needed (mongod checks them again on every `getMore`).
     fn holds_cursor_privileges(&self) -> bool;
+    /// Whether the logged-in user was granted `role` directly (mongod's
+    /// `isAuthenticatedAsUserWithRole`: a user may always look at its own roles).
+    fn has_role(&self, role: &RoleName) -> bool;
+    /// Whether the localhost exception is in force for this connection (a loopback client
+    /// while no user and no role exists).
+    fn localhost_exception(&self) -> bool;
 }
 
 /// A condition on the caller. Each command's row is one rule over its request.
@@ -645,6 +652,10 @@ pub enum Rule {
     OwnsCursors,
     /// See [`Caller::holds_cursor_privileges`].
     HoldsCursorPrivileges,
+    /// See [`Caller::has_role`].
+    HasRole(RoleName),
+    /// See [`Caller::localhost_exception`].
+    LocalhostException,
     /// Every rule holds.
     All(Vec<Rule>),
     /// Some rule holds.
@@ -668,6 +679,8 @@ impl Rule {
             Rule::IsUsers(users) => users.iter().all(|u| caller.is_user(u)),
             Rule::OwnsCursors => caller.owns_cursors(),
             Rule::HoldsCursorPrivileges => caller.holds_cursor_privileges(),
+            Rule::HasRole(role) => caller.has_role(role),
+            Rule::LocalhostException => caller.localhost_exception(),
             Rule::All(rules) => rules.iter().all(|r| r.allows(caller)),
             Rule::Any(rules) => rules.iter().any(|r| r.allows(caller)),
         }
@@ -969,7 +982,9 @@ fn required_at(
 
         // Users and roles (`user_management_commands_common.cpp`).
         "createUser" => Ok(Required::rule(
-            Rule::has(db_res(), &[A::CreateUser]).and(grant_roles(db, body, "roles")?),
+            Rule::has(db_res(), &[A::CreateUser])
+                .and(grant_roles(db, body, "roles")?)
+                .and(restrictions(db, body)),
         )),
         "updateUser" => update_user(db, body),
         "dropUser" | "dropAllUsersFromDatabase" => on_db(&[A::DropUser]),
@@ -980,15 +995,28 @@ fn required_at(
         "revokeRolesFromUser" | "revokeRolesFromRole" => {
             Ok(Required::rule(revoke_roles(db, body, "roles")?))
         }
-        "createRole" => Ok(Required::rule(
-            Rule::has(db_res(), &[A::CreateRole])
-                .and(grant_roles(db, body, "roles")?)
-                .and(grant_privileges(body, A::GrantRole)?),
-        )),
+        "createRole" => {
+            // `isAuthorizedToCreateRole`: createRole on the database, or under the localhost
+            // exception a role the user already holds (granted by an external mechanism).
+            let mut ways = vec![Rule::has(db_res(), &[A::CreateRole])];
+            if let Some(Ok((_, RawBsonRef::String(name)))) = body.iter().next() {
+                ways.push(Rule::All(vec![
+                    Rule::LocalhostException,
+                    Rule::HasRole(RoleName::new(name, db)),
+                ]));
+            }
+            Ok(Required::rule(
+                Rule::Any(ways)
+                    .and(grant_roles(db, body, "roles")?)
+                    .and(grant_privileges(body, A::GrantRole)?)
+                    .and(restrictions(db, body)),
+            ))
+        }
         "updateRole" => Ok(Required::rule(
             Rule::has(Resource::AnyNormal, &[A::RevokeRole])
                 .and(grant_roles(db, body, "roles")?)
-                .and(grant_privileges(body, A::GrantRole)?),
+                .and(grant_privileges(body, A::GrantRole)?)
+                .and(restrictions(db, body)),
         )),
         "dropRole" | "dropAllRolesFromDatabase" => on_db(&[A::DropRole]),
         "grantPrivilegesToRole" => Ok(Required::rule(grant_privileges(body, A::GrantRole)?)),
@@ -1523,7 +1551,8 @@ fn update_user(db: &str, body: &RawDocument) -> Result<Required, CommandError> {
         ])
     };
     let mut rule = Rule::Allow;
-    if present(body, "pwd") {
+    // A new password or new mechanisms both need the right to change the password.
+    if present(body, "pwd") || present(body, "mechanisms") {
         rule = rule.and(own_or(A::ChangePassword, A::ChangeOwnPassword));
     }
     if present(body, "customData") {
@@ -1534,13 +1563,19 @@ fn update_user(db: &str, body: &RawDocument) -> Result<Required, CommandError> {
             .and(Rule::has(Resource::AnyNormal, &[A::RevokeRole]))
             .and(grant_roles(db, body, "roles")?);
     }
+    Ok(Required::rule(rule.and(restrictions(db, body))))
+}
+
+/// `setAuthenticationRestriction` on `db` when the request sets `authenticationRestrictions`.
+fn restrictions(db: &str, body: &RawDocument) -> Rule {
     if present(body, "authenticationRestrictions") {
-        rule = rule.and(Rule::has(
+        Rule::has(
             Resource::database(db),
-            &[A::SetAuthenticationRestriction],
-        ));
+            &[ActionType::SetAuthenticationRestriction],
+        )
+    } else {
+        Rule::Allow
     }
-    Ok(Required::rule(rule))
 }
 
 /// `usersInfo`: `viewUser` on the database of each user asked about (on the cluster for
@@ -1592,16 +1627,42 @@ fn users_info(db: &str, body: &RawDocument) -> Required {
     Required::rule(rule)
 }
 
-/// `rolesInfo`: `viewRole` on the database of each role asked about (a user may look at its
-/// own roles; the caller's role membership is the handler's to check).
+/// `rolesInfo`: `viewRole` on the database (`rolesInfo: 1`), or on the database of each role
+/// asked about, except the roles the user was granted.
 fn roles_info(db: &str, body: &RawDocument) -> Result<Required, CommandError> {
-    let view = |rdb: &str| Rule::has(Resource::database(rdb), &[ActionType::ViewRole]);
+    let role_rule = |name: RoleName| {
+        let view = Rule::has(Resource::database(&name.db), &[ActionType::ViewRole]);
+        Rule::Any(vec![Rule::HasRole(name), view])
+    };
+    let named = |v: RawBsonRef<'_>| -> Result<Option<RoleName>, CommandError> {
+        Ok(match v {
+            RawBsonRef::String(r) => Some(RoleName::new(r, db)),
+            RawBsonRef::Document(d) => match (d.get_str("role"), d.get_str("db")) {
+                (Ok(r), Ok(rdb)) => Some(RoleName::new(r, rdb)),
+                _ => {
+                    return Err(CommandError::new(
+                        ErrorCode::BadValue,
+                        "Role names must be either strings or objects",
+                    ));
+                }
+            },
+            _ => None,
+        })
+    };
     let rule = match body.iter().next() {
-        Some(Ok((_, RawBsonRef::Array(_)))) => role_dbs(db, body, "rolesInfo")?
-            .iter()
-            .fold(Rule::Allow, |rule, rdb| rule.and(view(rdb))),
-        Some(Ok((_, RawBsonRef::Document(d)))) => view(d.get_str("db").unwrap_or(db)),
-        _ => view(db),
+        Some(Ok((_, RawBsonRef::Array(a)))) => {
+            let mut rule = Rule::Allow;
+            for v in a.into_iter().filter_map(Result::ok) {
+                if let Some(name) = named(v)? {
+                    rule = rule.and(role_rule(name));
+                }
+            }
+            rule
+        }
+        Some(Ok((_, v @ (RawBsonRef::String(_) | RawBsonRef::Document(_))))) => {
+            named(v)?.map_or(Rule::Allow, role_rule)
+        }
+        _ => Rule::has(Resource::database(db), &[ActionType::ViewRole]),
     };
     Ok(Required::rule(rule))
 }

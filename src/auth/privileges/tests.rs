@@ -9,6 +9,8 @@ pub(crate) struct TestCaller {
     pub privileges: PrivilegeSet,
     pub user: Option<UserName>,
     pub owns: bool,
+    pub roles: Vec<RoleName>,
+    pub localhost: bool,
 }
 
 impl TestCaller {
@@ -20,6 +22,15 @@ impl TestCaller {
                 db: "test".into(),
             }),
             owns: false,
+            roles: Vec::new(),
+            localhost: false,
+        }
+    }
+
+    pub fn nobody(privileges: PrivilegeSet) -> Self {
+        TestCaller {
+            user: None,
+            ..TestCaller::with(privileges)
         }
     }
 }
@@ -39,6 +50,12 @@ impl Caller for TestCaller {
     }
     fn holds_cursor_privileges(&self) -> bool {
         true
+    }
+    fn has_role(&self, role: &RoleName) -> bool {
+        self.roles.contains(role)
+    }
+    fn localhost_exception(&self) -> bool {
+        self.localhost
     }
 }
 
@@ -626,11 +643,7 @@ fn explain_needs_what_the_explained_command_needs() {
 
 #[test]
 fn open_and_authenticated_commands() {
-    let nobody = TestCaller {
-        privileges: PrivilegeSet::new(),
-        user: None,
-        owns: false,
-    };
+    let nobody = TestCaller::nobody(PrivilegeSet::new());
     for cmd in [
         "hello",
         "isMaster",
@@ -665,9 +678,8 @@ fn open_and_authenticated_commands() {
 #[test]
 fn localhost_exception_creates_the_first_user_only() {
     let caller = TestCaller {
-        privileges: localhost_exception(),
-        user: None,
-        owns: false,
+        localhost: true,
+        ..TestCaller::nobody(localhost_exception())
     };
     let create = rawdoc! { "createUser": "admin", "pwd": "x", "roles": ["root"] };
     assert!(req("createUser", "admin", &create).allows_bypass(&caller));
@@ -675,6 +687,15 @@ fn localhost_exception_creates_the_first_user_only() {
     assert!(!req("createUser", "test", &elsewhere).allows_bypass(&caller));
     assert!(!req("find", "admin", &rawdoc! { "find": "c" }).allows_bypass(&caller));
     assert!(!req("insert", "admin", &rawdoc! { "insert": "c" }).allows_bypass(&caller));
+    // A role only when the (externally authenticated) user already holds it.
+    let role = rawdoc! { "createRole": "r", "roles": [], "privileges": [] };
+    assert!(!req("createRole", "admin", &role).allows_bypass(&caller));
+    let mut holder = TestCaller {
+        localhost: true,
+        ..TestCaller::with(localhost_exception())
+    };
+    holder.roles.push(RoleName::new("r", "admin"));
+    assert!(req("createRole", "admin", &role).allows_bypass(&holder));
 }
 
 #[test]
@@ -746,6 +767,78 @@ fn user_and_role_commands() {
 }
 
 #[test]
+fn users_info_and_roles_info() {
+    assert!(!allowed(
+        "usersInfo",
+        "test",
+        &rawdoc! { "usersInfo": 1 },
+        &[]
+    ));
+    let view_users = Privilege::new(Resource::database("test"), &[A::ViewUser]);
+    assert!(allowed(
+        "usersInfo",
+        "test",
+        &rawdoc! { "usersInfo": 1 },
+        std::slice::from_ref(&view_users)
+    ));
+    let all = rawdoc! { "usersInfo": { "forAllDBs": true } };
+    assert!(!allowed("usersInfo", "test", &all, &[view_users]));
+    assert!(allowed(
+        "usersInfo",
+        "test",
+        &all,
+        &[Privilege::new(Resource::Cluster, &[A::ViewUser])]
+    ));
+    // A user may look at the roles it was granted, and no others without viewRole.
+    let mut caller = TestCaller::with(PrivilegeSet::new());
+    caller.roles.push(RoleName::new("app", "test"));
+    let own = rawdoc! { "rolesInfo": "app" };
+    let other = rawdoc! { "rolesInfo": [{ "role": "app", "db": "test" }, "other"] };
+    assert!(req("rolesInfo", "test", &own).allows(&caller));
+    assert!(!req("rolesInfo", "test", &other).allows(&caller));
+    caller.privileges = set(&[Privilege::new(Resource::database("test"), &[A::ViewRole])]);
+    assert!(req("rolesInfo", "test", &other).allows(&caller));
+}
+
+#[test]
+fn restrictions_and_mechanisms() {
+    let create = Privilege::new(Resource::database("test"), &[A::CreateUser]);
+    let body = rawdoc! {
+        "createUser": "u", "pwd": "p", "roles": [],
+        "authenticationRestrictions": [{ "clientSource": ["127.0.0.1"] }],
+    };
+    assert!(!allowed(
+        "createUser",
+        "test",
+        &body,
+        std::slice::from_ref(&create)
+    ));
+    assert!(allowed(
+        "createUser",
+        "test",
+        &body,
+        &[
+            create,
+            Privilege::new(
+                Resource::database("test"),
+                &[A::SetAuthenticationRestriction]
+            ),
+        ]
+    ));
+    let mechanisms = rawdoc! { "updateUser": "v", "mechanisms": ["SCRAM-SHA-256"] };
+    assert!(!allowed("updateUser", "test", &mechanisms, &[]));
+    assert!(allowed(
+        "updateUser",
+        "test",
+        &mechanisms,
+        &[Privilege::new(
+            Resource::database("test"),
+            &[A::ChangePassword]
+        )]
+    ));
+}
+
+#[test]
 fn error_messages() {
     assert_eq!(
         requires_authentication("find").errmsg,
@@ -794,12 +887,11 @@ fn every_command_has_a_row() {
 #[test]
 fn only_open_commands_run_unauthenticated() {
     let nobody = TestCaller {
-        privileges: set(&[Privilege {
+        owns: true,
+        ..TestCaller::nobody(set(&[Privilege {
             resource: Resource::AnyResource,
             actions: ActionSet::all(),
-        }]),
-        user: None,
-        owns: true,
+        }]))
     };
     for spec in crate::commands::COMMANDS {
         let r = required(spec.name, "admin", &sample_body(spec.name)).unwrap();
