@@ -791,6 +791,59 @@ pub fn not_authorized(db: &str, command: &str) -> CommandError {
     )
 }
 
+/// The fields mongod prints as "xxx" when it shows a command (its `sensitiveFieldNames`).
+fn sensitive_fields(command: &str) -> &'static [&'static str] {
+    match command {
+        "createUser" | "updateUser" => &["pwd"],
+        "saslStart" | "saslContinue" => &["payload"],
+        _ => &[],
+    }
+}
+
+/// [`not_authorized`] for the request `body` of `command`, printed as mongod prints it
+/// (`{ find: "c", $db: "test" }`, the OP_MSG body mongod received) with its sensitive fields
+/// (`pwd`) replaced by "xxx".
+pub fn unauthorized(command: &str, db: &str, body: &RawDocument) -> CommandError {
+    let sensitive = sensitive_fields(command);
+    let mut shown = bson::RawDocumentBuf::new();
+    for (key, value) in body.iter().map_while(Result::ok) {
+        if sensitive.contains(&key.as_str()) {
+            shown.append(key, "xxx");
+        } else {
+            shown.append(key, value);
+        }
+    }
+    not_authorized(
+        db,
+        &crate::query::display::value(RawBsonRef::Document(&shown)),
+    )
+}
+
+/// Whether `listDatabases` lists only the databases the caller may act on (mongod's
+/// `authorizedDatabases`): by default, when it lacks `listDatabases` on the cluster; asked for
+/// all of them (`authorizedDatabases: false`) without that privilege, it answers
+/// `Unauthorized` "Insufficient permissions to list all databases". A database is then listed
+/// when [`PrivilegeSet::any_action_in_db`] holds for it.
+pub fn list_databases_filtered(
+    body: &RawDocument,
+    privileges: &PrivilegeSet,
+) -> Result<bool, CommandError> {
+    let may_list_all = privileges.allows_action(ActionType::ListDatabases, &Resource::Cluster);
+    match body.get("authorizedDatabases") {
+        Ok(Some(v)) if !matches!(v, RawBsonRef::Null | RawBsonRef::Undefined) => {
+            let asked = crate::query::true_value(v);
+            if !asked && !may_list_all {
+                return Err(CommandError::new(
+                    ErrorCode::Unauthorized,
+                    "Insufficient permissions to list all databases",
+                ));
+            }
+            Ok(asked)
+        }
+        _ => Ok(!may_list_all),
+    }
+}
+
 /// mongod's `Unauthorized` for a `getMore` on a cursor another user opened.
 pub fn cursor_not_owned(cursor_id: i64) -> CommandError {
     CommandError::new(

@@ -839,6 +839,42 @@ fn restrictions_and_mechanisms() {
 }
 
 #[test]
+fn unauthorized_shows_the_command_without_secrets() {
+    let e = unauthorized(
+        "createUser",
+        "test",
+        &rawdoc! { "createUser": "u", "pwd": "secret", "roles": [], "$db": "test" },
+    );
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert_eq!(
+        e.errmsg,
+        "not authorized on test to execute command \
+         { createUser: \"u\", pwd: \"xxx\", roles: [], $db: \"test\" }"
+    );
+    let e = unauthorized("find", "test", &rawdoc! { "find": "c", "limit": 1.0 });
+    assert_eq!(
+        e.errmsg,
+        "not authorized on test to execute command { find: \"c\", limit: 1.0 }"
+    );
+}
+
+#[test]
+fn list_databases_scope() {
+    let none = PrivilegeSet::new();
+    let all = set(&[Privilege::new(Resource::Cluster, &[A::ListDatabases])]);
+    let plain = rawdoc! { "listDatabases": 1 };
+    assert!(list_databases_filtered(&plain, &none).unwrap());
+    assert!(!list_databases_filtered(&plain, &all).unwrap());
+    let every = rawdoc! { "listDatabases": 1, "authorizedDatabases": false };
+    let e = list_databases_filtered(&every, &none).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Unauthorized);
+    assert_eq!(e.errmsg, "Insufficient permissions to list all databases");
+    assert!(!list_databases_filtered(&every, &all).unwrap());
+    let own = rawdoc! { "listDatabases": 1, "authorizedDatabases": true };
+    assert!(list_databases_filtered(&own, &all).unwrap());
+}
+
+#[test]
 fn error_messages() {
     assert_eq!(
         requires_authentication("find").errmsg,
