@@ -935,10 +935,24 @@ fn required_at(
             let Some(Ok((name, _))) = inner.iter().next() else {
                 return Ok(Required::authenticated());
             };
-            if name == "explain" || depth > 0 {
+            // The commands Ebb explains; any other answers as Ebb's `explain` answers it
+            // (which mongod does before its authorization check, when it parses the request).
+            if depth > 0
+                || !matches!(
+                    name.as_str(),
+                    "find"
+                        | "count"
+                        | "distinct"
+                        | "aggregate"
+                        | "update"
+                        | "delete"
+                        | "findAndModify"
+                        | "findandmodify"
+                )
+            {
                 return Err(CommandError::new(
-                    ErrorCode::IllegalOperation,
-                    format!("Cannot explain cmd: {name}"),
+                    ErrorCode::CommandNotFound,
+                    format!("Explain failed due to unknown command: {name}"),
                 ));
             }
             let inner_required = required_at(name.as_str(), db, inner, depth + 1)?;

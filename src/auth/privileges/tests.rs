@@ -634,11 +634,24 @@ fn explain_needs_what_the_explained_command_needs() {
         &[Privilege::new(ns("test", "c"), &[A::Find])]
     ));
     assert!(!allowed("explain", "test", &body, &[]));
+    let write =
+        rawdoc! { "explain": { "update": "c", "updates": [{ "q": {}, "u": {}, "upsert": true }] } };
+    assert!(!allowed(
+        "explain",
+        "test",
+        &write,
+        &[Privilege::new(ns("test", "c"), &[A::Update])]
+    ));
+    assert!(allowed(
+        "explain",
+        "test",
+        &write,
+        &[Privilege::new(ns("test", "c"), &[A::Update, A::Insert])]
+    ));
     let twice = rawdoc! { "explain": { "explain": { "find": "c" } } };
-    assert_eq!(
-        required("explain", "test", &twice).unwrap_err().code,
-        ErrorCode::IllegalOperation
-    );
+    let e = required("explain", "test", &twice).unwrap_err();
+    assert_eq!(e.code, ErrorCode::CommandNotFound);
+    assert_eq!(e.errmsg, "Explain failed due to unknown command: explain");
 }
 
 #[test]
