@@ -622,7 +622,9 @@ pub trait Caller {
     /// user (mongod's `isCoauthorizedWith` on the cursor's owner).
     fn owns_cursors(&self) -> bool;
     /// Whether the caller still holds the privileges the command that opened the cursor
-    /// needed (mongod checks them again on every `getMore`).
+    /// needed (mongod checks them again on every `getMore`). Keeping that command's [`Rule`]
+    /// with the cursor and evaluating it again answers this: its alternatives (a
+    /// `listCollections` allowed through `authorizedCollections`) are kept too.
     fn holds_cursor_privileges(&self) -> bool;
     /// Whether the logged-in user was granted `role` directly (mongod's
     /// `isAuthenticatedAsUserWithRole`: a user may always look at its own roles).
@@ -686,8 +688,8 @@ impl Rule {
         }
     }
 
-    /// The privileges the rule names (those a cursor records for its `getMore`s, and what
-    /// tests read).
+    /// Every privilege the rule names, alternatives included (what tests and diagnostics
+    /// read; to check a caller, use [`Rule::allows`]).
     pub fn privileges(&self) -> Vec<Privilege> {
         let mut out = Vec::new();
         self.collect(&mut out);
