@@ -13,6 +13,7 @@
 //!
 //! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
 
+pub mod auth;
 pub mod background;
 pub mod catalog;
 pub mod clock;
