@@ -1790,6 +1790,32 @@ mod tests {
         assert_eq!(Mechanism::ScramSha256.to_string(), "SCRAM-SHA-256");
     }
 
+    proptest::proptest! {
+        /// Any bytes, at any step, after a valid start or not, give an error or a reply and
+        /// never a panic; a conversation given garbage at the proof never succeeds.
+        #[test]
+        fn any_bytes_at_any_step(
+            first in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            second in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            third in proptest::collection::vec(proptest::num::u8::ANY, 0..50),
+            valid_start in proptest::bool::ANY,
+        ) {
+            let credential = sha256_rfc_credential();
+            let mut server = ScramServer::new(Mechanism::ScramSha256);
+            let started = if valid_start {
+                server.start(b"n,,n=user,r=abcdefgh").is_ok()
+            } else {
+                server.start(&first).is_ok()
+            };
+            if started {
+                let _ = server.challenge(UserCredential::Found(&credential));
+            }
+            let _ = server.step(&second);
+            let _ = server.step(&third);
+            proptest::prop_assert!(!server.is_success());
+        }
+    }
+
     /// Arbitrary bytes at any step give an error or a reply, never a panic.
     #[test]
     fn garbage_never_panics() {
