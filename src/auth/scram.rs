@@ -645,6 +645,109 @@ impl ScramServer {
     }
 }
 
+/// The `payload` of `saslStart`/`saslContinue` (and of `speculativeAuthenticate`), as mongod
+/// reads it (`SaslPayload`): `BinData` of the general subtype, or a base64 string, in which
+/// case the reply's payload is a base64 string too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaslPayload {
+    /// The message.
+    pub bytes: Vec<u8>,
+    /// It came as a base64 string (the reply is sent the same way).
+    pub base64: bool,
+}
+
+impl SaslPayload {
+    /// Reads a `payload` value, with mongod's errors: another type or `BinData` subtype is
+    /// `BadValue`; a string that is not base64 fails with mongod's base64 codes (10270 for a
+    /// length that is not a multiple of 4, 40538 for data after the padding, 40537 for a
+    /// character out of the alphabet), the message prefixed "Failed decoding SASL payload: ".
+    pub fn parse(value: RawBsonRef<'_>) -> Result<Self, CommandError> {
+        match value {
+            RawBsonRef::String(text) => decode_base64(text)
+                .map(|bytes| SaslPayload {
+                    bytes,
+                    base64: true,
+                })
+                .map_err(|(code, reason)| {
+                    CommandError::new(code, format!("Failed decoding SASL payload: {reason}"))
+                }),
+            RawBsonRef::Binary(binary) => {
+                if binary.subtype == bson::spec::BinarySubtype::Generic {
+                    Ok(SaslPayload {
+                        bytes: binary.bytes.to_vec(),
+                        base64: false,
+                    })
+                } else {
+                    Err(CommandError::bad_value(format!(
+                        "Invalid SASLPayload subtype. Expected BinDataGeneral, got: {}",
+                        binary_subtype_name(binary.subtype)
+                    )))
+                }
+            }
+            other => Err(CommandError::bad_value(format!(
+                "Invalid SASLPayload type. Expected Base64 or BinData, got: {}",
+                crate::query::display::type_name(other.element_type())
+            ))),
+        }
+    }
+
+    /// The reply's `payload` for `bytes`, in the form the request's payload came in.
+    pub fn reply(&self, bytes: Vec<u8>) -> Bson {
+        if self.base64 {
+            Bson::String(BASE64.encode(bytes))
+        } else {
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes,
+            })
+        }
+    }
+}
+
+/// mongod's name for a `BinData` subtype (`typeName(BinDataType)`).
+fn binary_subtype_name(subtype: bson::spec::BinarySubtype) -> &'static str {
+    match u8::from(subtype) {
+        0 => "general",
+        1 => "function",
+        2 => "byte(deprecated)",
+        3 => "UUID(deprecated)",
+        4 => "UUID",
+        5 => "MD5",
+        6 => "encrypt",
+        7 => "column",
+        8 => "sensitive",
+        9 => "vector",
+        128 => "Custom",
+        _ => "invalid",
+    }
+}
+
+/// Base64 as mongod decodes it (`base64::decode`): a length multiple of 4, nothing after the
+/// padding, the standard alphabet; errors as `(code, reason)`.
+fn decode_base64(text: &str) -> Result<Vec<u8>, (ErrorCode, &'static str)> {
+    if !text.len().is_multiple_of(4) {
+        return Err((ErrorCode::Location(10270), "invalid base64"));
+    }
+    let bytes = text.as_bytes();
+    if let Some(padded) = bytes.chunks(4).position(|chunk| chunk.contains(&b'='))
+        && padded + 1 < bytes.len() / 4
+    {
+        return Err((
+            ErrorCode::Location(40538),
+            "Invalid Base64 stream. Additional data following terminating sequence.",
+        ));
+    }
+    let lenient = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_allow_trailing_bits(true)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    lenient
+        .decode(bytes)
+        .map_err(|_| (ErrorCode::Location(40537), "Invalid base64 character"))
+}
+
 /// A made-up credential for an unknown user: a salt stable for this user name and mechanism
 /// while the process runs (a second attempt sees the same salt, as for a real user), and
 /// random keys that no proof matches.
@@ -1814,6 +1917,90 @@ mod tests {
             let _ = server.step(&third);
             proptest::prop_assert!(!server.is_success());
         }
+    }
+
+    #[test]
+    fn sasl_payloads() {
+        let generic = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: b"n,,n=user".to_vec(),
+        };
+        let payload = SaslPayload::parse(RawBsonRef::Binary(bson::RawBinaryRef {
+            subtype: generic.subtype,
+            bytes: &generic.bytes,
+        }))
+        .unwrap();
+        assert_eq!(
+            payload,
+            SaslPayload {
+                bytes: generic.bytes.clone(),
+                base64: false
+            }
+        );
+        assert_eq!(
+            payload.reply(b"r=x".to_vec()),
+            Bson::Binary(bson::Binary {
+                subtype: bson::spec::BinarySubtype::Generic,
+                bytes: b"r=x".to_vec(),
+            })
+        );
+        let payload = SaslPayload::parse(RawBsonRef::String("biwsbj11c2Vy")).unwrap();
+        assert_eq!(
+            payload,
+            SaslPayload {
+                bytes: b"n,,n=user".to_vec(),
+                base64: true
+            }
+        );
+        assert_eq!(payload.reply(b"r=x".to_vec()), Bson::String("cj14".into()));
+        assert_eq!(
+            SaslPayload::parse(RawBsonRef::String("")).unwrap().bytes,
+            b""
+        );
+        // mongod ignores the bits after the last whole byte.
+        assert_eq!(
+            SaslPayload::parse(RawBsonRef::String("QR=="))
+                .unwrap()
+                .bytes,
+            b"A"
+        );
+
+        let err = |value| SaslPayload::parse(value).unwrap_err();
+        assert_eq!(
+            err(RawBsonRef::String("abc")),
+            CommandError::new(
+                ErrorCode::Location(10270),
+                "Failed decoding SASL payload: invalid base64"
+            )
+        );
+        assert_eq!(
+            err(RawBsonRef::String("ab!d")).code,
+            ErrorCode::Location(40537)
+        );
+        assert_eq!(
+            err(RawBsonRef::String("=AAA")).code,
+            ErrorCode::Location(40537)
+        );
+        assert_eq!(
+            err(RawBsonRef::String("QQ==QUFB")).errmsg,
+            "Failed decoding SASL payload: Invalid Base64 stream. Additional data following \
+             terminating sequence."
+        );
+        assert_eq!(
+            err(RawBsonRef::Int32(1)),
+            CommandError::bad_value(
+                "Invalid SASLPayload type. Expected Base64 or BinData, got: int"
+            )
+        );
+        assert_eq!(
+            err(RawBsonRef::Binary(bson::RawBinaryRef {
+                subtype: bson::spec::BinarySubtype::Uuid,
+                bytes: &[0; 16],
+            })),
+            CommandError::bad_value(
+                "Invalid SASLPayload subtype. Expected BinDataGeneral, got: UUID"
+            )
+        );
     }
 
     /// Arbitrary bytes at any step give an error or a reply, never a panic.
