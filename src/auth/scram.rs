@@ -212,18 +212,30 @@ impl fmt::Debug for ScramCredential {
 
 impl ScramCredential {
     /// The credential of an already prepared password (see [`Mechanism::prepare_password`]),
-    /// from any salt and iteration count (RFC test vectors use shorter salts than mongod).
-    pub fn derive(mechanism: Mechanism, prepared: &[u8], salt: &[u8], iterations: u32) -> Self {
-        let salted = mechanism.salted_password(prepared, salt, iterations);
+    /// from any salt (RFC test vectors use shorter salts than mongod makes). Fewer than
+    /// [`MIN_ITERATION_COUNT`] iterations is mongod's 50662 "invalid iteration count".
+    pub fn derive(
+        mechanism: Mechanism,
+        prepared: &[u8],
+        salt: &[u8],
+        iterations: i32,
+    ) -> Result<Self, ScramError> {
+        let rounds = u32::try_from(iterations)
+            .ok()
+            .filter(|_| iterations >= MIN_ITERATION_COUNT)
+            .ok_or_else(|| {
+                ScramError::new(ErrorCode::Location(50662), "invalid iteration count")
+            })?;
+        let salted = mechanism.salted_password(prepared, salt, rounds);
         let client_key = mechanism.hmac(&salted, b"Client Key");
         let stored_key = mechanism.hash(&client_key);
         let server_key = mechanism.hmac(&salted, b"Server Key");
-        ScramCredential {
-            iteration_count: i32::try_from(iterations).unwrap_or(i32::MAX),
+        Ok(ScramCredential {
+            iteration_count: iterations,
             salt: BASE64.encode(salt),
             stored_key: BASE64.encode(stored_key),
             server_key: BASE64.encode(server_key),
-        }
+        })
     }
 
     /// The stored document: `{iterationCount: <int>, salt, storedKey, serverKey}`.
@@ -298,10 +310,12 @@ pub fn make_credential(
     iterations: i32,
     salt: SaltSource,
 ) -> Result<ScramCredential, ScramError> {
-    let rounds = u32::try_from(iterations)
-        .ok()
-        .filter(|_| iterations >= MIN_ITERATION_COUNT)
-        .ok_or_else(|| ScramError::new(ErrorCode::Location(50662), "invalid iteration count"))?;
+    if iterations < MIN_ITERATION_COUNT {
+        return Err(ScramError::new(
+            ErrorCode::Location(50662),
+            "invalid iteration count",
+        ));
+    }
     let salt = match salt {
         SaltSource::Random => {
             let mut bytes = vec![0; mechanism.salt_len()];
@@ -317,12 +331,7 @@ pub fn make_credential(
         ));
     }
     let prepared = mechanism.prepare_password(user, password)?;
-    Ok(ScramCredential::derive(
-        mechanism,
-        prepared.as_bytes(),
-        &salt,
-        rounds,
-    ))
+    ScramCredential::derive(mechanism, prepared.as_bytes(), &salt, iterations)
 }
 
 /// A failed step, with the status mongod logs (`code`, `message`). The client is answered
@@ -1074,12 +1083,12 @@ mod tests {
 
     fn sha1_rfc_credential() -> ScramCredential {
         let salt = BASE64.decode("QSXCR+Q6sek8bf92").unwrap();
-        ScramCredential::derive(Mechanism::ScramSha1, b"pencil", &salt, 4096)
+        ScramCredential::derive(Mechanism::ScramSha1, b"pencil", &salt, 4096).unwrap()
     }
 
     fn sha256_rfc_credential() -> ScramCredential {
         let salt = BASE64.decode("W22ZaJ0SNY7soEsUEjb6gQ==").unwrap();
-        ScramCredential::derive(Mechanism::ScramSha256, b"pencil", &salt, 4096)
+        ScramCredential::derive(Mechanism::ScramSha256, b"pencil", &salt, 4096).unwrap()
     }
 
     /// Runs a conversation whose messages are given, with a fixed server nonce.
