@@ -391,7 +391,10 @@ pub enum UserCredential<'a> {
     NoCredential,
     /// No such user. The conversation goes on with a made-up credential (a salt stable per
     /// user name for this process, keys that match no password), so that the client sees the
-    /// same steps as for a real user and fails only at the proof.
+    /// same steps as for a real user and fails only at the proof. (mongod 7.0 itself fails the
+    /// first step, `saslStart`, with `UserNotFound`, answered "Authentication failed."; a
+    /// caller that wants that answers [`authentication_failed`] instead of calling
+    /// [`ScramServer::challenge`].)
     Unknown,
 }
 
