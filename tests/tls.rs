@@ -227,6 +227,16 @@ async fn require_tls_serves_tls_clients_and_closes_plain_ones() -> TestResult {
     refused(&server, &tls_options(&pki.path("ca.pem"), None)).await?;
     // The TLS connection is still fine.
     assert_eq!(coll.count_documents(doc! {}).await?, 2);
+    // serverStatus counts TLS connections by version (the driver's are TLS 1.3; the refused
+    // one, whose handshake failed, is not counted).
+    let status = client
+        .database("admin")
+        .run_command(doc! { "serverStatus": 1 })
+        .await?;
+    let by_version = status.get_document("transportSecurity")?;
+    assert_eq!(by_version.get_i64("1.0")?, 0);
+    assert_eq!(by_version.get_i64("1.2")?, 0);
+    assert!(by_version.get_i64("1.3")? >= 2, "{by_version}");
     Ok(())
 }
 

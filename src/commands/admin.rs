@@ -413,6 +413,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             "getmore": Metrics::read(&m.op_getmore),
             "command": Metrics::read(&m.op_command),
         },
+        "transportSecurity": transport_security(state),
         "mem": { "bits": 64, "resident": resident, "virtual": virt, "supported": true },
         "metrics": {
             "ttl": {
@@ -446,6 +447,15 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         }
         None => status,
     }
+}
+
+/// `serverStatus.transportSecurity`: TLS connections accepted since start, by protocol version
+/// (TLS 1.0 and 1.1 are never accepted; every accepted connection has a known version).
+fn transport_security(state: &ServerState) -> RawDocumentBuf {
+    let (tls12, tls13) = state.tls.as_ref().map_or((0, 0), |tls| {
+        (Metrics::read(&tls.tls12), Metrics::read(&tls.tls13))
+    });
+    rawdoc! { "1.0": 0_i64, "1.1": 0_i64, "1.2": tls12, "1.3": tls13, "unknown": 0_i64 }
 }
 
 /// `serverStatus.ebb.storage`: what deletion left behind and what removes it (docs/storage.md,
