@@ -12,6 +12,38 @@ pub enum LogFormat {
     Json,
 }
 
+/// mongod's `--tlsMode`: whether connections may, or must, use TLS. `allowTLS` and `preferTLS`
+/// differ in mongod only for the connections it opens to other members; Ebb opens none, so both
+/// serve TLS and plain-text clients on the one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TlsMode {
+    /// No TLS: a client that starts a TLS handshake is closed.
+    #[default]
+    #[value(name = "disabled")]
+    Disabled,
+    /// TLS and plain-text clients alike.
+    #[value(name = "allowTLS")]
+    AllowTls,
+    /// TLS and plain-text clients alike.
+    #[value(name = "preferTLS")]
+    PreferTls,
+    /// TLS only: a plain-text client is closed at its first message.
+    #[value(name = "requireTLS")]
+    RequireTls,
+}
+
+impl TlsMode {
+    /// The name mongod gives the mode (`getCmdLineOpts`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::AllowTls => "allowTLS",
+            TlsMode::PreferTls => "preferTLS",
+            TlsMode::RequireTls => "requireTLS",
+        }
+    }
+}
+
 /// Everything the server is started with.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
@@ -62,6 +94,21 @@ pub struct Config {
     /// the address and port it listens on.
     #[arg(long, value_name = "HOST:PORT", requires = "repl_set", value_parser = host_and_port)]
     pub advertise_host: Option<String>,
+    /// Whether clients connect with TLS (mongod's `--tlsMode`).
+    #[arg(long = "tlsMode", value_enum, default_value_t = TlsMode::Disabled)]
+    pub tls_mode: TlsMode,
+    /// The server's private key and certificate chain, in one PEM file (mongod's
+    /// `--tlsCertificateKeyFile`); needed by every mode but `disabled`.
+    #[arg(long = "tlsCertificateKeyFile", value_name = "PATH")]
+    pub tls_certificate_key_file: Option<PathBuf>,
+    /// The certificate authorities, in PEM, that client certificates must chain to (mongod's
+    /// `--tlsCAFile`); needed by every mode but `disabled`, as mongod 7.0 needs a chain of trust.
+    #[arg(long = "tlsCAFile", value_name = "PATH")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// Lets clients connect without a certificate; one that presents a certificate must still
+    /// present a valid one (mongod's `--tlsAllowConnectionsWithoutCertificates`).
+    #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
+    pub tls_allow_connections_without_certificates: bool,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -97,6 +144,10 @@ impl Default for Config {
             max_blocking_sort_bytes: crate::sorter::DEFAULT_MAX_SORT_BYTES,
             repl_set: None,
             advertise_host: None,
+            tls_mode: TlsMode::Disabled,
+            tls_certificate_key_file: None,
+            tls_ca_file: None,
+            tls_allow_connections_without_certificates: false,
             argv: vec!["ebb".into()],
         }
     }

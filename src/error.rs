@@ -98,6 +98,7 @@ error_codes! {
     ConflictingOperationInProgress = 117,
     NotAReplicaSet = 123,
     CommandFailed = 125,
+    InvalidSSLConfiguration = 140,
     ExceededMemoryLimit = 146,
     DurationOverflow = 159,
     IncompatibleCollationVersion = 161,

@@ -64,6 +64,8 @@ pub struct Inner {
     /// connections close between requests, and running commands stop at their next safe
     /// point (see [`ServerState::check_interrupt`]).
     pub shutdown: CancellationToken,
+    /// The TLS side, when `--tlsMode` is not `disabled` (`rotateCertificates`, `serverStatus`).
+    pub tls: Option<Arc<crate::server::Tls>>,
 }
 
 /// Counters reported by `serverStatus`.
@@ -133,6 +135,7 @@ impl ServerState {
         local_addr: std::net::SocketAddr,
         catalog: Arc<Catalog>,
         replset: Option<crate::replset::ReplSet>,
+        tls: Option<Arc<crate::server::Tls>>,
     ) -> Self {
         let process_id = ObjectId::new();
         let mut startup_warnings = vec![
@@ -168,6 +171,7 @@ impl ServerState {
             history: crate::txn::History::default(),
             failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
+            tls,
         }))
     }
 

@@ -174,13 +174,27 @@ pub(super) fn get_cmd_line_opts(state: &ServerState) -> RawDocumentBuf {
     }
     let config = &state.config;
     // mongod lists the parsed options by section, in name order.
-    let mut parsed = rawdoc! {
-        "net": {
-            "bindIp": config.bind.as_str(),
-            "port": i32::from(state.local_addr.port()),
-            "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
-        },
+    let mut net = rawdoc! {
+        "bindIp": config.bind.as_str(),
+        "port": i32::from(state.local_addr.port()),
+        "maxIncomingConnections": i64::try_from(config.max_connections).unwrap_or(i64::MAX),
     };
+    // `net.tls`, with the options given (mongod lists those only), in name order.
+    if config.tls_mode != crate::config::TlsMode::Disabled {
+        let mut tls = RawDocumentBuf::new();
+        if let Some(path) = &config.tls_ca_file {
+            tls.append(cstr!("CAFile"), path.display().to_string());
+        }
+        if config.tls_allow_connections_without_certificates {
+            tls.append(cstr!("allowConnectionsWithoutCertificates"), true);
+        }
+        if let Some(path) = &config.tls_certificate_key_file {
+            tls.append(cstr!("certificateKeyFile"), path.display().to_string());
+        }
+        tls.append(cstr!("mode"), config.tls_mode.name());
+        net.append(cstr!("tls"), tls);
+    }
+    let mut parsed = rawdoc! { "net": net };
     if let Some(name) = &config.repl_set {
         parsed.append(cstr!("replication"), rawdoc! { "replSet": name.as_str() });
     }
@@ -399,6 +413,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             "getmore": Metrics::read(&m.op_getmore),
             "command": Metrics::read(&m.op_command),
         },
+        "transportSecurity": transport_security(state),
         "mem": { "bits": 64, "resident": resident, "virtual": virt, "supported": true },
         "metrics": {
             "ttl": {
@@ -432,6 +447,15 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         }
         None => status,
     }
+}
+
+/// `serverStatus.transportSecurity`: TLS connections accepted since start, by protocol version
+/// (TLS 1.0 and 1.1 are never accepted; every accepted connection has a known version).
+fn transport_security(state: &ServerState) -> RawDocumentBuf {
+    let (tls12, tls13) = state.tls.as_ref().map_or((0, 0), |tls| {
+        (Metrics::read(&tls.tls12), Metrics::read(&tls.tls13))
+    });
+    rawdoc! { "1.0": 0_i64, "1.1": 0_i64, "1.2": tls12, "1.3": tls13, "unknown": 0_i64 }
 }
 
 /// `serverStatus.ebb.storage`: what deletion left behind and what removes it (docs/storage.md,
@@ -549,6 +573,18 @@ pub(super) fn advance_clock(req: &Request<'_>, state: &ServerState) -> CommandRe
 /// (they answer `InterruptedAtShutdown`), makes every commit durable and exits. Without
 /// authentication mongod takes the command only from localhost. No reply is sent: the
 /// connection closes.
+/// `rotateCertificates`: reads the TLS key, chain and CA files again for new connections (open
+/// ones keep theirs), and logs the client's `message`. Without TLS there is nothing to rotate.
+pub(super) fn rotate_certificates(req: &Request<'_>, state: &ServerState) -> CommandResult {
+    if let Some(tls) = &state.tls {
+        tls.rotate()?;
+        tracing::info!("Successfully rotated X509 certificates.");
+    }
+    let message = req.body.get_str("message").ok().unwrap_or_default();
+    tracing::info!(message, "Certificate rotation completed successfully");
+    Ok(rawdoc! { "ok": 1.0 })
+}
+
 pub(super) fn shutdown(
     _req: &Request<'_>,
     ctx: &mut crate::dispatch::ConnCtx,

@@ -411,6 +411,13 @@ pub static COMPACT: Args = Args {
     ],
 };
 
+/// `rotateCertificates`.
+pub static ROTATE_CERTIFICATES: Args = Args {
+    path: "rotateCertificates",
+    strict: true,
+    fields: &[opt("message", String)],
+};
+
 /// `shutdown`.
 pub static SHUTDOWN: Args = Args {
     path: "shutdown",

@@ -82,6 +82,7 @@ enum Cmd {
     ReplSetInitiate,
     ReplSetGetStatus,
     ReplSetGetConfig,
+    RotateCertificates,
     CommitTransaction,
     AbortTransaction,
 }
@@ -525,6 +526,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .admin(),
     C::other(
+        "rotateCertificates",
+        Cmd::RotateCertificates,
+        &fields::ROTATE_CERTIFICATES,
+        "Rotate certificates for new SSL connections",
+    )
+    .admin(),
+    C::other(
         "serverStatus",
         Cmd::ServerStatus,
         &spec::Args::LOOSE,
@@ -951,6 +959,7 @@ async fn run_handler(
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
         Cmd::Shutdown => admin::shutdown(req, ctx, state),
+        Cmd::RotateCertificates => admin::rotate_certificates(req, state),
         Cmd::EndSessions => sessions::end_sessions(req, state),
         Cmd::CommitTransaction => transactions::commit(req, state).await,
         Cmd::AbortTransaction => transactions::abort(),

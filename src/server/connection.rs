@@ -5,8 +5,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::BytesMut;
 use ebb_wire::{Frame, MAX_MESSAGE_SIZE};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span};
@@ -26,8 +25,11 @@ enum ConnError {
 }
 
 /// Serves one connection until the client leaves, a connection-fatal error, or shutdown.
-pub(super) async fn serve(
-    stream: TcpStream,
+/// `input` holds what was already read from `stream` (a TLS server reads a connection's first
+/// bytes to tell TLS from plain text), and is the connection's input buffer from then on.
+pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    input: BytesMut,
     peer: SocketAddr,
     state: ServerState,
     cancel: CancellationToken,
@@ -41,7 +43,7 @@ pub(super) async fn serve(
     async {
         info!(remote = %peer, connections_now_open = open, "connection accepted");
         let mut ctx = ConnCtx::new(id, peer);
-        match run(stream, &mut ctx, &state, &cancel).await {
+        match run(stream, input, &mut ctx, &state, &cancel).await {
             Ok(()) => info!(remote = %peer, "connection ended"),
             Err(ConnError::Io(e)) => info!(remote = %peer, error = %e, "connection ended"),
             Err(e) => info!(remote = %peer, error = %e, "closing connection after bad input"),
@@ -52,13 +54,13 @@ pub(super) async fn serve(
     metrics.connections_current.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn run(
-    mut stream: TcpStream,
+async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    mut input: BytesMut,
     ctx: &mut ConnCtx,
     state: &ServerState,
     cancel: &CancellationToken,
 ) -> Result<(), ConnError> {
-    let mut input = BytesMut::with_capacity(16 * 1024);
     let mut output = BytesMut::with_capacity(16 * 1024);
     // One wait for shutdown per connection, not one per request (each is a registration on a
     // notifier every connection shares).
@@ -114,13 +116,15 @@ async fn run(
 }
 
 /// Writes what `output` holds, if anything, and empties it.
-async fn write_out(
-    stream: &mut TcpStream,
+async fn write_out<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     output: &mut BytesMut,
     state: &ServerState,
 ) -> Result<(), ConnError> {
     if !output.is_empty() {
         stream.write_all(output).await?;
+        // A TLS stream may keep encrypted bytes until flushed; a TcpStream's flush does nothing.
+        stream.flush().await?;
         state
             .metrics
             .bytes_out
@@ -132,8 +136,8 @@ async fn write_out(
 
 /// Reads until one whole frame is buffered. `Ok(None)` is a clean end of stream between
 /// messages. Cancel-safe: bytes already read stay in `input`.
-async fn read_frame(
-    stream: &mut TcpStream,
+async fn read_frame<S: AsyncRead + Unpin>(
+    stream: &mut S,
     input: &mut BytesMut,
 ) -> Result<Option<Frame>, ConnError> {
     loop {

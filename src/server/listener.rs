@@ -4,6 +4,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let local_addr = listener.local_addr()?;
+    let tls = super::Tls::from_config(&config).map_err(|e| std::io::Error::other(e.errmsg))?;
     let timeout = Duration::from_secs(config.shutdown_timeout_secs);
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let store = open_store(&config).await?;
@@ -48,7 +50,7 @@ pub async fn run(
         }
         None => None,
     };
-    let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset);
+    let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset, tls);
     // Sessions with records on disk were last used when the last clean shutdown says, or now
     // (see `crate::sessions`).
     let stored = crate::retryable::stored_sessions(&*catalog.snapshot())
@@ -313,12 +315,25 @@ async fn accept_loop(
         if let Err(e) = stream.set_nodelay(true) {
             info!(remote = %peer, error = %e, "could not set TCP_NODELAY");
         }
-        tracker.spawn(connection::serve(
-            stream,
-            peer,
-            state.clone(),
-            cancel.clone(),
-            permit,
-        ));
+        // Without TLS (the default) a connection goes straight to its task; with TLS its first
+        // bytes decide between a handshake and plain text.
+        match &state.tls {
+            None => tracker.spawn(connection::serve(
+                stream,
+                BytesMut::with_capacity(16 * 1024),
+                peer,
+                state.clone(),
+                cancel.clone(),
+                permit,
+            )),
+            Some(tls) => tracker.spawn(super::tls::serve(
+                stream,
+                peer,
+                state.clone(),
+                Arc::clone(tls),
+                cancel.clone(),
+                permit,
+            )),
+        };
     }
 }

@@ -2,5 +2,7 @@
 
 mod connection;
 mod listener;
+pub mod tls;
 
 pub use listener::run;
+pub use tls::Tls;
