@@ -375,16 +375,19 @@ fn check_transaction(accepts: &Accepts, found: &Found<'_>) -> CommandResult<bool
         }
         return Ok(false);
     }
-    for (value, name) in [
-        (found.autocommit, "autocommit"),
-        (found.start_transaction, "startTransaction"),
-    ] {
-        if value.is_some() {
-            return Err(CommandError::new(
-                ErrorCode::InvalidOptions,
-                format!("'{name}' field requires a transaction number to also be specified"),
-            ));
-        }
+    // mongod's order (`initializeOperationSessionInfo`): `autocommit` needs a transaction
+    // number, `startTransaction` needs `autocommit`.
+    if found.autocommit.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "'autocommit' field requires a transaction number to also be specified",
+        ));
+    }
+    if found.start_transaction.is_some() {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "'startTransaction' field requires 'autocommit' field to also be specified",
+        ));
     }
     Ok(false)
 }
