@@ -51,6 +51,10 @@ impl TlsMode {
     version,
     about = "A MongoDB-compatible document database with Cosmos DB's TTL model"
 )]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line switch, as mongod's options"
+)]
 pub struct Config {
     /// Address to listen on (mongod's `--bind_ip`).
     #[arg(long, alias = "bind_ip", default_value = "127.0.0.1")]
@@ -109,6 +113,11 @@ pub struct Config {
     /// present a valid one (mongod's `--tlsAllowConnectionsWithoutCertificates`).
     #[arg(long = "tlsAllowConnectionsWithoutCertificates")]
     pub tls_allow_connections_without_certificates: bool,
+    /// Access control (mongod's `--auth`): every command but those mongod runs for anyone needs
+    /// a logged-in user with the privileges it needs. With no user yet, a client on the
+    /// loopback interface may create the first one (the localhost exception).
+    #[arg(long)]
+    pub auth: bool,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -148,6 +157,7 @@ impl Default for Config {
             tls_certificate_key_file: None,
             tls_ca_file: None,
             tls_allow_connections_without_certificates: false,
+            auth: false,
             argv: vec!["ebb".into()],
         }
     }

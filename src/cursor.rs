@@ -833,6 +833,9 @@ pub struct Cursor {
     /// The session of the command that opened it: `getMore`s must come in the same one, and
     /// killing the session closes it.
     pub lsid: Option<crate::sessions::SessionId>,
+    /// With access control on: the user that opened it and what the opening command needed,
+    /// which every `getMore` checks again.
+    pub auth: Option<crate::auth::session::CursorAuth>,
 }
 
 impl Cursor {
@@ -852,6 +855,7 @@ impl Cursor {
             last_used_ms: now_ms,
             snapshot_ms: now_ms,
             lsid: None,
+            auth: None,
         }
     }
 
@@ -913,8 +917,13 @@ impl Cursors {
         self.lock().is_empty()
     }
 
-    /// Registers `cursor` and returns its id: random, positive, never 0.
-    pub fn insert(&self, cursor: Cursor) -> i64 {
+    /// Registers `cursor` and returns its id: random, positive, never 0. With access control
+    /// on, the cursor keeps the running command's user and rule
+    /// ([`crate::auth::session::cursor_stamp`]).
+    pub fn insert(&self, mut cursor: Cursor) -> i64 {
+        if cursor.auth.is_none() {
+            cursor.auth = crate::auth::session::cursor_stamp();
+        }
         let mut open = self.lock();
         loop {
             let mut h = self.seed.build_hasher();
@@ -925,6 +934,14 @@ impl Cursors {
                 return id;
             }
         }
+    }
+
+    /// The owner and rule of each of `ids` that is open and has them.
+    pub fn auth_of(&self, ids: &[i64]) -> Vec<(i64, crate::auth::session::CursorAuth)> {
+        let open = self.lock();
+        ids.iter()
+            .filter_map(|id| Some((*id, open.get(id)?.auth.clone()?)))
+            .collect()
     }
 
     /// Takes cursor `id` out for a `getMore` on `ns` at `now_ms`; the caller puts it back if it

@@ -38,6 +38,8 @@ pub struct ConnCtx {
     pub exhaust: Option<Exhaust>,
     /// The `requestID` of the last reply that had one of its own (exhaust replies).
     last_reply_id: i32,
+    /// Who is logged in, and a login in progress.
+    pub auth: crate::auth::session::AuthSession,
 }
 
 /// The request an exhaust stream answers again (mongod's "next invocation").
@@ -65,6 +67,7 @@ impl ConnCtx {
             closing: false,
             exhaust: None,
             last_reply_id: 0,
+            auth: crate::auth::session::AuthSession::new(peer.ip().is_loopback()),
         }
     }
 
@@ -484,7 +487,9 @@ async fn run_timed(
     Metrics::bump(&state.metrics.op_command);
     tracing::trace!(
         command = req.name,
-        body = %bson::Document::try_from(req.body).map(|d| d.to_string()).unwrap_or_default(),
+        body = %bson::Document::try_from(&*crate::auth::privileges::redacted(req.name, req.body))
+            .map(|d| d.to_string())
+            .unwrap_or_default(),
         "running"
     );
     // Commands on a collection are timed for its `latencyStats` (mongod's `Top`); others

@@ -55,6 +55,7 @@ error_codes! {
     NoSuchKey = 4,
     GraphContainsCycle = 5,
     FailedToParse = 9,
+    UserNotFound = 11,
     UnsupportedFormat = 12,
     Unauthorized = 13,
     TypeMismatch = 14,

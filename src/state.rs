@@ -66,6 +66,8 @@ pub struct Inner {
     pub shutdown: CancellationToken,
     /// The TLS side, when `--tlsMode` is not `disabled` (`rotateCertificates`, `serverStatus`).
     pub tls: Option<Arc<crate::server::Tls>>,
+    /// Users and roles.
+    pub auth: Arc<crate::auth::store::AuthStore>,
 }
 
 /// Counters reported by `serverStatus`.
@@ -136,14 +138,18 @@ impl ServerState {
         catalog: Arc<Catalog>,
         replset: Option<crate::replset::ReplSet>,
         tls: Option<Arc<crate::server::Tls>>,
+        auth: Arc<crate::auth::store::AuthStore>,
     ) -> Self {
         let process_id = ObjectId::new();
-        let mut startup_warnings = vec![
-            "Access control is not enabled for the database. Read and write access to data and \
-             configuration is unrestricted"
-                .to_owned(),
-        ];
-        if !local_addr.ip().is_loopback() {
+        let mut startup_warnings = Vec::new();
+        if !config.auth {
+            startup_warnings.push(
+                "Access control is not enabled for the database. Read and write access to data \
+                 and configuration is unrestricted"
+                    .to_owned(),
+            );
+        }
+        if !config.auth && !local_addr.ip().is_loopback() {
             startup_warnings.push(format!(
                 "This server is bound to {}. Remote systems will be able to connect to this \
                  server without authentication.",
@@ -172,6 +178,7 @@ impl ServerState {
             failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
             tls,
+            auth,
         }))
     }
 

@@ -6,10 +6,12 @@
 //!   command needs ([`privileges::required`]).
 //! - [`roles`]: mongod's built-in roles and user-defined role graphs.
 //!
-//! Still to come: users and roles in the store, the commands (`saslStart`, `saslContinue`,
-//! speculative authentication in `hello`, user and role management), and enforcement in
-//! dispatch. Nothing here is wired yet.
+//! - [`store`]: users and user-defined roles, kept in the store.
+//! - [`session`]: a connection's login and the check each command passes
+//!   ([`session::authorize`]) when access control is on (`--auth`).
 
 pub mod privileges;
 pub mod roles;
 pub mod scram;
+pub mod session;
+pub mod store;

@@ -802,10 +802,9 @@ fn sensitive_fields(command: &str) -> &'static [&'static str] {
     }
 }
 
-/// [`not_authorized`] for the request `body` of `command`, printed as mongod prints it
-/// (`{ find: "c", $db: "test" }`, the OP_MSG body mongod received) with its sensitive fields
-/// (`pwd`) replaced by "xxx".
-pub fn unauthorized(command: &str, db: &str, body: &RawDocument) -> CommandError {
+/// The request `body` of `command` with its sensitive fields (`pwd`, SASL payloads) replaced
+/// by "xxx": what an error or a log line may show of it.
+pub fn redacted(command: &str, body: &RawDocument) -> bson::RawDocumentBuf {
     let sensitive = sensitive_fields(command);
     let mut shown = bson::RawDocumentBuf::new();
     for (key, value) in body.iter().map_while(Result::ok) {
@@ -815,6 +814,14 @@ pub fn unauthorized(command: &str, db: &str, body: &RawDocument) -> CommandError
             shown.append(key, value);
         }
     }
+    shown
+}
+
+/// [`not_authorized`] for the request `body` of `command`, printed as mongod prints it
+/// (`{ find: "c", $db: "test" }`, the OP_MSG body mongod received) with its sensitive fields
+/// (`pwd`) replaced by "xxx".
+pub fn unauthorized(command: &str, db: &str, body: &RawDocument) -> CommandError {
+    let shown = redacted(command, body);
     not_authorized(
         db,
         &crate::query::display::value(RawBsonRef::Document(&shown)),

@@ -766,6 +766,16 @@ impl RoleGraph {
         is_builtin(role) || self.defs.contains_key(role)
     }
 
+    /// Whether no role is defined (only the built-in ones exist).
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    /// Every user-defined role, in `(role, db)` order.
+    pub fn defs(&self) -> impl Iterator<Item = &RoleDef> {
+        self.defs.values()
+    }
+
     /// The definition of a user-defined role.
     pub fn get(&self, role: &RoleName) -> Option<&RoleDef> {
         self.defs.get(role)

@@ -269,21 +269,6 @@ pub(super) fn host_info() -> RawDocumentBuf {
     }
 }
 
-pub(super) fn connection_status(req: &Request<'_>) -> CommandResult {
-    let show_privileges = match req.body.get("showPrivileges").ok().flatten() {
-        Some(v) => truthy("showPrivileges", v)?,
-        None => false,
-    };
-    let mut auth = rawdoc! {
-        "authenticatedUsers": RawArrayBuf::new(),
-        "authenticatedUserRoles": RawArrayBuf::new(),
-    };
-    if show_privileges {
-        auth.append(cstr!("authenticatedUserPrivileges"), RawArrayBuf::new());
-    }
-    Ok(rawdoc! { "authInfo": auth, "ok": 1.0 })
-}
-
 /// A mongod-style structured log line (the form `getLog` returns and shells parse).
 fn log_line(state: &ServerState, id: i32, msg: &str, tag: &str) -> String {
     let escape = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");

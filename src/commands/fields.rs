@@ -400,6 +400,25 @@ pub static CONNECTION_STATUS: Args = Args {
     fields: &[opt("showPrivileges", SafeBool)],
 };
 
+/// `saslStart`.
+pub static SASL_START: Args = Args {
+    path: "saslStart",
+    strict: true,
+    fields: &[
+        req("mechanism", String),
+        req("payload", Any),
+        opt("autoAuthorize", Any),
+        opt("options", Object),
+    ],
+};
+
+/// `saslContinue`.
+pub static SASL_CONTINUE: Args = Args {
+    path: "saslContinue",
+    strict: true,
+    fields: &[req("conversationId", Number), req("payload", Any)],
+};
+
 /// `compact` (mongod 8.0: `force`, `freeSpaceTargetMB`, `dryRun`).
 pub static COMPACT: Args = Args {
     path: "compact",

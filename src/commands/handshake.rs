@@ -166,6 +166,7 @@ pub(super) async fn hello(
     reply.append(bson::raw::cstr!("minWireVersion"), 0);
     reply.append(bson::raw::cstr!("maxWireVersion"), crate::MAX_WIRE_VERSION);
     reply.append(bson::raw::cstr!("readOnly"), false);
+    super::auth::hello_fields(req, ctx, state, &mut reply)?;
     reply.append(bson::raw::cstr!("ok"), 1.0);
     Ok(reply)
 }

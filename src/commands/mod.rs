@@ -6,6 +6,7 @@
 mod admin;
 mod aggregate;
 mod args;
+mod auth;
 pub mod cluster_time;
 mod collection;
 mod explain;
@@ -18,6 +19,7 @@ mod repl;
 mod sessions;
 mod spec;
 mod transactions;
+mod users;
 mod validate;
 mod views;
 mod write;
@@ -85,6 +87,10 @@ enum Cmd {
     RotateCertificates,
     CommitTransaction,
     AbortTransaction,
+    SaslStart,
+    SaslContinue,
+    Logout,
+    CreateUser,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -306,6 +312,12 @@ pub static COMMANDS: &[CommandSpec] = &[
         .on_view(OnView::Aggregate),
     C::write("create", Cmd::Create, &fields::CREATE, "explicitly creates a collection").v1(),
     C::write(
+        "createUser",
+        Cmd::CreateUser,
+        &spec::Args::LOOSE,
+        "Adds a user to the system",
+    ),
+    C::write(
         "createIndexes",
         Cmd::CreateIndexes,
         &fields::CREATE_INDEXES,
@@ -483,6 +495,13 @@ pub static COMMANDS: &[CommandSpec] = &[
     .admin()
     .v1(),
     C::other(
+        "logout",
+        Cmd::Logout,
+        &spec::Args::LOOSE,
+        "de-authenticate",
+    )
+    .no_auth(),
+    C::other(
         "ping",
         Cmd::Ping,
         &fields::NONE,
@@ -532,6 +551,20 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Rotate certificates for new SSL connections",
     )
     .admin(),
+    C::other(
+        "saslContinue",
+        Cmd::SaslContinue,
+        &fields::SASL_CONTINUE,
+        "Subsequent steps in a SASL authentication conversation.",
+    )
+    .no_auth(),
+    C::other(
+        "saslStart",
+        Cmd::SaslStart,
+        &fields::SASL_START,
+        "First step in a SASL authentication conversation.",
+    )
+    .no_auth(),
     C::other(
         "serverStatus",
         Cmd::ServerStatus,
@@ -644,6 +677,60 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
             format!("{} may only be run against the admin database.", req.name),
         ));
     }
+    if state.config.auth {
+        let rule = authorize(req, ctx, state)?;
+        let user = ctx.auth.user_name().cloned();
+        return Box::pin(crate::auth::session::with_stamp(
+            user,
+            rule,
+            run_authorized(spec, req, ctx, state),
+        ))
+        .await;
+    }
+    run_authorized(spec, req, ctx, state).await
+}
+
+/// With access control on, whether the connection may run the request (mongod's
+/// `checkAuthorization`, after the command is found and before its arguments are read):
+/// the rule it was checked against, which cursors it opens keep.
+fn authorize(
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<crate::auth::privileges::Rule, CommandError> {
+    ctx.auth.refresh(&state.auth);
+    let ids: Vec<i64> = match req.name {
+        "getMore" => match req.body.get("getMore") {
+            Ok(Some(bson::RawBsonRef::Int64(id))) => vec![id],
+            _ => Vec::new(),
+        },
+        "killCursors" => match req.body.get_array("cursors") {
+            Ok(list) => list
+                .into_iter()
+                .filter_map(|v| match v {
+                    Ok(bson::RawBsonRef::Int64(id)) => Some(id),
+                    _ => None,
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let cursors = if ids.is_empty() {
+        Vec::new()
+    } else {
+        state.cursors.auth_of(&ids)
+    };
+    crate::auth::session::authorize(&ctx.auth, &state.auth, req.name, req.db, req.body, &cursors)
+}
+
+/// [`run`] once the caller is authorized.
+async fn run_authorized(
+    spec: &'static CommandSpec,
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> CommandResult {
     let mut names = [""; 4];
     for (slot, seq) in names.iter_mut().zip(req.sequences) {
         *slot = seq.identifier.as_str();
@@ -954,7 +1041,11 @@ async fn run_handler(
         Cmd::GetCmdLineOpts => Ok(admin::get_cmd_line_opts(state)),
         Cmd::HostInfo => Ok(admin::host_info()),
         Cmd::WhatsMyUri => Ok(bson::rawdoc! { "you": ctx.peer.to_string(), "ok": 1.0 }),
-        Cmd::ConnectionStatus => admin::connection_status(req),
+        Cmd::ConnectionStatus => auth::connection_status(req, ctx, state),
+        Cmd::SaslStart => auth::sasl_start(req, ctx, state),
+        Cmd::SaslContinue => auth::sasl_continue(req, ctx, state),
+        Cmd::Logout => Ok(auth::logout(ctx)),
+        Cmd::CreateUser => users::create_user(req, state),
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),

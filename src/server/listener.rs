@@ -50,7 +50,11 @@ pub async fn run(
         }
         None => None,
     };
-    let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset, tls);
+    let auth = Arc::new(
+        crate::auth::store::AuthStore::open(Arc::clone(&store))
+            .map_err(|e| std::io::Error::other(e.to_string()))?,
+    );
+    let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset, tls, auth);
     // Sessions with records on disk were last used when the last clean shutdown says, or now
     // (see `crate::sessions`).
     let stored = crate::retryable::stored_sessions(&*catalog.snapshot())
