@@ -61,7 +61,15 @@ struct Parameter {
 static PARAMETERS: &[Parameter] = &[
     Parameter {
         name: "authenticationMechanisms",
-        value: |_| RawBson::Array(RawArrayBuf::new()),
+        // What saslStart accepts (mongod's default list, less what Ebb does not have).
+        value: |_| {
+            let mut list = RawArrayBuf::new();
+            list.push("MONGODB-X509");
+            for m in crate::auth::scram::Mechanism::ALL {
+                list.push(m.name());
+            }
+            RawBson::Array(list)
+        },
         runtime: false,
         startup: true,
     },
@@ -197,6 +205,9 @@ pub(super) fn get_cmd_line_opts(state: &ServerState) -> RawDocumentBuf {
     let mut parsed = rawdoc! { "net": net };
     if let Some(name) = &config.repl_set {
         parsed.append(cstr!("replication"), rawdoc! { "replSet": name.as_str() });
+    }
+    if config.auth {
+        parsed.append(cstr!("security"), rawdoc! { "authorization": "enabled" });
     }
     parsed.append(
         cstr!("storage"),

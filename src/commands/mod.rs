@@ -326,6 +326,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     .v1()
     .on_view(OnView::Refuse),
     C::read("dbStats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
+    C::read("dbstats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
     C::write("delete", Cmd::Delete, &fields::DELETE, "delete documents")
         .v1()
         .on_view(OnView::RefuseStatements("deletes")),

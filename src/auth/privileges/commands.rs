@@ -157,7 +157,7 @@ fn required_at(
         "collMod" => coll_mod(db, body),
         "renameCollection" => rename_collection(body),
         "collStats" => on_ns(&[A::CollStats]),
-        "dbStats" => on_db(&[A::DbStats]),
+        "dbStats" | "dbstats" => on_db(&[A::DbStats]),
         "validate" => on_ns(&[A::Validate]),
         "compact" => on_ns(&[A::Compact]),
 
