@@ -552,6 +552,15 @@ impl PrivilegeSet {
         })
     }
 
+    /// Whether the set grants some action on the (concrete) `resource`, through any pattern
+    /// that matches it (mongod's `isAuthorizedForAnyActionOnResource`).
+    pub fn any_action_on(&self, resource: &Resource) -> bool {
+        resource
+            .search_list()
+            .iter()
+            .any(|pattern| !self.actions_on(pattern).is_empty())
+    }
+
     /// The privileges, one per pattern.
     pub fn iter(&self) -> impl Iterator<Item = Privilege> + '_ {
         self.0.iter().map(|(resource, actions)| Privilege {

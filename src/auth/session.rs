@@ -26,11 +26,22 @@ pub struct LoggedIn {
     pub user: Arc<User>,
     /// Its roles, direct and inherited, and their privileges.
     pub resolved: Resolved,
+    /// The privileges, shared with the commands it runs.
+    privileges: Arc<PrivilegeSet>,
     /// [`AuthStore::generation`] when `resolved` was computed.
     generation: u64,
 }
 
 impl LoggedIn {
+    fn new(user: Arc<User>, resolved: Resolved, generation: u64) -> Self {
+        LoggedIn {
+            privileges: Arc::new(resolved.privileges.clone()),
+            user,
+            resolved,
+            generation,
+        }
+    }
+
     /// The user's name.
     pub fn name(&self) -> &UserName {
         &self.user.name
@@ -111,11 +122,7 @@ impl AuthSession {
         let Some((user, resolved)) = store.resolve_user(name) else {
             return Err(super::scram::authentication_failed());
         };
-        self.user = Some(LoggedIn {
-            user,
-            resolved,
-            generation,
-        });
+        self.user = Some(LoggedIn::new(user, resolved, generation));
         Ok(())
     }
 
@@ -137,11 +144,9 @@ impl AuthSession {
             return;
         }
         let name = current.name().clone();
-        self.user = store.resolve_user(&name).map(|(user, resolved)| LoggedIn {
-            user,
-            resolved,
-            generation,
-        });
+        self.user = store
+            .resolve_user(&name)
+            .map(|(user, resolved)| LoggedIn::new(user, resolved, generation));
         if self.user.is_none() {
             tracing::info!(user = %name.user, db = %name.db, "logged out: the user no longer exists");
         }
@@ -280,26 +285,51 @@ pub fn privileges(session: &AuthSession, store: &AuthStore) -> PrivilegeSet {
     }
 }
 
-tokio::task_local! {
-    static STAMP: (Option<UserName>, Rule);
-}
-
-/// Runs `fut` with the caller's user and the command's rule at hand, for the cursors it opens
-/// to keep ([`cursor_stamp`]).
-pub async fn with_stamp<F: std::future::Future>(
+/// What the running command knows of its caller, with access control on.
+#[derive(Debug)]
+pub struct Stamp {
     user: Option<UserName>,
     rule: Rule,
-    fut: F,
-) -> F::Output {
-    STAMP.scope((user, rule), fut).await
+    privileges: Arc<PrivilegeSet>,
+}
+
+impl Stamp {
+    /// The caller on `session`, authorized by `rule`.
+    pub fn new(session: &AuthSession, store: &AuthStore, rule: Rule) -> Self {
+        let privileges = match &session.user {
+            Some(user) => Arc::clone(&user.privileges),
+            None => Arc::new(privileges(session, store)),
+        };
+        Stamp {
+            user: session.user_name().cloned(),
+            rule,
+            privileges,
+        }
+    }
+}
+
+tokio::task_local! {
+    static STAMP: Stamp;
+}
+
+/// Runs `fut` with the caller at hand: the cursors it opens keep its user and rule ([`cursor_stamp`]), and commands whose
+/// answer depends on the caller's privileges read them ([`caller_privileges`]).
+pub async fn with_stamp<F: std::future::Future>(stamp: Stamp, fut: F) -> F::Output {
+    STAMP.scope(stamp, fut).await
 }
 
 /// The user and rule of the running command, when access control is on.
 pub fn cursor_stamp() -> Option<CursorAuth> {
     STAMP
-        .try_with(|(owner, rule)| CursorAuth {
-            owner: owner.clone(),
-            rule: rule.clone(),
+        .try_with(|s| CursorAuth {
+            owner: s.user.clone(),
+            rule: s.rule.clone(),
         })
         .ok()
+}
+
+/// The privileges of the running command's caller, when access control is on (`None`: it is
+/// off, and every caller may do everything).
+pub fn caller_privileges() -> Option<Arc<PrivilegeSet>> {
+    STAMP.try_with(|s| Arc::clone(&s.privileges)).ok()
 }

@@ -173,8 +173,20 @@ pub(super) fn list_collections(req: &Request<'_>, state: &ServerState) -> Comman
     validate_db_name(req.db)?;
     let name_only = opt_bool(req, "nameOnly")?.unwrap_or(false);
     let filter = opt_doc(req, "filter")?.map(Filter::compile).transpose()?;
+    // With access control on, `authorizedCollections` (with `nameOnly`) lists only the
+    // collections and views the caller holds some privilege on.
+    let authorized = opt_bool(req, "authorizedCollections")?.unwrap_or(false) && name_only;
+    let privileges = crate::auth::session::caller_privileges().filter(|_| authorized);
+    let visible = |name: &str| {
+        privileges.as_ref().is_none_or(|p| {
+            p.any_action_on(&crate::auth::privileges::Resource::namespace(req.db, name))
+        })
+    };
     let mut batch = RawArrayBuf::new();
     for c in state.catalog.collections(req.db) {
+        if !visible(&c.name) {
+            continue;
+        }
         let entry = collection_entry(&c, name_only);
         // The filter sees the full entry even when only names are returned.
         let full = collection_entry(&c, false);
@@ -183,6 +195,9 @@ pub(super) fn list_collections(req: &Request<'_>, state: &ServerState) -> Comman
         }
     }
     for v in state.catalog.views(req.db) {
+        if !visible(&v.name) {
+            continue;
+        }
         let full = super::views::list_entry(&v, false);
         if filter.as_ref().is_none_or(|f| f.matches(&full)) {
             batch.push(super::views::list_entry(&v, name_only));
@@ -213,9 +228,23 @@ pub(super) async fn list_databases(req: &Request<'_>, state: &ServerState) -> Co
     })
     .await
     .map_err(|e| CommandError::internal(e.to_string()))??;
+    // With access control on, a caller that may not list every database sees those it may
+    // act on (mongod's `authorizedDatabases`).
+    let visible: Option<std::sync::Arc<crate::auth::privileges::PrivilegeSet>> =
+        match crate::auth::session::caller_privileges() {
+            Some(privileges)
+                if crate::auth::privileges::list_databases_filtered(req.body, &privileges)? =>
+            {
+                Some(privileges)
+            }
+            _ => None,
+        };
     let mut databases = RawArrayBuf::new();
     let mut total = 0_i64;
     for (name, size) in sizes {
+        if visible.as_ref().is_some_and(|p| !p.any_action_in_db(&name)) {
+            continue;
+        }
         let entry = rawdoc! { "name": name.as_str(), "sizeOnDisk": size, "empty": false };
         if filter.as_ref().is_some_and(|f| !f.matches(&entry)) {
             continue;

@@ -680,10 +680,9 @@ pub async fn run(req: &Request<'_>, ctx: &mut ConnCtx, state: &ServerState) -> C
     }
     if state.config.auth {
         let rule = authorize(req, ctx, state)?;
-        let user = ctx.auth.user_name().cloned();
+        let stamp = crate::auth::session::Stamp::new(&ctx.auth, &state.auth, rule);
         return Box::pin(crate::auth::session::with_stamp(
-            user,
-            rule,
+            stamp,
             run_authorized(spec, req, ctx, state),
         ))
         .await;
