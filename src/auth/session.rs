@@ -276,11 +276,12 @@ pub fn authorize(
     }
 }
 
-/// The privileges a connection holds (`connectionStatus` with `showPrivileges`).
-pub fn privileges(session: &AuthSession, store: &AuthStore) -> PrivilegeSet {
+/// The privileges a connection holds (`connectionStatus` with `showPrivileges`); the
+/// localhost exception's only when access control is on (`enabled`), as in mongod.
+pub fn privileges(session: &AuthSession, store: &AuthStore, enabled: bool) -> PrivilegeSet {
     match &session.user {
         Some(user) => user.resolved.privileges.clone(),
-        None if session.localhost_exception(store) => localhost_exception(),
+        None if enabled && session.localhost_exception(store) => localhost_exception(),
         None => PrivilegeSet::new(),
     }
 }
@@ -298,7 +299,7 @@ impl Stamp {
     pub fn new(session: &AuthSession, store: &AuthStore, rule: Rule) -> Self {
         let privileges = match &session.user {
             Some(user) => Arc::clone(&user.privileges),
-            None => Arc::new(privileges(session, store)),
+            None => Arc::new(privileges(session, store, true)),
         };
         Stamp {
             user: session.user_name().cloned(),
