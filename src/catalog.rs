@@ -22,7 +22,9 @@ const NEXT_ID_KEY: [u8; 1] = [0x03];
 const BUILDING_PREFIX: u8 = 0x04;
 /// `0x05`: the store's key format (u32, big-endian). Stores without it are format 1.
 const FORMAT_KEY: [u8; 1] = [0x05];
-// (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`.)
+// (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`; `0x0A`: key-format
+// migration markers, `migrate`; `0x0B`: the replica set's identity, `crate::replset`; `0x0C`
+// and `0x0D`: users and roles, `crate::auth::store`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
 /// Key format 3: documents are keyed by record id (insertion order) and reached by `_id`

@@ -23,10 +23,10 @@ use super::scram::{Mechanism, ScramCredential};
 use crate::error::{CommandError, ErrorCode};
 use crate::storage::{Batch, GroupCommit, Keyspace, StorageError};
 
-/// `0x0B` db `\0` user: a user's document.
-const USER_PREFIX: u8 = 0x0B;
-/// `0x0C` db `\0` role: a user-defined role's document.
-const ROLE_PREFIX: u8 = 0x0C;
+/// `0x0C` db `\0` user: a user's document.
+const USER_PREFIX: u8 = 0x0C;
+/// `0x0D` db `\0` role: a user-defined role's document.
+const ROLE_PREFIX: u8 = 0x0D;
 
 fn record_key(prefix: u8, db: &str, name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(2 + db.len() + name.len());
