@@ -15,6 +15,11 @@ use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::state::ServerState;
 
+/// The `conversationId` of every conversation: mongod answers 1 and takes no other
+/// (`sasl_commands.cpp`: `reply.setConversationId(1)`, and saslContinue's "sasl: Mismatched
+/// conversation id" unless it is 1).
+const CONVERSATION_ID: i32 = 1;
+
 /// What a conversation's step answers.
 struct Step {
     conversation_id: i32,
@@ -110,7 +115,7 @@ fn start(
             return Err(e.reply());
         }
     };
-    let id = ctx.auth.next_conversation_id();
+    let id = CONVERSATION_ID;
     ctx.auth.conversation = Some(Conversation {
         id,
         db: db.to_owned(),
@@ -138,6 +143,9 @@ fn step(
         ));
     };
     if conversation.id != conversation_id {
+        // Like any failed step, it ends the conversation (mongod's `AuthenticationSession::doStep`
+        // marks the session failed on every error a step raises).
+        ctx.auth.conversation = None;
         return Err(CommandError::new(
             ErrorCode::ProtocolError,
             "sasl: Mismatched conversation id",
