@@ -75,8 +75,8 @@ fn access(name: &str) -> Option<Access> {
         | "killSessions" | "listDatabases" | "refreshSessions" | "startSession" | "whatsmyuri"
         | "ebbAdvanceClock" => AnyUser,
 
-        "aggregate" | "collStats" | "count" | "dbStats" | "distinct" | "explain" | "find"
-        | "listCollections" | "listIndexes" => Read,
+        "aggregate" | "collStats" | "count" | "dbStats" | "dbstats" | "distinct" | "explain"
+        | "find" | "listCollections" | "listIndexes" => Read,
 
         "replSetGetStatus" | "replSetInitiate" | "replSetReconfig" => LocalhostGrant,
 
@@ -233,23 +233,13 @@ fn expected(access: Access, who: Who) -> Outcome {
 
 /// Server answers known to differ from mongod's, as `(caller, command, what the server
 /// answers today)`: the test insists on today's answer, so that the fix has to update this
-/// list (and a regression elsewhere still fails).
-///
-/// - `getMore` under the localhost exception: mongod's `checkAuthForGetMore` refuses a caller
-///   that is not authenticated (auth is on, so `shouldIgnoreAuthChecks` is false), which
-///   `checkAuthorization` reports as "not authorized on app to execute command { getMore: …
-///   }"; Ebb's `auth::session::authorize` returns early for `getMore` without evaluating the
-///   rule's `Authenticated` when no cursor is found, so the request runs (`CursorNotFound`).
-const KNOWN_DIVERGENCES: &[(Who, &str, Outcome)] = &[(Who::Localhost, "getMore", Outcome::Runs)];
+/// list (and a regression elsewhere still fails). None today.
+const KNOWN_DIVERGENCES: &[(Who, &str, Outcome)] = &[];
 
 /// Commands whose `requiresAuth` in `listCommands` differs from mongod's, listed with the
 /// wrong value the server reports today (the test insists on it, so that the fix updates
-/// this list):
-///
-/// - `whatsmyuri`: mongod's `WhatsMyUriCmd` keeps the default `requiresAuth() == true` ("Any
-///   authenticated user may call"), and so does Ebb's privilege table, but its row in
-///   `commands::COMMANDS` is marked `.no_auth()`, so `listCommands` says `requiresAuth: false`.
-const LISTED_REQUIRES_AUTH_WRONG: &[&str] = &["whatsmyuri"];
+/// this list). None today.
+const LISTED_REQUIRES_AUTH_WRONG: &[&str] = &[];
 
 /// The caller as the privilege table sees it.
 struct TableCaller {

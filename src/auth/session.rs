@@ -51,7 +51,7 @@ impl LoggedIn {
 /// A SASL conversation in progress on a connection.
 #[derive(Debug)]
 pub struct Conversation {
-    /// `conversationId` (mongod numbers them from 1 per connection).
+    /// `conversationId` (always 1 in mongod: one conversation at a time per connection).
     pub id: i32,
     /// The database the user is looked up in.
     pub db: String,
@@ -71,7 +71,6 @@ pub struct AuthSession {
     /// The subject of the client's certificate, when it presented one over TLS
     /// (`MONGODB-X509`), in RFC 2253 form.
     pub certificate_subject: Option<String>,
-    last_conversation: i32,
 }
 
 impl AuthSession {
@@ -81,12 +80,6 @@ impl AuthSession {
             loopback,
             ..AuthSession::default()
         }
-    }
-
-    /// The next `conversationId`.
-    pub fn next_conversation_id(&mut self) -> i32 {
-        self.last_conversation = self.last_conversation.checked_add(1).unwrap_or(1);
-        self.last_conversation
     }
 
     /// Logs `name` in (a conversation succeeded). mongod's rules for a connection already
@@ -253,7 +246,11 @@ pub fn authorize(
         return Err(requires_authentication(command));
     }
     if command == "getMore" {
-        // mongod checks the owner, then the privileges, each with its own message.
+        // mongod's `checkAuthForGetMore` wants a logged-in user (the localhost exception does
+        // not do), then checks the owner, then the privileges, each with its own message.
+        if session.user.is_none() {
+            return Err(unauthorized(command, db, body));
+        }
         if let Some((id, _)) = cursors.first() {
             if !check.owns_cursors() {
                 return Err(cursor_not_owned(*id));

@@ -341,7 +341,9 @@ pub(super) fn connection_status(
     };
     if show_privileges {
         let mut list = RawArrayBuf::new();
-        for privilege in crate::auth::session::privileges(session, &state.auth, state.config.auth).iter() {
+        for privilege in
+            crate::auth::session::privileges(session, &state.auth, state.config.auth).iter()
+        {
             let doc = RawDocumentBuf::try_from(&privilege.to_document())
                 .map_err(|e| CommandError::new(ErrorCode::InternalError, e.to_string()))?;
             list.push(doc);

@@ -595,7 +595,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Validate contents of a namespace by scanning its data structures for correctness.",
     )
     .on_view(OnView::Refuse),
-    C::other("whatsmyuri", Cmd::WhatsMyUri, &spec::Args::LOOSE, "{whatsmyuri:1}").no_auth(),
+    C::other("whatsmyuri", Cmd::WhatsMyUri, &spec::Args::LOOSE, "{whatsmyuri:1}"),
 ];
 
 /// The table row of `name`, if Ebb implements it.
