@@ -89,11 +89,12 @@ impl User {
             "user": name.user.as_str(),
             "db": name.db.as_str(),
             "credentials": credentials,
-            "roles": roles_array(roles),
         };
+        // mongod's field order: `customData` before `roles` (what `usersInfo` shows).
         if let Some(data) = custom_data {
             doc.insert("customData", data);
         }
+        doc.insert("roles", roles_array(roles));
         Ok(User { name, doc })
     }
 
@@ -119,6 +120,16 @@ impl User {
     /// Replaces the user's roles.
     pub fn set_roles(&mut self, roles: &[RoleName]) {
         self.doc.insert("roles", roles_array(roles));
+    }
+
+    /// Replaces the user's `credentials` document (a new password).
+    pub fn set_credentials(&mut self, credentials: Document) {
+        self.doc.insert("credentials", credentials);
+    }
+
+    /// Replaces the user's `customData`.
+    pub fn set_custom_data(&mut self, data: Document) {
+        self.doc.insert("customData", data);
     }
 
     /// The stored credential for `mechanism`, if the user has one.
@@ -387,6 +398,31 @@ impl AuthStore {
         self.put_user(user, "updated user")
     }
 
+    /// mongod's `rolesExist`: every role of `roles` is built in or defined, or `RoleNotFound`
+    /// naming those that are not ("Could not find role: a@db", "Could not find roles: a@db,
+    /// b@db").
+    pub fn roles_exist(&self, roles: &[RoleName]) -> Result<(), CommandError> {
+        let inner = self.read();
+        let mut missing: Vec<&RoleName> = Vec::new();
+        for role in roles {
+            if !inner.roles.exists(role) && !missing.contains(&role) {
+                missing.push(role);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        Err(CommandError::new(
+            ErrorCode::RoleNotFound,
+            format!(
+                "Could not find role{}: {}",
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", ")
+            ),
+        ))
+    }
+
     fn check_roles_exist(&self, roles: &[RoleName]) -> Result<(), CommandError> {
         let inner = self.read();
         for role in roles {
@@ -462,15 +498,15 @@ impl AuthStore {
         Ok(names.len())
     }
 
-    /// Creates the user-defined role `def`: `DuplicateKey` "Role: r@db already exists" if it
+    /// Creates the user-defined role `def`: mongod's 51002 `Role "r@db" already exists` if it
     /// does (built in or defined); the roles it grants must exist and form no cycle.
     pub fn create_role(&self, def: &RoleDef) -> Result<(), CommandError> {
         let _guard = self.changes();
         let mut graph = self.roles();
         if graph.exists(&def.name) {
             return Err(CommandError::new(
-                ErrorCode::DuplicateKey,
-                format!("Role: {} already exists", def.name),
+                ErrorCode::Location(51002),
+                format!("Role \"{}\" already exists", def.name),
             ));
         }
         graph.upsert(def.clone())?;
