@@ -285,6 +285,26 @@ async fn users_info_update_grant_revoke_and_drop() -> TestResult {
         .run_command(doc! { "usersInfo": 1, "filter": { "roles.role": "readWrite" } })
         .await?;
     assert_eq!(first(&reply, "users").get_str("user")?, "bob");
+    // The manual's examples: users holding a role, users with SCRAM-SHA-1 credentials.
+    let reply = admin
+        .database("admin")
+        .run_command(
+            doc! { "usersInfo": 1, "filter": { "roles": { "role": "root", "db": "admin" } } },
+        )
+        .await?;
+    assert_eq!(first(&reply, "users").get_str("user")?, "admin");
+    let reply = admin
+        .database("admin")
+        .run_command(
+            doc! { "usersInfo": { "forAllDBs": true }, "filter": { "mechanisms": "SCRAM-SHA-1" } },
+        )
+        .await?;
+    let users: Vec<&str> = reply
+        .get_array("users")?
+        .iter()
+        .filter_map(|u| u.as_document()?.get_str("user").ok())
+        .collect();
+    assert_eq!(users, ["admin", "ann"]);
     let reply = app
         .run_command(doc! { "usersInfo": [{ "user": "bob", "db": "app" }, "ann", "nobody"] })
         .await?;
@@ -566,6 +586,18 @@ async fn role_commands_as_mongod_answers() -> TestResult {
     let with_builtins = app
         .run_command(doc! { "rolesInfo": 1, "showBuiltinRoles": true })
         .await?;
+    // The manual's example output for built-in roles.
+    let read_write = with_builtins
+        .get_array("roles")?
+        .iter()
+        .filter_map(Bson::as_document)
+        .find(|r| r.get_str("role").is_ok_and(|n| n == "readWrite"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        read_write,
+        doc! { "role": "readWrite", "db": "app", "isBuiltin": true, "roles": [], "inheritedRoles": [] }
+    );
     assert!(role_names(with_builtins.get_array("roles")?).contains(&"readWrite@app".to_owned()));
     let fragment = app
         .run_command(doc! { "rolesInfo": ["top"], "showPrivileges": "asUserFragment" })
@@ -592,6 +624,59 @@ async fn role_commands_as_mongod_answers() -> TestResult {
             .await?
             .get_array("roles")?
             .is_empty()
+    );
+
+    // The manual's example: a role with a privilege of its own and `readWrite`, listed with
+    // `rolesInfo: 1, showPrivileges: true`.
+    let products = admin.database("products");
+    let bypass = doc! {
+        "resource": { "db": "products", "collection": "" },
+        "actions": ["bypassDocumentValidation"],
+    };
+    products
+        .run_command(doc! {
+            "createRole": "associate", "privileges": [bypass.clone()], "roles": ["readWrite"],
+        })
+        .await?;
+    let associate = first(
+        &products
+            .run_command(doc! { "rolesInfo": 1, "showPrivileges": true })
+            .await?,
+        "roles",
+    );
+    assert_eq!(
+        keys(&associate),
+        [
+            "_id",
+            "role",
+            "db",
+            "privileges",
+            "roles",
+            "isBuiltin",
+            "inheritedRoles",
+            "inheritedPrivileges"
+        ]
+    );
+    assert_eq!(associate.get_str("_id")?, "products.associate");
+    assert_eq!(
+        role_names(associate.get_array("inheritedRoles")?),
+        ["readWrite@products"]
+    );
+    let inherited = associate.get_array("inheritedPrivileges")?;
+    assert_eq!(inherited.first(), Some(&Bson::Document(bypass)));
+    let read_write_privilege = inherited
+        .get(1)
+        .and_then(Bson::as_document)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        read_write_privilege.get_document("resource")?,
+        &doc! { "db": "products", "collection": "" }
+    );
+    assert!(
+        read_write_privilege
+            .get_array("actions")?
+            .contains(&Bson::from("changeStream"))
     );
 
     // updateRole, privileges and roles granted and revoked.
