@@ -201,6 +201,22 @@ async fn create_user_validates_as_mongod() -> TestResult {
     c.database("app")
         .run_command(doc! { "createUser": "u", "pwd": "p", "roles": [] })
         .await?;
+    // mongod 7.0's typed user management commands define no help text of their own.
+    let commands = c
+        .database("admin")
+        .run_command(doc! { "listCommands": 1 })
+        .await?;
+    let commands = commands.get_document("commands")?;
+    for name in [
+        "createUser",
+        "usersInfo",
+        "rolesInfo",
+        "dropAllRolesFromDatabase",
+    ] {
+        let row = commands.get_document(name)?;
+        assert_eq!(row.get_str("help")?, "no help defined", "{name}");
+        assert!(!row.get_bool("adminOnly")?, "{name}");
+    }
     refused(
         c,
         "app",

@@ -331,13 +331,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         "createRole",
         Cmd::CreateRole,
         &fields::CREATE_ROLE,
-        "Create a new role",
+        "no help defined",
     ),
     C::write(
         "createUser",
         Cmd::CreateUser,
         &fields::CREATE_USER,
-        "Adds a user to the system",
+        "no help defined",
     ),
     C::write(
         "createIndexes",
@@ -379,25 +379,25 @@ pub static COMMANDS: &[CommandSpec] = &[
         "dropAllRolesFromDatabase",
         Cmd::DropAllRolesFromDatabase,
         &fields::DROP_ALL_ROLES_FROM_DATABASE,
-        "Drops all roles from the given database.  Before deleting the roles completely it must remove them from any users or other roles that reference them.  If any errors occur in the middle of that process it's possible to be left in a state where the roles have been removed from some user/roles but otherwise still exist.",
+        "no help defined",
     ),
     C::write(
         "dropAllUsersFromDatabase",
         Cmd::DropAllUsersFromDatabase,
         &fields::DROP_ALL_USERS_FROM_DATABASE,
-        "Drop all users in the database",
+        "no help defined",
     ),
     C::write(
         "dropRole",
         Cmd::DropRole,
         &fields::DROP_ROLE,
-        "Drops a single role.  Before deleting the role completely it must remove it from any users or roles that reference it.  If any errors occur in the middle of that process it's possible to be left in a state where the role has been removed from some user/roles but otherwise still exists.",
+        "no help defined",
     ),
     C::write(
         "dropUser",
         Cmd::DropUser,
         &fields::DROP_USER,
-        "Drop a single user",
+        "no help defined",
     ),
     C::other(
         "ebbAdvanceClock",
@@ -458,19 +458,19 @@ pub static COMMANDS: &[CommandSpec] = &[
         "grantPrivilegesToRole",
         Cmd::GrantPrivilegesToRole,
         &fields::GRANT_PRIVILEGES_TO_ROLE,
-        "Grants privileges to a role",
+        "no help defined",
     ),
     C::write(
         "grantRolesToRole",
         Cmd::GrantRolesToRole,
         &fields::GRANT_ROLES_TO_ROLE,
-        "Grant roles to a role",
+        "no help defined",
     ),
     C::write(
         "grantRolesToUser",
         Cmd::GrantRolesToUser,
         &fields::GRANT_ROLES_TO_USER,
-        "Grant additional roles to a user",
+        "no help defined",
     ),
     C::other(
         "hello",
@@ -612,24 +612,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         "revokePrivilegesFromRole",
         Cmd::RevokePrivilegesFromRole,
         &fields::REVOKE_PRIVILEGES_FROM_ROLE,
-        "Grants privileges to a role",
+        "no help defined",
     ),
     C::write(
         "revokeRolesFromRole",
         Cmd::RevokeRolesFromRole,
         &fields::REVOKE_ROLES_FROM_ROLE,
-        "Revoke roles from a role",
+        "no help defined",
     ),
     C::write(
         "revokeRolesFromUser",
         Cmd::RevokeRolesFromUser,
         &fields::REVOKE_ROLES_FROM_USER,
-        "Revoke previously assigned roles from a user",
+        "no help defined",
     ),
     // Secondaries answer it when the client allows (mongod's `kOptIn`).
     CommandSpec {
         secondary_ok: false,
-        ..C::other("rolesInfo", Cmd::RolesInfo, &fields::ROLES_INFO, "returns information about roles.")
+        ..C::other("rolesInfo", Cmd::RolesInfo, &fields::ROLES_INFO, "no help defined")
     },
     C::other(
         "rotateCertificates",
@@ -678,18 +678,18 @@ pub static COMMANDS: &[CommandSpec] = &[
         "updateRole",
         Cmd::UpdateRole,
         &fields::UPDATE_ROLE,
-        "Update an existing role",
+        "no help defined",
     ),
     C::write(
         "updateUser",
         Cmd::UpdateUser,
         &fields::UPDATE_USER,
-        "Modify a user",
+        "no help defined",
     ),
     // Secondaries answer it when the client allows (mongod's `kOptIn`).
     CommandSpec {
         secondary_ok: false,
-        ..C::other("usersInfo", Cmd::UsersInfo, &fields::USERS_INFO, "Returns information about users.")
+        ..C::other("usersInfo", Cmd::UsersInfo, &fields::USERS_INFO, "no help defined")
     },
     C::other(
         "validate",
