@@ -897,6 +897,50 @@ async fn open_connections_see_changes_at_their_next_command() -> TestResult {
     let (code, _) = error_of(&dee, "app", doc! { "usersInfo": "admin" }).await;
     assert_eq!(code, 13);
 
+    // Without the privileges, user and role management is refused.
+    for command in [
+        doc! { "createUser": "x", "pwd": "p", "roles": [] },
+        doc! { "dropUser": "admin" },
+        doc! { "createRole": "x", "privileges": [], "roles": [] },
+        doc! { "rolesInfo": 1 },
+        doc! { "grantRolesToUser": "dee", "roles": ["readWrite"] },
+    ] {
+        let shown = command.to_string();
+        let (code, _) = error_of(&dee, "app", command).await;
+        assert_eq!(code, 13, "{shown}");
+    }
+    // A role one holds may be looked at.
+    dee.database("app")
+        .run_command(doc! { "rolesInfo": "finder" })
+        .await?;
+    // changeOwnPassword / changeOwnCustomData: one's own, not another's.
+    app.run_command(doc! {
+        "createRole": "self", "roles": [],
+        "privileges": [{
+            "resource": { "db": "app", "collection": "" },
+            "actions": ["changeOwnPassword", "changeOwnCustomData"],
+        }],
+    })
+    .await?;
+    app.run_command(doc! { "createUser": "fay", "pwd": "pw", "roles": [] })
+        .await?;
+    app.run_command(doc! { "grantRolesToUser": "dee", "roles": ["self"] })
+        .await?;
+    dee.database("app")
+        .run_command(doc! { "updateUser": "dee", "pwd": "pw2", "customData": { "k": 1 } })
+        .await?;
+    let (code, _) = error_of(&dee, "app", doc! { "updateUser": "fay", "pwd": "x" }).await;
+    assert_eq!(code, 13);
+    // The changed password does not end the open session; a new login needs the new one.
+    dee.database("app")
+        .run_command(doc! { "usersInfo": "dee" })
+        .await?;
+    let again = login(&server, "dee", "pw2", "app").await?;
+    again
+        .database("app")
+        .run_command(doc! { "ping": 1 })
+        .await?;
+
     // Dropped: the open connection is logged out.
     app.run_command(doc! { "dropUser": "dee" }).await?;
     let status = dee
