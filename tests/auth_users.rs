@@ -359,6 +359,18 @@ async fn users_info_update_grant_revoke_and_drop() -> TestResult {
     )
     .await;
 
+    refused(
+        &admin,
+        "app",
+        doc! { "usersInfo": "ann", "authenticatedMechanism": "BAD" },
+        2,
+        "Unknown authentication mechanism 'BAD'. Supported mechanisms: MONGODB-X509, PLAIN, \
+         GSSAPI, SCRAM-SHA-1, SCRAM-SHA-256, MONGODB-AWS, MONGODB-OIDC",
+    )
+    .await;
+    app.run_command(doc! { "usersInfo": "ann", "authenticatedMechanism": "SCRAM-SHA-256" })
+        .await?;
+
     // updateUser.
     refused(
         &admin,

@@ -713,9 +713,17 @@ pub(super) fn users_info(req: &Request<'_>, state: &ServerState) -> CommandResul
                 | "MONGODB-OIDC"
         )
     {
-        return Err(CommandError::bad_value(format!(
-            "Unknown authentication mechanism '{m}'"
-        )));
+        // mongod's `validateAuthMechanism`.
+        return Err(CommandError::bad_value(if m == "MONGODB-CR" {
+            "MONGODB-CR is deprecated and no longer supported. Use SCRAM for password-based \
+             authentication instead."
+                .to_owned()
+        } else {
+            format!(
+                "Unknown authentication mechanism '{m}'. Supported mechanisms: MONGODB-X509, \
+                 PLAIN, GSSAPI, SCRAM-SHA-1, SCRAM-SHA-256, MONGODB-AWS, MONGODB-OIDC"
+            )
+        }));
     }
     let filter = match req.body.get("filter").map_err(|e| invalid_bson(&e))? {
         Some(RawBsonRef::Document(d)) => Some(d),
