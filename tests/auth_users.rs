@@ -1019,3 +1019,23 @@ async fn users_and_roles_survive_a_restart() -> TestResult {
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
+
+#[tokio::test]
+async fn dropping_every_user_does_not_reopen_the_localhost_exception() -> TestResult {
+    let (server, admin) = start().await?;
+    let reply = admin
+        .database("admin")
+        .run_command(doc! { "dropAllUsersFromDatabase": 1 })
+        .await?;
+    assert_eq!(reply.get_i32("n")?, 1);
+    // As mongod (`hasAnyPrivilegeDocuments` stays set until a restart): still refused.
+    let anonymous = server.client().await?;
+    let (code, _) = error_of(
+        &anonymous,
+        "admin",
+        doc! { "createUser": "again", "pwd": "p", "roles": ["root"] },
+    )
+    .await;
+    assert_eq!(code, 13);
+    Ok(())
+}

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bson::{Bson, Document, RawDocument, doc};
@@ -235,6 +235,10 @@ pub struct AuthStore {
     /// Serializes changes: each reads the current state, checks, commits and publishes.
     changes: Mutex<()>,
     generation: AtomicU64,
+    /// Whether a user or a role has existed since the store was opened: mongod's
+    /// `_hasAnyPrivilegeDocuments`, which once set stays set (dropping every user does not
+    /// bring the localhost exception back before a restart).
+    had_any: AtomicBool,
 }
 
 impl AuthStore {
@@ -264,11 +268,13 @@ impl AuthStore {
         }
         let roles = RoleGraph::from_defs(defs).map_err(|e| corrupt(e.errmsg))?;
         info!(users = users.len(), "users and roles loaded");
+        let had_any = AtomicBool::new(!users.is_empty() || !roles.is_empty());
         Ok(AuthStore {
             store: Some(store),
             inner: RwLock::new(Inner { users, roles }),
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
+            had_any,
         })
     }
 
@@ -279,6 +285,7 @@ impl AuthStore {
             inner: RwLock::default(),
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
+            had_any: AtomicBool::new(false),
         }
     }
 
@@ -300,8 +307,12 @@ impl AuthStore {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether no user and no user-defined role exists (the localhost exception's condition).
+    /// Whether no user and no user-defined role exists, nor has since the store was opened (the
+    /// localhost exception's condition, as mongod's `hasAnyPrivilegeDocuments` caches it).
     pub fn is_empty(&self) -> bool {
+        if self.had_any.load(Ordering::Acquire) {
+            return false;
+        }
         let inner = self.read();
         inner.users.is_empty() && inner.roles.is_empty()
     }
@@ -447,6 +458,7 @@ impl AuthStore {
         self.commit(batch)?;
         info!(user = %user.name.user, db = %user.name.db, "{what}");
         self.write().users.insert(user.name.clone(), Arc::new(user));
+        self.had_any.store(true, Ordering::Release);
         self.bump();
         Ok(())
     }
@@ -551,6 +563,7 @@ impl AuthStore {
         self.commit(batch)?;
         info!(role = %def.name, "{what}");
         self.write().roles = graph;
+        self.had_any.store(true, Ordering::Release);
         self.bump();
         Ok(())
     }
@@ -745,5 +758,20 @@ mod tests {
         let s = reopened.roles();
         assert!(s.get(&RoleName::new("s", "db")).unwrap().roles.is_empty());
         assert_eq!(auth.drop_users_in("db").unwrap(), 1);
+    }
+
+    #[test]
+    fn once_a_user_existed_the_store_is_not_empty_until_reopened() {
+        let (store, auth) = open_memory();
+        assert!(auth.is_empty());
+        auth.create_user(User::new(name("u", "admin"), doc! {}, &[], None).unwrap())
+            .unwrap();
+        auth.drop_user(&name("u", "admin")).unwrap();
+        assert!(auth.users(None).is_empty());
+        assert!(
+            !auth.is_empty(),
+            "mongod's hasAnyPrivilegeDocuments stays set"
+        );
+        assert!(AuthStore::open(store).unwrap().is_empty());
     }
 }
