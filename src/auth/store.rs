@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bson::{Bson, Document, RawDocument, doc};
@@ -89,11 +89,12 @@ impl User {
             "user": name.user.as_str(),
             "db": name.db.as_str(),
             "credentials": credentials,
-            "roles": roles_array(roles),
         };
+        // mongod's field order: `customData` before `roles` (what `usersInfo` shows).
         if let Some(data) = custom_data {
             doc.insert("customData", data);
         }
+        doc.insert("roles", roles_array(roles));
         Ok(User { name, doc })
     }
 
@@ -119,6 +120,16 @@ impl User {
     /// Replaces the user's roles.
     pub fn set_roles(&mut self, roles: &[RoleName]) {
         self.doc.insert("roles", roles_array(roles));
+    }
+
+    /// Replaces the user's `credentials` document (a new password).
+    pub fn set_credentials(&mut self, credentials: Document) {
+        self.doc.insert("credentials", credentials);
+    }
+
+    /// Replaces the user's `customData`.
+    pub fn set_custom_data(&mut self, data: Document) {
+        self.doc.insert("customData", data);
     }
 
     /// The stored credential for `mechanism`, if the user has one.
@@ -224,6 +235,10 @@ pub struct AuthStore {
     /// Serializes changes: each reads the current state, checks, commits and publishes.
     changes: Mutex<()>,
     generation: AtomicU64,
+    /// Whether a user or a role has existed since the store was opened: mongod's
+    /// `_hasAnyPrivilegeDocuments`, which once set stays set (dropping every user does not
+    /// bring the localhost exception back before a restart).
+    had_any: AtomicBool,
 }
 
 impl AuthStore {
@@ -253,11 +268,13 @@ impl AuthStore {
         }
         let roles = RoleGraph::from_defs(defs).map_err(|e| corrupt(e.errmsg))?;
         info!(users = users.len(), "users and roles loaded");
+        let had_any = AtomicBool::new(!users.is_empty() || !roles.is_empty());
         Ok(AuthStore {
             store: Some(store),
             inner: RwLock::new(Inner { users, roles }),
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
+            had_any,
         })
     }
 
@@ -268,6 +285,7 @@ impl AuthStore {
             inner: RwLock::default(),
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
+            had_any: AtomicBool::new(false),
         }
     }
 
@@ -289,8 +307,12 @@ impl AuthStore {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// Whether no user and no user-defined role exists (the localhost exception's condition).
+    /// Whether no user and no user-defined role exists, nor has since the store was opened (the
+    /// localhost exception's condition, as mongod's `hasAnyPrivilegeDocuments` caches it).
     pub fn is_empty(&self) -> bool {
+        if self.had_any.load(Ordering::Acquire) {
+            return false;
+        }
         let inner = self.read();
         inner.users.is_empty() && inner.roles.is_empty()
     }
@@ -387,6 +409,31 @@ impl AuthStore {
         self.put_user(user, "updated user")
     }
 
+    /// mongod's `rolesExist`: every role of `roles` is built in or defined, or `RoleNotFound`
+    /// naming those that are not ("Could not find role: a@db", "Could not find roles: a@db,
+    /// b@db").
+    pub fn roles_exist(&self, roles: &[RoleName]) -> Result<(), CommandError> {
+        let inner = self.read();
+        let mut missing: Vec<&RoleName> = Vec::new();
+        for role in roles {
+            if !inner.roles.exists(role) && !missing.contains(&role) {
+                missing.push(role);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        Err(CommandError::new(
+            ErrorCode::RoleNotFound,
+            format!(
+                "Could not find role{}: {}",
+                if names.len() > 1 { "s" } else { "" },
+                names.join(", ")
+            ),
+        ))
+    }
+
     fn check_roles_exist(&self, roles: &[RoleName]) -> Result<(), CommandError> {
         let inner = self.read();
         for role in roles {
@@ -411,6 +458,7 @@ impl AuthStore {
         self.commit(batch)?;
         info!(user = %user.name.user, db = %user.name.db, "{what}");
         self.write().users.insert(user.name.clone(), Arc::new(user));
+        self.had_any.store(true, Ordering::Release);
         self.bump();
         Ok(())
     }
@@ -462,15 +510,15 @@ impl AuthStore {
         Ok(names.len())
     }
 
-    /// Creates the user-defined role `def`: `DuplicateKey` "Role: r@db already exists" if it
+    /// Creates the user-defined role `def`: mongod's 51002 `Role "r@db" already exists` if it
     /// does (built in or defined); the roles it grants must exist and form no cycle.
     pub fn create_role(&self, def: &RoleDef) -> Result<(), CommandError> {
         let _guard = self.changes();
         let mut graph = self.roles();
         if graph.exists(&def.name) {
             return Err(CommandError::new(
-                ErrorCode::DuplicateKey,
-                format!("Role: {} already exists", def.name),
+                ErrorCode::Location(51002),
+                format!("Role \"{}\" already exists", def.name),
             ));
         }
         graph.upsert(def.clone())?;
@@ -515,6 +563,7 @@ impl AuthStore {
         self.commit(batch)?;
         info!(role = %def.name, "{what}");
         self.write().roles = graph;
+        self.had_any.store(true, Ordering::Release);
         self.bump();
         Ok(())
     }
@@ -709,5 +758,20 @@ mod tests {
         let s = reopened.roles();
         assert!(s.get(&RoleName::new("s", "db")).unwrap().roles.is_empty());
         assert_eq!(auth.drop_users_in("db").unwrap(), 1);
+    }
+
+    #[test]
+    fn once_a_user_existed_the_store_is_not_empty_until_reopened() {
+        let (store, auth) = open_memory();
+        assert!(auth.is_empty());
+        auth.create_user(User::new(name("u", "admin"), doc! {}, &[], None).unwrap())
+            .unwrap();
+        auth.drop_user(&name("u", "admin")).unwrap();
+        assert!(auth.users(None).is_empty());
+        assert!(
+            !auth.is_empty(),
+            "mongod's hasAnyPrivilegeDocuments stays set"
+        );
+        assert!(AuthStore::open(store).unwrap().is_empty());
     }
 }

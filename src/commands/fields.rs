@@ -443,3 +443,152 @@ pub static SHUTDOWN: Args = Args {
     strict: true,
     fields: &[opt("force", Bool), opt("timeoutSecs", Number)],
 };
+
+// User and role management (`user_management_commands.idl`). The command's own value (the user
+// or role name) is read by the handler. `roles` of `createUser` is `Any` here: mongod answers a
+// null there with its own message (10065), not as a missing field.
+
+/// `createUser`.
+pub static CREATE_USER: Args = Args {
+    path: "createUser",
+    strict: true,
+    fields: &[
+        opt("pwd", String),
+        opt("customData", Object),
+        req("roles", Any),
+        opt("digestPassword", SafeBool),
+        opt("authenticationRestrictions", Array),
+        opt("mechanisms", Array),
+    ],
+};
+
+/// `updateUser`.
+pub static UPDATE_USER: Args = Args {
+    path: "updateUser",
+    strict: true,
+    fields: &[
+        opt("pwd", String),
+        opt("customData", Object),
+        opt("roles", Array),
+        opt("digestPassword", SafeBool),
+        opt("authenticationRestrictions", Array),
+        opt("mechanisms", Array),
+    ],
+};
+
+/// `dropUser`.
+pub static DROP_USER: Args = Args {
+    path: "dropUser",
+    strict: true,
+    fields: &[],
+};
+
+/// `dropAllUsersFromDatabase`.
+pub static DROP_ALL_USERS_FROM_DATABASE: Args = Args {
+    path: "dropAllUsersFromDatabase",
+    strict: true,
+    fields: &[],
+};
+
+/// `grantRolesToUser`.
+pub static GRANT_ROLES_TO_USER: Args = Args {
+    path: "grantRolesToUser",
+    strict: true,
+    fields: &[req("roles", Array)],
+};
+
+/// `revokeRolesFromUser`.
+pub static REVOKE_ROLES_FROM_USER: Args = Args {
+    path: "revokeRolesFromUser",
+    strict: true,
+    fields: &[req("roles", Array)],
+};
+
+/// `usersInfo`.
+pub static USERS_INFO: Args = Args {
+    path: "usersInfo",
+    strict: true,
+    fields: &[
+        opt("showPrivileges", SafeBool),
+        opt("showCredentials", SafeBool),
+        opt("showAuthenticationRestrictions", SafeBool),
+        opt("showCustomData", SafeBool),
+        opt("authenticatedMechanism", String),
+        opt("filter", Object),
+    ],
+};
+
+/// `createRole`.
+pub static CREATE_ROLE: Args = Args {
+    path: "createRole",
+    strict: true,
+    fields: &[
+        req("privileges", Array),
+        req("roles", Array),
+        opt("authenticationRestrictions", Array),
+    ],
+};
+
+/// `updateRole`.
+pub static UPDATE_ROLE: Args = Args {
+    path: "updateRole",
+    strict: true,
+    fields: &[
+        opt("privileges", Array),
+        opt("roles", Array),
+        opt("authenticationRestrictions", Array),
+    ],
+};
+
+/// `grantPrivilegesToRole`.
+pub static GRANT_PRIVILEGES_TO_ROLE: Args = Args {
+    path: "grantPrivilegesToRole",
+    strict: true,
+    fields: &[req("privileges", Array)],
+};
+
+/// `revokePrivilegesFromRole`.
+pub static REVOKE_PRIVILEGES_FROM_ROLE: Args = Args {
+    path: "revokePrivilegesFromRole",
+    strict: true,
+    fields: &[req("privileges", Array)],
+};
+
+/// `grantRolesToRole`.
+pub static GRANT_ROLES_TO_ROLE: Args = Args {
+    path: "grantRolesToRole",
+    strict: true,
+    fields: &[req("roles", Array)],
+};
+
+/// `revokeRolesFromRole`.
+pub static REVOKE_ROLES_FROM_ROLE: Args = Args {
+    path: "revokeRolesFromRole",
+    strict: true,
+    fields: &[req("roles", Array)],
+};
+
+/// `dropRole`.
+pub static DROP_ROLE: Args = Args {
+    path: "dropRole",
+    strict: true,
+    fields: &[],
+};
+
+/// `dropAllRolesFromDatabase`.
+pub static DROP_ALL_ROLES_FROM_DATABASE: Args = Args {
+    path: "dropAllRolesFromDatabase",
+    strict: true,
+    fields: &[],
+};
+
+/// `rolesInfo` (`showPrivileges` is a boolean or "asUserFragment", which its handler reads).
+pub static ROLES_INFO: Args = Args {
+    path: "rolesInfo",
+    strict: true,
+    fields: &[
+        opt("showPrivileges", Any),
+        opt("showBuiltinRoles", SafeBool),
+        opt("showAuthenticationRestrictions", SafeBool),
+    ],
+};

@@ -16,6 +16,7 @@ mod handshake;
 mod index;
 mod read;
 mod repl;
+mod roles;
 mod sessions;
 mod spec;
 mod transactions;
@@ -91,6 +92,21 @@ enum Cmd {
     SaslContinue,
     Logout,
     CreateUser,
+    UpdateUser,
+    DropUser,
+    DropAllUsersFromDatabase,
+    UsersInfo,
+    GrantRolesToUser,
+    RevokeRolesFromUser,
+    CreateRole,
+    UpdateRole,
+    DropRole,
+    DropAllRolesFromDatabase,
+    RolesInfo,
+    GrantPrivilegesToRole,
+    RevokePrivilegesFromRole,
+    GrantRolesToRole,
+    RevokeRolesFromRole,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -312,10 +328,16 @@ pub static COMMANDS: &[CommandSpec] = &[
         .on_view(OnView::Aggregate),
     C::write("create", Cmd::Create, &fields::CREATE, "explicitly creates a collection").v1(),
     C::write(
+        "createRole",
+        Cmd::CreateRole,
+        &fields::CREATE_ROLE,
+        "no help defined",
+    ),
+    C::write(
         "createUser",
         Cmd::CreateUser,
-        &spec::Args::LOOSE,
-        "Adds a user to the system",
+        &fields::CREATE_USER,
+        "no help defined",
     ),
     C::write(
         "createIndexes",
@@ -354,6 +376,30 @@ pub static COMMANDS: &[CommandSpec] = &[
         "drop (delete) this database",
     )
     .v1(),
+    C::write(
+        "dropAllRolesFromDatabase",
+        Cmd::DropAllRolesFromDatabase,
+        &fields::DROP_ALL_ROLES_FROM_DATABASE,
+        "no help defined",
+    ),
+    C::write(
+        "dropAllUsersFromDatabase",
+        Cmd::DropAllUsersFromDatabase,
+        &fields::DROP_ALL_USERS_FROM_DATABASE,
+        "no help defined",
+    ),
+    C::write(
+        "dropRole",
+        Cmd::DropRole,
+        &fields::DROP_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "dropUser",
+        Cmd::DropUser,
+        &fields::DROP_USER,
+        "no help defined",
+    ),
     C::other(
         "ebbAdvanceClock",
         Cmd::AdvanceClock,
@@ -409,6 +455,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         "get administrative option(s)",
     )
     .admin(),
+    C::write(
+        "grantPrivilegesToRole",
+        Cmd::GrantPrivilegesToRole,
+        &fields::GRANT_PRIVILEGES_TO_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "grantRolesToRole",
+        Cmd::GrantRolesToRole,
+        &fields::GRANT_ROLES_TO_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "grantRolesToUser",
+        Cmd::GrantRolesToUser,
+        &fields::GRANT_ROLES_TO_USER,
+        "no help defined",
+    ),
     C::other(
         "hello",
         Cmd::Hello,
@@ -545,6 +609,29 @@ pub static COMMANDS: &[CommandSpec] = &[
         "Initiate/christen a replica set.\nhttp://dochub.mongodb.org/core/replicasetcommands",
     )
     .admin(),
+    C::write(
+        "revokePrivilegesFromRole",
+        Cmd::RevokePrivilegesFromRole,
+        &fields::REVOKE_PRIVILEGES_FROM_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "revokeRolesFromRole",
+        Cmd::RevokeRolesFromRole,
+        &fields::REVOKE_ROLES_FROM_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "revokeRolesFromUser",
+        Cmd::RevokeRolesFromUser,
+        &fields::REVOKE_ROLES_FROM_USER,
+        "no help defined",
+    ),
+    // Secondaries answer it when the client allows (mongod's `kOptIn`).
+    CommandSpec {
+        secondary_ok: false,
+        ..C::other("rolesInfo", Cmd::RolesInfo, &fields::ROLES_INFO, "no help defined")
+    },
     C::other(
         "rotateCertificates",
         Cmd::RotateCertificates,
@@ -588,6 +675,23 @@ pub static COMMANDS: &[CommandSpec] = &[
     C::write("update", Cmd::Update, &fields::UPDATE, "update documents")
         .v1()
         .on_view(OnView::RefuseStatements("updates")),
+    C::write(
+        "updateRole",
+        Cmd::UpdateRole,
+        &fields::UPDATE_ROLE,
+        "no help defined",
+    ),
+    C::write(
+        "updateUser",
+        Cmd::UpdateUser,
+        &fields::UPDATE_USER,
+        "no help defined",
+    ),
+    // Secondaries answer it when the client allows (mongod's `kOptIn`).
+    CommandSpec {
+        secondary_ok: false,
+        ..C::other("usersInfo", Cmd::UsersInfo, &fields::USERS_INFO, "no help defined")
+    },
     C::other(
         "validate",
         Cmd::Validate,
@@ -1046,6 +1150,21 @@ async fn run_handler(
         Cmd::SaslContinue => auth::sasl_continue(req, ctx, state),
         Cmd::Logout => Ok(auth::logout(ctx)),
         Cmd::CreateUser => users::create_user(req, state),
+        Cmd::UpdateUser => users::update_user(req, state),
+        Cmd::DropUser => users::drop_user(req, state),
+        Cmd::DropAllUsersFromDatabase => users::drop_all_users_from_database(req, state),
+        Cmd::UsersInfo => users::users_info(req, state),
+        Cmd::GrantRolesToUser => users::change_user_roles(req, state, true),
+        Cmd::RevokeRolesFromUser => users::change_user_roles(req, state, false),
+        Cmd::CreateRole => roles::create_role(req, state),
+        Cmd::UpdateRole => roles::update_role(req, state),
+        Cmd::DropRole => roles::drop_role(req, state),
+        Cmd::DropAllRolesFromDatabase => roles::drop_all_roles_from_database(req, state),
+        Cmd::RolesInfo => roles::roles_info(req, state),
+        Cmd::GrantPrivilegesToRole => roles::change_role_privileges(req, state, true),
+        Cmd::RevokePrivilegesFromRole => roles::change_role_privileges(req, state, false),
+        Cmd::GrantRolesToRole => roles::change_role_roles(req, state, true),
+        Cmd::RevokeRolesFromRole => roles::change_role_roles(req, state, false),
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
