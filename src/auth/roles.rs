@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use bson::{RawBsonRef, RawDocument};
+
 use super::privileges::{ActionSet, ActionType as A, Privilege, PrivilegeSet, Resource};
 use crate::error::{CommandError, ErrorCode};
 
@@ -34,6 +36,71 @@ impl fmt::Display for RoleName {
     /// mongod's `getFullName()`: `role@db`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}", self.role, self.db)
+    }
+}
+
+/// mongod's `AuthName::parseFromBSONObj`: `{<field>: "name", db: "db"}`, where `kind` is
+/// `UserName` (strict: no other field) or `RoleName` (other fields ignored).
+pub fn parse_auth_name(
+    kind: &str,
+    field: &str,
+    strict: bool,
+    doc: &RawDocument,
+) -> Result<(String, String), CommandError> {
+    let mut name: Option<&str> = None;
+    let mut db: Option<&str> = None;
+    for elem in doc {
+        let (key, value) =
+            elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        let slot = if key.as_str() == field {
+            &mut name
+        } else if key.as_str() == "db" {
+            &mut db
+        } else {
+            if strict {
+                return Err(CommandError::bad_value(format!(
+                    "{kind} contains an unknown field named: '{key}"
+                )));
+            }
+            continue;
+        };
+        let RawBsonRef::String(s) = value else {
+            return Err(CommandError::bad_value(format!(
+                "{kind} must contain a string field named: {key}. But, has type {}",
+                crate::commands::type_name(value.element_type())
+            )));
+        };
+        if slot.is_some() {
+            return Err(CommandError::bad_value(format!(
+                "{kind} has more than one field named: {key}"
+            )));
+        }
+        *slot = Some(s);
+    }
+    let Some(name) = name else {
+        return Err(CommandError::bad_value(format!(
+            "{kind} must contain a field named: {field}"
+        )));
+    };
+    let Some(db) = db else {
+        return Err(CommandError::bad_value(format!(
+            "{kind} must contain a field named: db"
+        )));
+    };
+    Ok((name.to_owned(), db.to_owned()))
+}
+
+/// One element of a `roles` array (`RoleNameOrString`): a role of `db`, or `{role, db}`.
+pub fn parse_role_name(db: &str, value: RawBsonRef<'_>) -> Result<RoleName, CommandError> {
+    match value {
+        RawBsonRef::String(role) => Ok(RoleName::new(role, db)),
+        RawBsonRef::Document(d) => {
+            let (role, role_db) = parse_auth_name("RoleName", "role", false, d)?;
+            Ok(RoleName { role, db: role_db })
+        }
+        _ => Err(CommandError::bad_value(
+            "RoleName must be either a string or an object",
+        )),
     }
 }
 

@@ -8,7 +8,7 @@
 //! The helpers that parse user and role names (`AuthName::parseFromBSON`) serve
 //! [`super::roles`] as well.
 
-use bson::{Bson, Document, RawBsonRef, RawDocument, RawDocumentBuf, doc, rawdoc};
+use bson::{Bson, Document, RawBsonRef, RawDocumentBuf, doc, rawdoc};
 
 use super::args::{truthy, wrong_type};
 use crate::auth::privileges::{PrivilegeSet, UserName};
@@ -48,69 +48,7 @@ pub(super) fn flag(req: &Request<'_>, name: &str, default: bool) -> CommandResul
     }
 }
 
-/// mongod's `AuthName::parseFromBSONObj`: `{<field>: "name", db: "db"}`, where `kind` is
-/// `UserName` (strict: no other field) or `RoleName` (other fields ignored).
-pub(super) fn parse_auth_name(
-    kind: &str,
-    field: &str,
-    strict: bool,
-    doc: &RawDocument,
-) -> CommandResult<(String, String)> {
-    let mut name: Option<&str> = None;
-    let mut db: Option<&str> = None;
-    for elem in doc {
-        let (key, value) = elem.map_err(|e| invalid_bson(&e))?;
-        let slot = if key.as_str() == field {
-            &mut name
-        } else if key.as_str() == "db" {
-            &mut db
-        } else {
-            if strict {
-                return Err(CommandError::bad_value(format!(
-                    "{kind} contains an unknown field named: '{key}"
-                )));
-            }
-            continue;
-        };
-        let RawBsonRef::String(s) = value else {
-            return Err(CommandError::bad_value(format!(
-                "{kind} must contain a string field named: {key}. But, has type {}",
-                super::type_name(value.element_type())
-            )));
-        };
-        if slot.is_some() {
-            return Err(CommandError::bad_value(format!(
-                "{kind} has more than one field named: {key}"
-            )));
-        }
-        *slot = Some(s);
-    }
-    let Some(name) = name else {
-        return Err(CommandError::bad_value(format!(
-            "{kind} must contain a field named: {field}"
-        )));
-    };
-    let Some(db) = db else {
-        return Err(CommandError::bad_value(format!(
-            "{kind} must contain a field named: db"
-        )));
-    };
-    Ok((name.to_owned(), db.to_owned()))
-}
-
-/// One element of a `roles` array (`RoleNameOrString`): a role of `db`, or `{role, db}`.
-pub(super) fn parse_role_name(db: &str, value: RawBsonRef<'_>) -> CommandResult<RoleName> {
-    match value {
-        RawBsonRef::String(role) => Ok(RoleName::new(role, db)),
-        RawBsonRef::Document(d) => {
-            let (role, role_db) = parse_auth_name("RoleName", "role", false, d)?;
-            Ok(RoleName { role, db: role_db })
-        }
-        _ => Err(CommandError::bad_value(
-            "RoleName must be either a string or an object",
-        )),
-    }
-}
+pub(super) use crate::auth::roles::{parse_auth_name, parse_role_name};
 
 /// A `roles` field (`array<RoleNameOrString>`), in the order given.
 pub(super) fn parse_role_list(

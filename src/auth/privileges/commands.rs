@@ -667,24 +667,10 @@ fn role_dbs(db: &str, body: &RawDocument, field: &str) -> Result<Vec<String>, Co
     };
     let mut dbs = Vec::new();
     for role in array {
-        match role {
-            Ok(RawBsonRef::String(_)) => dbs.push(db.to_owned()),
-            Ok(RawBsonRef::Document(d)) => match d.get_str("db") {
-                Ok(rdb) => dbs.push(rdb.to_owned()),
-                Err(_) => {
-                    return Err(CommandError::new(
-                        ErrorCode::Location(40414),
-                        "BSON field 'db' is missing but a required field",
-                    ));
-                }
-            },
-            _ => {
-                return Err(CommandError::new(
-                    ErrorCode::BadValue,
-                    "Role names must be either strings or objects",
-                ));
-            }
-        }
+        // (A malformed name answers the command's own parse error, as mongod parses the
+        // request before it checks the caller.)
+        let role = role.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        dbs.push(crate::auth::roles::parse_role_name(db, role)?.db);
     }
     dbs.sort_unstable();
     dbs.dedup();
@@ -851,16 +837,9 @@ fn roles_info(db: &str, body: &RawDocument) -> Result<Required, CommandError> {
     };
     let named = |v: RawBsonRef<'_>| -> Result<Option<RoleName>, CommandError> {
         Ok(match v {
-            RawBsonRef::String(r) => Some(RoleName::new(r, db)),
-            RawBsonRef::Document(d) => match (d.get_str("role"), d.get_str("db")) {
-                (Ok(r), Ok(rdb)) => Some(RoleName::new(r, rdb)),
-                _ => {
-                    return Err(CommandError::new(
-                        ErrorCode::BadValue,
-                        "Role names must be either strings or objects",
-                    ));
-                }
-            },
+            RawBsonRef::String(_) | RawBsonRef::Document(_) => {
+                Some(crate::auth::roles::parse_role_name(db, v)?)
+            }
             _ => None,
         })
     };
