@@ -275,6 +275,11 @@ fn speculative(
     state: &ServerState,
     spec: &RawDocument,
 ) -> Option<RawDocumentBuf> {
+    // mongod picks the command by the document's first field: `saslStart` or `authenticate`
+    // (`MONGODB-X509`).
+    if matches!(spec.iter().next(), Some(Ok((name, _))) if name.as_str() == "authenticate") {
+        return super::x509::speculative(ctx, state, spec);
+    }
     let db = spec.get_str("db").ok()?;
     if spec.get("saslStart").ok().flatten().is_some() {
         let mechanism = spec.get_str("mechanism").ok()?;

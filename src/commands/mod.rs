@@ -23,6 +23,7 @@ mod users;
 mod validate;
 mod views;
 mod write;
+mod x509;
 
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -91,6 +92,7 @@ enum Cmd {
     SaslContinue,
     Logout,
     CreateUser,
+    Authenticate,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -255,6 +257,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .admin()
     .v1(),
+    C::other(
+        "authenticate",
+        Cmd::Authenticate,
+        &fields::AUTHENTICATE,
+        "Begin a X509 based authentication session",
+    )
+    .v1()
+    .no_auth(),
     C::other("buildInfo", Cmd::BuildInfo, &spec::Args::LOOSE, "get version #, etc.").no_auth(),
     C::other(
         "buildinfo",
@@ -1046,6 +1056,7 @@ async fn run_handler(
         Cmd::SaslContinue => auth::sasl_continue(req, ctx, state),
         Cmd::Logout => Ok(auth::logout(ctx)),
         Cmd::CreateUser => users::create_user(req, state),
+        Cmd::Authenticate => x509::authenticate(req, ctx, state),
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),
