@@ -19,6 +19,9 @@ use rcgen::{
 /// The subject of `client.pem`, as mongod renders it (RFC 2253: the last name first).
 const SUBJECT: &str = "CN=client,OU=KernelUser,O=MongoDB,L=New York City,ST=New York,C=US";
 
+/// The subject of `member.pem`, which has the server certificate's `O` and `OU`.
+const MEMBER: &str = "CN=member,O=Ebb,OU=Server";
+
 /// The subject of `nobody.pem`, whose user does not exist.
 const NOBODY: &str = "CN=nobody,O=MongoDB";
 
@@ -76,8 +79,8 @@ impl Ca {
 }
 
 /// A test's certificates: `ca.pem`; `server.pem`; `client.pem` ([`SUBJECT`], a user on
-/// `$external`); `nobody.pem` ([`NOBODY`], no user); `stranger.pem` (the subject of
-/// `client.pem`, signed by another CA).
+/// `$external`); `nobody.pem` ([`NOBODY`], no user); `member.pem` ([`MEMBER`], the server's `O`
+/// and `OU`); `stranger.pem` (the subject of `client.pem`, signed by another CA).
 struct Pki {
     dir: tempfile::TempDir,
 }
@@ -110,6 +113,13 @@ impl Pki {
             (DnType::CommonName, "nobody"),
         ];
         std::fs::write(pki.path("nobody.pem"), ca.issue(&nobody, false)?)?;
+        // The server's O and OU: a member of its cluster, as mongod tells them.
+        let member = [
+            (DnType::OrganizationalUnitName, "Server"),
+            (DnType::OrganizationName, "Ebb"),
+            (DnType::CommonName, "member"),
+        ];
+        std::fs::write(pki.path("member.pem"), ca.issue(&member, false)?)?;
         let other = Ca::new("Some other CA")?;
         std::fs::write(pki.path("stranger.pem"), other.issue(&client, false)?)?;
         Ok(pki)
@@ -503,5 +513,46 @@ async fn hello_logs_in_speculatively() -> TestResult {
         ))
         .await?;
     assert!(!reply.contains_key("speculativeAuthenticate"), "{reply}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn cluster_member_certificates_are_not_users() -> TestResult {
+    let pki = Pki::new()?;
+    let server = server(&pki, false).await?;
+    let admin = Client::with_uri_str(format!(
+        "mongodb://admin:pwd@{}/?authSource=admin&directConnection=true&tls=true&tlsCAFile={}\
+         &tlsCertificateKeyFile={}&serverSelectionTimeoutMS={WAIT_MS}",
+        server.addr(),
+        pki.path("ca.pem").display(),
+        pki.path("client.pem").display(),
+    ))
+    .await?;
+    admin
+        .database("$external")
+        .run_command(doc! {
+            "createUser": MEMBER,
+            "roles": [{ "role": "readWrite", "db": "test" }],
+        })
+        .await?;
+    // The user exists, yet the certificate, whose DC, O and OU are the server's, is refused
+    // (mongod without x.509 cluster authentication, `enforceUserClusterSeparation` on).
+    let conn = client(&server, &pki, Some("member.pem"), "").await?;
+    let e = run_command_err(
+        &conn,
+        "$external",
+        doc! { "authenticate": 1, "mechanism": "MONGODB-X509" },
+    )
+    .await?;
+    assert_command_error(&e, 18, "AuthenticationFailed");
+    let reply = conn
+        .database("admin")
+        .run_command(doc! {
+            "hello": 1,
+            "speculativeAuthenticate": { "authenticate": 1, "mechanism": "MONGODB-X509" },
+        })
+        .await?;
+    assert!(!reply.contains_key("speculativeAuthenticate"), "{reply}");
+    assert!(logged_in(&conn).await?.is_empty());
     Ok(())
 }

@@ -141,6 +141,19 @@ fn check_and_login(
             "X.509 authentication must always use the $external database.",
         ));
     }
+    // A certificate of the cluster's own (mongod's `isClusterMember`): Ebb has no x.509
+    // cluster authentication (mongod's default `--clusterAuthMode keyFile`), and mongod's
+    // `enforceUserClusterSeparation` (on by default) refuses it as a user's.
+    if let Some(server) = state.tls.as_ref().and_then(|tls| tls.server_subject())
+        && cluster_member(subject, &server)
+    {
+        return Err(Failure::new(
+            ErrorCode::AuthenticationFailed,
+            "The provided certificate can only be used for cluster authentication, not client \
+             authentication. The current configuration does not allow x.509 cluster \
+             authentication, check the --clusterAuthMode flag",
+        ));
+    }
     let name = UserName {
         user: user.to_owned(),
         db: EXTERNAL.to_owned(),
@@ -158,6 +171,71 @@ fn check_and_login(
         .login(&state.auth, &name)
         .map_err(|e| Failure::new(e.code, e.errmsg))?;
     Ok(name)
+}
+
+/// Whether a client's certificate subject names a member of the cluster whose server
+/// certificate has `server` for subject: mongod's `isClusterMember`, which compares the `DC`,
+/// `O` and `OU` attributes of both (sorted, as `canonicalizeClusterDN` does), and needs at least
+/// one.
+fn cluster_member(subject: &str, server: &str) -> bool {
+    let client = cluster_dn(subject);
+    !client.is_empty() && client == cluster_dn(server)
+}
+
+/// The `DC`, `O` and `OU` attributes of a subject rendered as `server::tls::subject_name`
+/// renders it, unescaped and sorted.
+fn cluster_dn(subject: &str) -> Vec<(String, Vec<u8>)> {
+    let mut kept: Vec<(String, Vec<u8>)> = attributes(subject)
+        .into_iter()
+        .filter(|(ty, _)| matches!(ty.as_str(), "DC" | "O" | "OU"))
+        .collect();
+    kept.sort();
+    kept
+}
+
+/// The attributes of a rendered subject, in order: its type and its value unescaped (RFC 4514:
+/// `\` before a special character, `\` and two hex digits for a byte).
+fn attributes(subject: &str) -> Vec<(String, Vec<u8>)> {
+    fn hex(digit: u8) -> Option<u8> {
+        char::from(digit)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    }
+    let bytes = subject.as_bytes();
+    let mut out = Vec::new();
+    let mut ty = String::new();
+    let mut value = Vec::new();
+    let mut in_value = false;
+    let mut i = 0;
+    while let Some(&byte) = bytes.get(i) {
+        i += 1;
+        match byte {
+            b'\\' => {
+                let escaped = bytes.get(i).copied();
+                let pair = escaped
+                    .and_then(hex)
+                    .zip(bytes.get(i + 1).copied().and_then(hex));
+                if let Some((hi, lo)) = pair {
+                    value.push(hi << 4 | lo);
+                    i += 2;
+                } else if let Some(c) = escaped {
+                    value.push(c);
+                    i += 1;
+                }
+            }
+            b'=' if !in_value => in_value = true,
+            b',' | b'+' => {
+                out.push((std::mem::take(&mut ty), std::mem::take(&mut value)));
+                in_value = false;
+            }
+            _ if in_value => value.push(byte),
+            _ => ty.push(char::from(byte)),
+        }
+    }
+    if in_value {
+        out.push((ty, value));
+    }
+    out
 }
 
 /// `authenticate`'s reply (`AuthenticateReply`): the database and the user logged in.
@@ -223,7 +301,45 @@ pub(super) fn speculative(
 
 #[cfg(test)]
 mod tests {
-    use super::{ErrorCode, Failure};
+    use super::{ErrorCode, Failure, attributes, cluster_member};
+
+    #[test]
+    fn rendered_subjects_read_back() {
+        let attr = |ty: &str, value: &[u8]| (ty.to_owned(), value.to_vec());
+        assert_eq!(
+            attributes("CN=a\\,b\\+c,O=x+OU=\\ y\\C3\\A9\\ ,DC=\\#1\\\\AB"),
+            vec![
+                attr("CN", b"a,b+c"),
+                attr("O", b"x"),
+                attr("OU", " y\u{e9} ".as_bytes()),
+                attr("DC", b"#1\\AB"),
+            ]
+        );
+        assert_eq!(attributes(""), vec![]);
+        assert_eq!(attributes("C=,O=b"), vec![attr("C", b""), attr("O", b"b")]);
+    }
+
+    #[test]
+    fn cluster_members_share_dc_o_and_ou() {
+        let server = "CN=server.example,OU=Kernel,O=MongoDB,DC=example,C=US";
+        // The same DC, O and OU, in any order, whatever the rest.
+        assert!(cluster_member(
+            "CN=other,DC=example,O=MongoDB,OU=Kernel",
+            server
+        ));
+        assert!(cluster_member(server, server));
+        assert!(!cluster_member(
+            "CN=client,OU=KernelUser,O=MongoDB,DC=example",
+            server
+        ));
+        assert!(!cluster_member("CN=client,OU=Kernel,O=MongoDB", server));
+        assert!(!cluster_member(
+            "CN=client,OU=Kernel,OU=More,O=MongoDB,DC=example",
+            server
+        ));
+        // Neither has any: not a member.
+        assert!(!cluster_member("CN=client", "CN=localhost"));
+    }
 
     #[test]
     fn only_user_not_found_and_protocol_errors_reach_the_client() {

@@ -54,7 +54,7 @@ pub struct Tls {
     certificate_key_file: PathBuf,
     ca_file: PathBuf,
     allow_without_certificates: bool,
-    server_config: RwLock<Arc<ServerConfig>>,
+    server_config: RwLock<Loaded>,
     /// TLS 1.2 connections accepted (`serverStatus.transportSecurity."1.2"`).
     pub tls12: AtomicU64,
     /// TLS 1.3 connections accepted (`serverStatus.transportSecurity."1.3"`).
@@ -127,8 +127,20 @@ impl Tls {
             &self
                 .server_config
                 .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .config,
         ))
+    }
+
+    /// The subject of the server's certificate (rendered as [`subject_name`] renders a
+    /// client's), `None` when it cannot be rendered: what tells a cluster member's certificate
+    /// (`MONGODB-X509`).
+    pub fn server_subject(&self) -> Option<String> {
+        self.server_config
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .subject
+            .clone()
     }
 
     /// The mode the server runs in.
@@ -142,6 +154,15 @@ fn invalid(what: String) -> CommandError {
     CommandError::new(ErrorCode::InvalidSSLConfiguration, what)
 }
 
+/// What the key, chain and CA files give.
+#[derive(Debug)]
+struct Loaded {
+    /// The rustls configuration.
+    config: Arc<ServerConfig>,
+    /// The subject of the server's certificate, as [`subject_name`] renders it.
+    subject: Option<String>,
+}
+
 /// A rustls configuration for TLS 1.2 and 1.3 (ring's cipher suites, which leave out everything
 /// older), presenting the chain and key of `certificate_key_file` and asking clients for a
 /// certificate that chains to `ca_file` (required unless `allow_without_certificates`).
@@ -149,7 +170,7 @@ fn server_config(
     certificate_key_file: &Path,
     ca_file: &Path,
     allow_without_certificates: bool,
-) -> Result<Arc<ServerConfig>, CommandError> {
+) -> Result<Loaded, CommandError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))
     };
@@ -190,13 +211,17 @@ fn server_config(
     }
     .build()
     .map_err(|e| invalid(format!("Can not set up CA file: {e}")))?;
+    let subject = chain.first().and_then(|der| subject_name(der).ok());
     let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| invalid(e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| invalid(format!("Can not set up PEM key file: {e}")))?;
-    Ok(Arc::new(config))
+    Ok(Loaded {
+        config: Arc::new(config),
+        subject,
+    })
 }
 
 /// Serves a connection on a server with TLS on: reads the first bytes, then runs the TLS
