@@ -312,6 +312,26 @@ async fn authenticate_logs_in_as_the_certificate_subject() -> TestResult {
         .await?;
     assert_eq!(reply.get_str("user")?, SUBJECT);
     assert_eq!(find(&conn).await?, None);
+    // A connection logged in as another user (SCRAM, on admin) stays that user.
+    let admin = Client::with_uri_str(format!(
+        "mongodb://admin:pwd@{}/?authSource=admin&directConnection=true&maxPoolSize=1\
+         &tls=true&tlsCAFile={}&tlsCertificateKeyFile={}&serverSelectionTimeoutMS={WAIT_MS}",
+        server.addr(),
+        pki.path("ca.pem").display(),
+        pki.path("client.pem").display(),
+    ))
+    .await?;
+    let e = run_command_err(
+        &admin,
+        "$external",
+        doc! { "authenticate": 1, "mechanism": "MONGODB-X509" },
+    )
+    .await?;
+    assert_command_error(&e, 18, "AuthenticationFailed");
+    assert_eq!(
+        logged_in(&admin).await?,
+        vec![doc! { "user": "admin", "db": "admin" }]
+    );
     Ok(())
 }
 
