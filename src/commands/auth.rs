@@ -270,10 +270,25 @@ pub(super) fn hello_fields(
             reply.append(cstr!("saslSupportedMechs"), mechs);
         }
     }
-    if let Ok(Some(RawBsonRef::Document(spec))) = req.body.get("speculativeAuthenticate")
-        && let Some(answer) = speculative(ctx, state, spec)
-    {
-        reply.append(cstr!("speculativeAuthenticate"), answer);
+    if let Ok(Some(RawBsonRef::Document(spec))) = req.body.get("speculativeAuthenticate") {
+        // mongod's `handleIsMasterSpeculativeAuth`: the first field names the command.
+        let first = match spec.iter().next() {
+            Some(Ok((name, _))) => name.as_str(),
+            _ => {
+                return Err(CommandError::bad_value(
+                    "hello.speculativeAuthenticate must be a non-empty Object",
+                ));
+            }
+        };
+        if first != "saslStart" && first != "authenticate" {
+            return Err(CommandError::new(
+                ErrorCode::Location(51769),
+                format!("hello.speculativeAuthenticate unknown command: {first}"),
+            ));
+        }
+        if let Some(answer) = speculative(ctx, state, spec) {
+            reply.append(cstr!("speculativeAuthenticate"), answer);
+        }
     }
     Ok(())
 }
@@ -283,8 +298,13 @@ fn speculative(
     state: &ServerState,
     spec: &RawDocument,
 ) -> Option<RawDocumentBuf> {
+    // mongod picks the command by the document's first field: `saslStart` or `authenticate`
+    // (`MONGODB-X509`).
+    if matches!(spec.iter().next(), Some(Ok((name, _))) if name.as_str() == "authenticate") {
+        return super::x509::speculative(ctx, state, spec);
+    }
     let db = spec.get_str("db").ok()?;
-    if spec.get("saslStart").ok().flatten().is_some() {
+    {
         let mechanism = spec.get_str("mechanism").ok()?;
         let payload = spec.get("payload").ok().flatten().map(SaslPayload::parse)?;
         let payload = payload.ok()?;
@@ -296,8 +316,6 @@ fn speculative(
                 None
             }
         }
-    } else {
-        None
     }
 }
 

@@ -400,6 +400,13 @@ pub static CONNECTION_STATUS: Args = Args {
     fields: &[opt("showPrivileges", SafeBool)],
 };
 
+/// `authenticate` (`authentication_commands.idl`: `MONGODB-X509`).
+pub static AUTHENTICATE: Args = Args {
+    path: "authenticate",
+    strict: true,
+    fields: &[req("mechanism", String), opt("user", String)],
+};
+
 /// `saslStart`.
 pub static SASL_START: Args = Args {
     path: "saslStart",

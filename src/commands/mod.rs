@@ -24,6 +24,7 @@ mod users;
 mod validate;
 mod views;
 mod write;
+mod x509;
 
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -107,6 +108,7 @@ enum Cmd {
     RevokePrivilegesFromRole,
     GrantRolesToRole,
     RevokeRolesFromRole,
+    Authenticate,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -271,6 +273,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .admin()
     .v1(),
+    C::other(
+        "authenticate",
+        Cmd::Authenticate,
+        &fields::AUTHENTICATE,
+        "Begin a X509 based authentication session",
+    )
+    .v1()
+    .no_auth(),
     C::other("buildInfo", Cmd::BuildInfo, &spec::Args::LOOSE, "get version #, etc.").no_auth(),
     C::other(
         "buildinfo",
@@ -1165,6 +1175,7 @@ async fn run_handler(
         Cmd::RevokePrivilegesFromRole => roles::change_role_privileges(req, state, false),
         Cmd::GrantRolesToRole => roles::change_role_roles(req, state, true),
         Cmd::RevokeRolesFromRole => roles::change_role_roles(req, state, false),
+        Cmd::Authenticate => x509::authenticate(req, ctx, state),
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),
         Cmd::ServerStatus => Ok(admin::server_status(state)),

@@ -33,6 +33,20 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     peer: SocketAddr,
     state: ServerState,
     cancel: CancellationToken,
+    permit: OwnedSemaphorePermit,
+) {
+    serve_tls(stream, input, peer, None, state, cancel, permit).await;
+}
+
+/// [`serve`] for a connection whose client presented a certificate over TLS, verified, with
+/// `certificate_subject` (as mongod renders it), which `MONGODB-X509` logs in as.
+pub(super) async fn serve_tls<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    input: BytesMut,
+    peer: SocketAddr,
+    certificate_subject: Option<String>,
+    state: ServerState,
+    cancel: CancellationToken,
     _permit: OwnedSemaphorePermit,
 ) {
     let id = state.next_connection_id();
@@ -43,6 +57,7 @@ pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     async {
         info!(remote = %peer, connections_now_open = open, "connection accepted");
         let mut ctx = ConnCtx::new(id, peer);
+        ctx.auth.certificate_subject = certificate_subject;
         match run(stream, input, &mut ctx, &state, &cancel).await {
             Ok(()) => info!(remote = %peer, "connection ended"),
             Err(ConnError::Io(e)) => info!(remote = %peer, error = %e, "connection ended"),

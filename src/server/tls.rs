@@ -54,7 +54,7 @@ pub struct Tls {
     certificate_key_file: PathBuf,
     ca_file: PathBuf,
     allow_without_certificates: bool,
-    server_config: RwLock<Arc<ServerConfig>>,
+    server_config: RwLock<Loaded>,
     /// TLS 1.2 connections accepted (`serverStatus.transportSecurity."1.2"`).
     pub tls12: AtomicU64,
     /// TLS 1.3 connections accepted (`serverStatus.transportSecurity."1.3"`).
@@ -127,8 +127,20 @@ impl Tls {
             &self
                 .server_config
                 .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .config,
         ))
+    }
+
+    /// The subject of the server's certificate (rendered as [`subject_name`] renders a
+    /// client's), `None` when it cannot be rendered: what tells a cluster member's certificate
+    /// (`MONGODB-X509`).
+    pub fn server_subject(&self) -> Option<String> {
+        self.server_config
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .subject
+            .clone()
     }
 
     /// The mode the server runs in.
@@ -142,6 +154,15 @@ fn invalid(what: String) -> CommandError {
     CommandError::new(ErrorCode::InvalidSSLConfiguration, what)
 }
 
+/// What the key, chain and CA files give.
+#[derive(Debug)]
+struct Loaded {
+    /// The rustls configuration.
+    config: Arc<ServerConfig>,
+    /// The subject of the server's certificate, as [`subject_name`] renders it.
+    subject: Option<String>,
+}
+
 /// A rustls configuration for TLS 1.2 and 1.3 (ring's cipher suites, which leave out everything
 /// older), presenting the chain and key of `certificate_key_file` and asking clients for a
 /// certificate that chains to `ca_file` (required unless `allow_without_certificates`).
@@ -149,7 +170,7 @@ fn server_config(
     certificate_key_file: &Path,
     ca_file: &Path,
     allow_without_certificates: bool,
-) -> Result<Arc<ServerConfig>, CommandError> {
+) -> Result<Loaded, CommandError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))
     };
@@ -190,13 +211,17 @@ fn server_config(
     }
     .build()
     .map_err(|e| invalid(format!("Can not set up CA file: {e}")))?;
+    let subject = chain.first().and_then(|der| subject_name(der).ok());
     let config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| invalid(e.to_string()))?
         .with_client_cert_verifier(verifier)
         .with_single_cert(chain, key)
         .map_err(|e| invalid(format!("Can not set up PEM key file: {e}")))?;
-    Ok(Arc::new(config))
+    Ok(Loaded {
+        config: Arc::new(config),
+        subject,
+    })
 }
 
 /// Serves a connection on a server with TLS on: reads the first bytes, then runs the TLS
@@ -262,19 +287,202 @@ pub(super) async fn serve(
             return;
         }
     };
-    match stream.get_ref().1.protocol_version() {
+    let session = stream.get_ref().1;
+    match session.protocol_version() {
         Some(rustls::ProtocolVersion::TLSv1_3) => tls.tls13.fetch_add(1, Ordering::Relaxed),
         _ => tls.tls12.fetch_add(1, Ordering::Relaxed),
     };
-    connection::serve(
+    // rustls hands over the client's chain only once it verified it against the CA file: the
+    // first certificate is the client's own, whose subject `MONGODB-X509` logs in as.
+    let subject = session
+        .peer_certificates()
+        .and_then(<[CertificateDer<'_>]>::first)
+        .and_then(|der| match subject_name(der) {
+            Ok(subject) => {
+                info!(remote = %peer, subject = %subject, "client certificate");
+                Some(subject)
+            }
+            Err(e) => {
+                info!(remote = %peer, error = %e, "client certificate subject unusable for MONGODB-X509");
+                None
+            }
+        });
+    connection::serve_tls(
         stream,
         BytesMut::with_capacity(16 * 1024),
         peer,
+        subject,
         state,
         cancel,
         permit,
     )
     .await;
+}
+
+/// The subject of a certificate (DER) as mongod renders it for `MONGODB-X509`
+/// (`SSLX509Name::toString` of `ssl_manager.cpp`, from `convertX509ToSSLX509Name`): RFC 2253
+/// order, the last relative distinguished name first and, within a multi-valued one, the last
+/// attribute first; OpenSSL's short names for the attribute types it knows (`CN`, `OU`, `DC`,
+/// `emailAddress`…), the dotted OID otherwise; `,` between names, `+` between attributes.
+/// String values are decoded to UTF-8 and prepared as RFC 4518 says (mongod's
+/// `normalizeStrings`, with ICU's LDAP profile); then every value is escaped
+/// ([`escape_rfc2253`]).
+///
+/// # Errors
+///
+/// A certificate that does not parse, or a string value that is not valid in its encoding or
+/// that string preparation refuses (mongod fails the same certificate).
+pub fn subject_name(der: &[u8]) -> Result<String, String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+    render_name(cert.subject())
+}
+
+/// [`subject_name`]'s rendering of a parsed name.
+fn render_name(name: &x509_parser::x509::X509Name<'_>) -> Result<String, String> {
+    let mut out = String::new();
+    for (i, rdn) in name
+        .iter()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .enumerate()
+    {
+        if i > 0 {
+            out.push(',');
+        }
+        for (j, attribute) in rdn.iter().collect::<Vec<_>>().into_iter().rev().enumerate() {
+            if j > 0 {
+                out.push('+');
+            }
+            let oid = attribute.attr_type().to_id_string();
+            out.push_str(short_name(&oid).unwrap_or(&oid));
+            out.push('=');
+            let value = attribute_value(attribute.attr_value())?;
+            escape_rfc2253(&value, &mut out);
+        }
+    }
+    Ok(out)
+}
+
+/// OpenSSL's short name (`OBJ_nid2sn`) of a distinguished name's attribute type.
+fn short_name(oid: &str) -> Option<&'static str> {
+    Some(match oid {
+        "2.5.4.3" => "CN",
+        "2.5.4.4" => "SN",
+        "2.5.4.5" => "serialNumber",
+        "2.5.4.6" => "C",
+        "2.5.4.7" => "L",
+        "2.5.4.8" => "ST",
+        "2.5.4.9" => "street",
+        "2.5.4.10" => "O",
+        "2.5.4.11" => "OU",
+        "2.5.4.12" => "title",
+        "2.5.4.13" => "description",
+        "2.5.4.15" => "businessCategory",
+        "2.5.4.16" => "postalAddress",
+        "2.5.4.17" => "postalCode",
+        "2.5.4.18" => "postOfficeBox",
+        "2.5.4.20" => "telephoneNumber",
+        "2.5.4.41" => "name",
+        "2.5.4.42" => "GN",
+        "2.5.4.43" => "initials",
+        "2.5.4.44" => "generationQualifier",
+        "2.5.4.45" => "x500UniqueIdentifier",
+        "2.5.4.46" => "dnQualifier",
+        "2.5.4.65" => "pseudonym",
+        "2.5.4.72" => "role",
+        "2.5.4.97" => "organizationIdentifier",
+        "0.9.2342.19200300.100.1.1" => "UID",
+        "0.9.2342.19200300.100.1.25" => "DC",
+        "1.2.840.113549.1.9.1" => "emailAddress",
+        "1.3.6.1.4.1.311.60.2.1.1" => "jurisdictionL",
+        "1.3.6.1.4.1.311.60.2.1.2" => "jurisdictionST",
+        "1.3.6.1.4.1.311.60.2.1.3" => "jurisdictionC",
+        _ => return None,
+    })
+}
+
+/// The bytes of an attribute value as mongod keeps them: the string types of a
+/// `DirectoryString` (and `IA5String`, `OCTET STRING`) decoded to UTF-8 and prepared (RFC 4518;
+/// an empty value stays empty), any other type as its raw contents.
+fn attribute_value(value: &x509_parser::asn1_rs::Any<'_>) -> Result<Vec<u8>, String> {
+    use x509_parser::asn1_rs::{Class, Tag};
+    let data = value.data;
+    if value.class() != Class::Universal {
+        return Ok(data.to_vec());
+    }
+    let text = match value.tag() {
+        Tag::Utf8String
+        | Tag::PrintableString
+        | Tag::TeletexString
+        | Tag::Ia5String
+        | Tag::OctetString => std::str::from_utf8(data)
+            .map_err(|_| "a subject value is not valid UTF-8".to_owned())?
+            .to_owned(),
+        Tag::BmpString => {
+            let units: Vec<u16> = data
+                .chunks(2)
+                .map(|pair| match pair {
+                    [hi, lo] => Ok(u16::from_be_bytes([*hi, *lo])),
+                    _ => Err("a BMPString subject value has an odd length".to_owned()),
+                })
+                .collect::<Result<_, _>>()?;
+            String::from_utf16(&units)
+                .map_err(|_| "a BMPString subject value is not valid UTF-16".to_owned())?
+        }
+        Tag::UniversalString => data
+            .chunks(4)
+            .map(|quad| {
+                <[u8; 4]>::try_from(quad)
+                    .ok()
+                    .and_then(|b| char::from_u32(u32::from_be_bytes(b)))
+                    .ok_or_else(|| "a UniversalString subject value is not valid".to_owned())
+            })
+            .collect::<Result<String, _>>()?,
+        _ => return Ok(data.to_vec()),
+    };
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prepared = stringprep::x520prep(&text, false)
+        .map_err(|e| format!("a subject value fails string preparation: {e}"))?;
+    Ok(prepared.as_bytes().to_vec())
+}
+
+/// Appends `value` escaped as mongod's `escapeRfc2253` does: a backslash before `,` `+` `"`
+/// `\` `<` `>` `;`, before a leading space or `#` and before a trailing space (of a value of
+/// more than two characters once escaped), and every byte of 0x80 and above as `\` and two
+/// upper-case hex digits.
+fn escape_rfc2253(value: &[u8], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let start = out.len();
+    let rest = match value.split_first() {
+        Some((b' ', rest)) => {
+            out.push_str("\\ ");
+            rest
+        }
+        Some((b'#', rest)) => {
+            out.push_str("\\#");
+            rest
+        }
+        _ => value,
+    };
+    for &byte in rest {
+        if byte >= 0x80 {
+            out.push('\\');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        } else {
+            if matches!(byte, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';') {
+                out.push('\\');
+            }
+            out.push(char::from(byte));
+        }
+    }
+    if out.len() - start > 2 && out.ends_with(' ') {
+        out.pop();
+        out.push_str("\\ ");
+    }
 }
 
 /// A stream whose first bytes, already read, are read again before the rest.
@@ -332,7 +540,141 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::starts_tls;
+    use super::{render_name, starts_tls, subject_name};
+    use rcgen::{CertificateParams, DistinguishedName, DnType, DnValue, KeyPair};
+    use x509_parser::prelude::FromDer;
+
+    /// The DER of a self-signed certificate whose subject has `entries`, in that order.
+    fn certificate(entries: Vec<(DnType, DnValue)>) -> Vec<u8> {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut name = DistinguishedName::new();
+        for (ty, value) in entries {
+            name.push(ty, value);
+        }
+        params.distinguished_name = name;
+        let key = KeyPair::generate().unwrap();
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn subjects_render_last_name_first() {
+        // Written C first, as `openssl req -subj /C=US/.../CN=client` does: mongod's jstests
+        // client certificate, whose user is `CN=client,OU=KernelUser,...,C=US`.
+        let der = certificate(vec![
+            (DnType::CountryName, "US".into()),
+            (DnType::StateOrProvinceName, "New York".into()),
+            (DnType::LocalityName, "New York City".into()),
+            (DnType::OrganizationName, "MongoDB".into()),
+            (DnType::OrganizationalUnitName, "KernelUser".into()),
+            (DnType::CommonName, "client".into()),
+        ]);
+        assert_eq!(
+            subject_name(&der).unwrap(),
+            "CN=client,OU=KernelUser,O=MongoDB,L=New York City,ST=New York,C=US"
+        );
+        // Written CN first (PyMongo's test certificate): C comes first.
+        let der = certificate(vec![
+            (DnType::CommonName, "client".into()),
+            (DnType::OrganizationalUnitName, "Drivers".into()),
+            (DnType::OrganizationName, "MDB".into()),
+            (DnType::LocalityName, "New York City".into()),
+            (DnType::StateOrProvinceName, "New York".into()),
+            (DnType::CountryName, "US".into()),
+        ]);
+        assert_eq!(
+            subject_name(&der).unwrap(),
+            "C=US,ST=New York,L=New York City,O=MDB,OU=Drivers,CN=client"
+        );
+    }
+
+    #[test]
+    fn attribute_types_use_openssl_short_names_or_the_oid() {
+        let der = certificate(vec![
+            (
+                DnType::CustomDnType(vec![0, 9, 2342, 19_200_300, 100, 1, 25]),
+                "example".into(),
+            ),
+            (
+                DnType::CustomDnType(vec![1, 2, 840, 113_549, 1, 9, 1]),
+                DnValue::Ia5String("a@b.c".try_into().unwrap()),
+            ),
+            (DnType::CustomDnType(vec![1, 2, 3, 4]), "x".into()),
+            (DnType::CommonName, "n".into()),
+        ]);
+        assert_eq!(
+            subject_name(&der).unwrap(),
+            "CN=n,1.2.3.4=x,emailAddress=a@b.c,DC=example"
+        );
+    }
+
+    #[test]
+    fn values_are_escaped_as_mongod_does() {
+        let one = |value: DnValue| {
+            let rendered = subject_name(&certificate(vec![(DnType::CommonName, value)])).unwrap();
+            rendered.strip_prefix("CN=").unwrap().to_owned()
+        };
+        assert_eq!(one("Smith, John+Jr".into()), "Smith\\, John\\+Jr");
+        assert_eq!(one("a\"b\\c<d>e;f=g".into()), "a\\\"b\\\\c\\<d\\>e\\;f=g");
+        assert_eq!(one("#tag #x".into()), "\\#tag #x");
+        assert_eq!(one(" lead".into()), "\\ lead");
+        assert_eq!(one("trail ".into()), "trail\\ ");
+        // The trailing space of a value of two characters or fewer, escaped, stays as it is.
+        assert_eq!(one("a ".into()), "a ");
+        assert_eq!(one("  ".into()), "\\ \\ ");
+        // Bytes of 0x80 and above, as upper-case hex: é is C3 A9 in UTF-8.
+        assert_eq!(one("café".into()), "caf\\C3\\A9");
+        // Other encodings are read as the characters they hold.
+        assert_eq!(
+            one(DnValue::BmpString("café".try_into().unwrap())),
+            "caf\\C3\\A9"
+        );
+        assert_eq!(
+            one(DnValue::UniversalString("café".try_into().unwrap())),
+            "caf\\C3\\A9"
+        );
+        assert_eq!(
+            one(DnValue::PrintableString("Plain".try_into().unwrap())),
+            "Plain"
+        );
+        assert_eq!(
+            one(DnValue::TeletexString("tele".try_into().unwrap())),
+            "tele"
+        );
+        // String preparation (RFC 4518): compatibility characters are normalized (NFKC) and
+        // soft hyphens mapped to nothing.
+        assert_eq!(one("ﬁle\u{ad}x".into()), "filex");
+    }
+
+    #[test]
+    fn multi_valued_names_render_their_last_attribute_first() {
+        // Name ::= SEQUENCE { SET { CN=a, O=b } }, then SET { C=US }.
+        let der = [
+            0x30, 0x21, // SEQUENCE
+            0x31, 0x14, // SET
+            0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x01, b'a', // CN=a
+            0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x0a, 0x0c, 0x01, b'b', // O=b
+            0x31, 0x09, // SET
+            0x30, 0x07, 0x06, 0x03, 0x55, 0x04, 0x06, 0x13, 0x00, // C="" (empty)
+        ];
+        let (_, name) = x509_parser::x509::X509Name::from_der(&der).unwrap();
+        assert_eq!(render_name(&name).unwrap(), "C=,O=b+CN=a");
+    }
+
+    #[test]
+    fn unusable_subjects_are_refused() {
+        assert!(subject_name(b"not a certificate").is_err());
+        // A UTF8String that is not UTF-8.
+        let der = [
+            0x30, 0x0b, 0x31, 0x09, 0x30, 0x07, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x00,
+        ];
+        let (_, name) = x509_parser::x509::X509Name::from_der(&der).unwrap();
+        assert_eq!(render_name(&name).unwrap(), "CN=");
+        let der = [
+            0x30, 0x0c, 0x31, 0x0a, 0x30, 0x08, 0x06, 0x03, 0x55, 0x04, 0x03, 0x0c, 0x01, 0xff,
+        ];
+        let (_, name) = x509_parser::x509::X509Name::from_der(&der).unwrap();
+        assert!(render_name(&name).is_err());
+    }
 
     #[test]
     fn tells_a_client_hello_from_a_message_header() {
