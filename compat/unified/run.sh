@@ -5,7 +5,7 @@
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
 #                         [--suite crud|crud-replset|examples|retryable-writes|sessions|sessions-unified|causal
 #                          |retryable-writes-legacy|retryable-reads|retryable-reads-unified
-#                          |transactions|transactions-unified]
+#                          |transactions|transactions-unified|auth|auth-spec|crud-auth|ssl]
 #                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
 #
 # --suite crud (the default): the drivers' unified CRUD spec tests, test/test_crud_unified.py,
@@ -22,6 +22,10 @@
 # The server address comes from the arguments, else $EBB_URI, else $EBB_HOST/$EBB_PORT,
 # else 127.0.0.1:27017. This script starts no server.
 #
+# --suite auth|auth-spec|crud-auth: test_auth.py, test_auth_spec.py and the unified CRUD
+#   suite, for a server started with --auth, logged in as DB_USER/DB_PASSWORD (from the
+#   environment); --suite ssl: test_ssl.py, for a server started with --tlsMode requireTLS and
+#   PyMongo's test certificates (the server check connects with them).
 # Exit status: 0 when every failing test is listed in the suite's known-failures file,
 # 1 when some failing test is not (a new failure), 2 when the suite could not be run
 # (no server, download failed, pytest crashed or timed out, no test passed).
@@ -101,7 +105,20 @@ case "$suite_name" in
   transactions-unified) file=test_transactions_unified.py
     known="$here/known_failures_transactions_unified.txt"
     results_name=results-transactions-unified; label=transactions_unified ;;
-  *) die "unknown suite '$suite_name' (crud, crud-replset, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions or transactions-unified)" ;;
+  # Against a server started with --auth (issue 14); DB_USER/DB_PASSWORD name the user the
+  # suite logs in as (PyMongo's harness creates it, as root, through the localhost exception
+  # when it does not exist).
+  auth) file=test_auth.py; known="$here/known_failures_auth.txt"; results_name=results-auth
+    label=auth ;;
+  auth-spec) file=test_auth_spec.py; known="$here/known_failures_auth_spec.txt"
+    results_name=results-auth-spec; label=auth_spec ;;
+  # The unified CRUD suite logged in as DB_USER (scripts/test: a readWrite user).
+  crud-auth) file=test_crud_unified.py; known="$here/known_failures.txt"
+    results_name=results-crud-auth; label=unified_crud_auth ;;
+  # Against a server started with --tlsMode requireTLS and PyMongo's test certificates.
+  ssl) file=test_ssl.py; known="$here/known_failures_ssl.txt"; results_name=results-ssl
+    label=ssl ;;
+  *) die "unknown suite '$suite_name' (crud, crud-replset, crud-auth, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions, transactions-unified, auth, auth-spec or ssl)" ;;
 esac
 if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 
@@ -151,10 +168,16 @@ if [[ "$(cat "$src/.extracted" 2>/dev/null)" != "$got_sha" ]]; then
 fi
 
 # --- is a server there? ---------------------------------------------------------------
-"$py" - "$host" "$port" "$label" <<'EOF' || die "no server answers at $host:$port (start Ebb first)"
+# (The TLS suite's server takes TLS clients only: it is asked with PyMongo's test certificates.)
+certs=""
+[[ "$suite_name" == ssl ]] && certs="$src/test/certificates"
+"$py" - "$host" "$port" "$label" "$certs" <<'EOF' || die "no server answers at $host:$port (start Ebb first)"
 import sys, pymongo
+tls = {}
+if sys.argv[4]:
+    tls = dict(tls=True, tlsCAFile=f"{sys.argv[4]}/ca.pem", tlsCertificateKeyFile=f"{sys.argv[4]}/client.pem")
 try:
-    c = pymongo.MongoClient(sys.argv[1], int(sys.argv[2]), serverSelectionTimeoutMS=5000, directConnection=True)
+    c = pymongo.MongoClient(sys.argv[1], int(sys.argv[2]), serverSelectionTimeoutMS=5000, directConnection=True, **tls)
     b = c.admin.command("buildInfo")
 except pymongo.errors.PyMongoError as e:
     print(f"{sys.argv[3]}: {e.__class__.__name__}: {str(e)[:200]}", file=sys.stderr)
