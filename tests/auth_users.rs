@@ -1039,3 +1039,55 @@ async fn dropping_every_user_does_not_reopen_the_localhost_exception() -> TestRe
     assert_eq!(code, 13);
     Ok(())
 }
+
+/// Users and roles a command acknowledged survive `kill -9` right after the reply (their
+/// change is durable before it is answered), and the first user created through the localhost
+/// exception closes it after the restart too.
+#[tokio::test]
+async fn users_and_roles_survive_kill_9() -> TestResult {
+    use common::process::{EbbProcess, data_dir};
+    let dir = data_dir("ebb-auth-kill-")?;
+    let mut server = EbbProcess::start(dir.path(), &["--auth"]).await?;
+    let open = server.client().await?;
+    open.database("admin")
+        .run_command(doc! { "createUser": "admin", "pwd": "pw-admin", "roles": ["root"] })
+        .await?;
+    let uri = |addr: std::net::SocketAddr, user: &str, pwd: &str, db: &str| {
+        format!("mongodb://{user}:{pwd}@{addr}/?authSource={db}&directConnection=true")
+    };
+    let admin = Client::with_uri_str(uri(server.addr(), "admin", "pw-admin", "admin")).await?;
+    let app = admin.database("app");
+    app.run_command(doc! {
+        "createRole": "writer",
+        "privileges": [{ "resource": { "db": "app", "collection": "c" }, "actions": ["insert"] }],
+        "roles": [],
+    })
+    .await?;
+    app.run_command(doc! { "createUser": "ann", "pwd": "pw-ann", "roles": ["writer"] })
+        .await?;
+    server.kill_9().await?;
+
+    let server = EbbProcess::start(dir.path(), &["--auth"]).await?;
+    let ann = Client::with_uri_str(uri(server.addr(), "ann", "pw-ann", "app")).await?;
+    ann.database("app")
+        .collection::<Document>("c")
+        .insert_one(doc! { "x": 1 })
+        .await?;
+    let status = ann
+        .database("app")
+        .run_command(doc! { "connectionStatus": 1 })
+        .await?;
+    let users = status
+        .get_document("authInfo")?
+        .get_array("authenticatedUsers")?;
+    assert_eq!(users.len(), 1, "{status}");
+    // No localhost exception after the restart: users exist.
+    let anonymous = server.client().await?;
+    let e = anonymous
+        .database("admin")
+        .run_command(doc! { "createUser": "late", "pwd": "pw", "roles": [] })
+        .await
+        .expect_err("the localhost exception is closed once a user exists");
+    assert_eq!(command_error(&e).map(|c| c.code), Some(13), "{e}");
+    Ok(())
+}

@@ -239,6 +239,8 @@ pub struct AuthStore {
     /// `_hasAnyPrivilegeDocuments`, which once set stays set (dropping every user does not
     /// bring the localhost exception back before a restart).
     had_any: AtomicBool,
+    /// The ticket of the latest commit (see [`AuthStore::last_ticket`]).
+    last_ticket: AtomicU64,
 }
 
 impl AuthStore {
@@ -275,6 +277,7 @@ impl AuthStore {
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
             had_any,
+            last_ticket: AtomicU64::new(0),
         })
     }
 
@@ -286,6 +289,7 @@ impl AuthStore {
             changes: Mutex::new(()),
             generation: AtomicU64::new(1),
             had_any: AtomicBool::new(false),
+            last_ticket: AtomicU64::new(0),
         }
     }
 
@@ -360,9 +364,16 @@ impl AuthStore {
 
     fn commit(&self, batch: Batch) -> Result<(), CommandError> {
         if let Some(store) = &self.store {
-            store.commit(batch)?;
+            let ticket = store.commit(batch)?;
+            self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// The ticket of the latest change's commit (0: none yet): a command that changed users
+    /// or roles waits for it to be durable before it answers (its write concern permitting).
+    pub fn last_ticket(&self) -> Option<u64> {
+        Some(self.last_ticket.load(Ordering::Acquire)).filter(|t| *t > 0)
     }
 
     fn changes(&self) -> std::sync::MutexGuard<'_, ()> {

@@ -838,6 +838,21 @@ fn authorize(
     crate::auth::session::authorize(&ctx.auth, &state.auth, req.name, req.db, req.body, &cursors)
 }
 
+/// The reply of a command that changed users or roles, once the change is durable (as its
+/// write concern asks: by default, before the reply, so that a user created survives a
+/// `kill -9` right after).
+async fn durable_auth_change(
+    req: &Request<'_>,
+    state: &ServerState,
+    result: CommandResult,
+) -> CommandResult {
+    let reply = result?;
+    args::WriteConcern::parse(req)?
+        .wait(state, state.auth.last_ticket())
+        .await?;
+    Ok(reply)
+}
+
 /// [`run`] once the caller is authorized.
 async fn run_authorized(
     spec: &'static CommandSpec,
@@ -1159,22 +1174,38 @@ async fn run_handler(
         Cmd::SaslStart => auth::sasl_start(req, ctx, state),
         Cmd::SaslContinue => auth::sasl_continue(req, ctx, state),
         Cmd::Logout => Ok(auth::logout(ctx)),
-        Cmd::CreateUser => users::create_user(req, state),
-        Cmd::UpdateUser => users::update_user(req, state),
-        Cmd::DropUser => users::drop_user(req, state),
-        Cmd::DropAllUsersFromDatabase => users::drop_all_users_from_database(req, state),
+        Cmd::CreateUser => durable_auth_change(req, state, users::create_user(req, state)).await,
+        Cmd::UpdateUser => durable_auth_change(req, state, users::update_user(req, state)).await,
+        Cmd::DropUser => durable_auth_change(req, state, users::drop_user(req, state)).await,
+        Cmd::DropAllUsersFromDatabase => {
+            durable_auth_change(req, state, users::drop_all_users_from_database(req, state)).await
+        }
         Cmd::UsersInfo => users::users_info(req, state),
-        Cmd::GrantRolesToUser => users::change_user_roles(req, state, true),
-        Cmd::RevokeRolesFromUser => users::change_user_roles(req, state, false),
-        Cmd::CreateRole => roles::create_role(req, state),
-        Cmd::UpdateRole => roles::update_role(req, state),
-        Cmd::DropRole => roles::drop_role(req, state),
-        Cmd::DropAllRolesFromDatabase => roles::drop_all_roles_from_database(req, state),
+        Cmd::GrantRolesToUser => {
+            durable_auth_change(req, state, users::change_user_roles(req, state, true)).await
+        }
+        Cmd::RevokeRolesFromUser => {
+            durable_auth_change(req, state, users::change_user_roles(req, state, false)).await
+        }
+        Cmd::CreateRole => durable_auth_change(req, state, roles::create_role(req, state)).await,
+        Cmd::UpdateRole => durable_auth_change(req, state, roles::update_role(req, state)).await,
+        Cmd::DropRole => durable_auth_change(req, state, roles::drop_role(req, state)).await,
+        Cmd::DropAllRolesFromDatabase => {
+            durable_auth_change(req, state, roles::drop_all_roles_from_database(req, state)).await
+        }
         Cmd::RolesInfo => roles::roles_info(req, state),
-        Cmd::GrantPrivilegesToRole => roles::change_role_privileges(req, state, true),
-        Cmd::RevokePrivilegesFromRole => roles::change_role_privileges(req, state, false),
-        Cmd::GrantRolesToRole => roles::change_role_roles(req, state, true),
-        Cmd::RevokeRolesFromRole => roles::change_role_roles(req, state, false),
+        Cmd::GrantPrivilegesToRole => {
+            durable_auth_change(req, state, roles::change_role_privileges(req, state, true)).await
+        }
+        Cmd::RevokePrivilegesFromRole => {
+            durable_auth_change(req, state, roles::change_role_privileges(req, state, false)).await
+        }
+        Cmd::GrantRolesToRole => {
+            durable_auth_change(req, state, roles::change_role_roles(req, state, true)).await
+        }
+        Cmd::RevokeRolesFromRole => {
+            durable_auth_change(req, state, roles::change_role_roles(req, state, false)).await
+        }
         Cmd::Authenticate => x509::authenticate(req, ctx, state),
         Cmd::GetLog => admin::get_log(req, state),
         Cmd::ListCommands => Ok(admin::list_commands(state)),

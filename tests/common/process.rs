@@ -170,6 +170,12 @@ impl EbbProcess {
         }
     }
 
+    /// The address the server listens on.
+    #[allow(dead_code, reason = "not every test binary asks")]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// A driver client: direct connection, nothing retried behind the test's back (an error
     /// during a stop must mean "unknown outcome", never "retried"), bounded selection and
     /// connection times.
