@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 pub mod garbage;
 pub mod process;
 pub mod rng;
+pub mod scram;
 
 /// What tests return, so that IO and driver errors propagate with `?`.
 pub type TestResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
