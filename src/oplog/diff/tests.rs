@@ -495,3 +495,96 @@ proptest! {
         let _ = crate::oplog::update_description(&raw(&diff));
     }
 }
+
+#[test]
+fn more_calculator_cases() {
+    assert_diff(
+        &doc! {"": "1", "field2": [1, 2, 3, {"": {"": 1, "padding": "largeFieldValue"}}]},
+        &doc! {"": "2", "field2": [1, 2, 3, {"": {"": 2, "padding": "largeFieldValue"}}]},
+        15,
+        &doc! {"u": {"": "2"}, "sfield2": {"a": true, "s3": {"s": {"u": {"": 2}}}}},
+    );
+    assert_diff(
+        &doc! {"field1": "abcd", "field2": [1, 2, 3,
+        {"field3": ["veryLargeStringValueveryLargeStringValue", 2, 3, 4]}]},
+        &doc! {"field1": "abcd", "field2": [1, 2, 3,
+        {"field3": ["veryLargeStringValueveryLargeStringValue", 2, 4, 3, 5]}]},
+        0,
+        &doc! {"sfield2": {"a": true, "s3": {"sfield3": {"a": true, "u2": 4, "u3": 3, "u4": 5}}}},
+    );
+    assert_diff(
+        &doc! {"field1": "abcd", "field2": [1, 2, 3, {"field3": ["largeString", 2, 3, 4, 5]}]},
+        &doc! {"field1": "abcd", "field2": [1, 2, 3, {"field3": ["largeString", 2, 3, 5]}]},
+        15,
+        &doc! {"sfield2": {"a": true, "s3": {"sfield3": {"a": true, "l": 4, "u3": 5}}}},
+    );
+    assert_diff(
+        &doc! {"level1Field1": "abcd",
+        "level1Field2": {"level2Field1": {"level3Field1": {"p": 1}, "level3Field2": {"q": 1}},
+            "level2Field2": 2},
+        "level1Field3": 3,
+        "level1Field4": {"level2Field1": {"level3Field1": {"p": 1}, "level3Field2": {"q": 1}}}},
+        &doc! {"level1Field1": "abcd",
+        "level1Field2": {"level2Field1": {"level3Field1": {"q": 1}, "level3Field2": {"q": 1}},
+            "level2Field2": 2},
+        "level1Field3": "3",
+        "level1Field4": {"level2Field1": {"level3Field1": {"q": 1}, "level3Field2": {"q": 1}}}},
+        15,
+        &doc! {"u": {"level1Field3": "3"},
+        "slevel1Field2": {"slevel2Field1": {"u": {"level3Field1": {"q": 1}}}},
+        "slevel1Field4": {"slevel2Field1": {"u": {"level3Field1": {"q": 1}}}}},
+    );
+    assert_diff(
+        &doc! {"field1": "abcd", "field2": [1, 2, 3, {"field3": [2, 3, 4, 5]}]},
+        &doc! {"field1": "abcd", "field2": [1, 2, 3, {"field3": [1, 2, 3, 4, 5]}]},
+        15,
+        &doc! {"sfield2": {"a": true, "u3": {"field3": [1, 2, 3, 4, 5]}}},
+    );
+    assert_diff(
+        &doc! {"field1": [1, 2, 3, 4, 5, 6, {"a": 1, "b": 2, "c": 3, "d": 4}, 7]},
+        &doc! {"field1": [1, 2, 3, 4, 5, 6, {"p": 1, "q": 2}, 7]},
+        0,
+        &doc! {"sfield1": {"a": true, "u6": {"p": 1, "q": 2}}},
+    );
+    assert_diff(
+        &doc! {"field": {"p": "someString", "q": 2, "r": {"a": 1, "b": 2, "c": 3, "d": 4}, "s": 3}},
+        &doc! {"field": {"p": "someString", "q": 2, "r": {"p": 1, "q": 2}, "s": 3}},
+        0,
+        &doc! {"sfield": {"u": {"r": {"p": 1, "q": 2}}}},
+    );
+    assert_diff(
+        &doc! {"field": {"p": "someString", "q": 2, "r": [1, 3, 4, 5], "s": 3}},
+        &doc! {"field": {"p": "someString", "q": 2, "r": [1, 2, 3, 4], "s": 3}},
+        0,
+        &doc! {"sfield": {"u": {"r": [1, 2, 3, 4]}}},
+    );
+}
+
+/// `{largeField, subObj: {largeField, subObj: ...}}`, `levels` deep, `field: value` innermost.
+fn deep(levels: usize, value: Option<i32>) -> Document {
+    let large = "a".repeat(50);
+    let mut inner = doc! {"largeField": large.clone()};
+    if let Some(v) = value {
+        inner.insert("field", v);
+    }
+    for _ in 1..levels {
+        inner = doc! {"largeField": large.clone(), "subObj": inner};
+    }
+    doc! {"largeField": large, "subObj": inner}
+}
+
+#[test]
+fn deeply_nested_objects() {
+    // mongod's DeeplyNestObjectGenerateDiff and DeepestObjectSubDiff, 100 levels deep.
+    assert_diff(
+        &deep(100, None),
+        &doc! {"largeField": "a".repeat(50)},
+        0,
+        &doc! {"d": {"subObj": false}},
+    );
+    let mut expected = doc! {"u": {"field": 2}};
+    for _ in 0..100 {
+        expected = doc! {"ssubObj": expected};
+    }
+    assert_diff(&deep(100, Some(1)), &deep(100, Some(2)), 0, &expected);
+}
