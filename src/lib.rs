@@ -27,6 +27,7 @@ pub mod failpoint;
 pub mod index;
 pub mod interrupt;
 pub mod labels;
+pub mod oplog;
 pub mod pipeline;
 pub mod query;
 pub mod replset;
