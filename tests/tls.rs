@@ -9,13 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bson::{Document, doc};
+use common::certs::Ca;
 use common::{RawConn, TestResult, TestServer, assert_command_error, command_error, op_msg};
 use ebb::config::TlsMode;
 use mongodb::Client;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
+use rcgen::DnType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long a client that must succeed waits for a server (`common::IO_TIMEOUT`).
@@ -23,53 +21,6 @@ const WAIT_MS: u64 = 10_000;
 
 /// How long a client that must fail waits for a server before giving up.
 const REFUSED_WITHIN_MS: u64 = 1500;
-
-/// A certificate authority that signs server and client certificates.
-struct Ca {
-    params: CertificateParams,
-    key: KeyPair,
-    pem: String,
-}
-
-impl Ca {
-    fn new(name: &str) -> TestResult<Ca> {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let pem = params.self_signed(&key)?.pem();
-        Ok(Ca { params, key, pem })
-    }
-
-    /// A PEM file's text with a certificate for `names` (server) or a client certificate,
-    /// followed by its private key, as mongod's `--tlsCertificateKeyFile` and the drivers'
-    /// `tlsCertificateKeyFile` take them.
-    fn issue(&self, common_name: &str, server: bool) -> TestResult<String> {
-        let key = KeyPair::generate()?;
-        let names = if server {
-            vec!["localhost".to_owned(), "127.0.0.1".to_owned()]
-        } else {
-            Vec::new()
-        };
-        let mut params = CertificateParams::new(names)?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
-        params.extended_key_usages = vec![if server {
-            ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            ExtendedKeyUsagePurpose::ClientAuth
-        }];
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert = params.signed_by(&key, &issuer)?;
-        Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
-    }
-}
 
 /// The files of a test: `ca.pem`, `server.pem` (signed by the CA), `client.pem` (signed by the
 /// CA) and `stranger.pem` (a client certificate from another CA).
@@ -84,7 +35,10 @@ impl Pki {
         };
         pki.write_set("ca.pem", "server.pem", "client.pem", "Ebb test CA")?;
         let stranger = Ca::new("Some other CA")?;
-        std::fs::write(pki.path("stranger.pem"), stranger.issue("stranger", false)?)?;
+        std::fs::write(
+            pki.path("stranger.pem"),
+            stranger.issue(&[(DnType::CommonName, "stranger")], false)?,
+        )?;
         Ok(pki)
     }
 
@@ -92,8 +46,14 @@ impl Pki {
     fn write_set(&self, ca: &str, server: &str, client: &str, name: &str) -> TestResult {
         let authority = Ca::new(name)?;
         std::fs::write(self.path(ca), &authority.pem)?;
-        std::fs::write(self.path(server), authority.issue("localhost", true)?)?;
-        std::fs::write(self.path(client), authority.issue("client", false)?)?;
+        std::fs::write(
+            self.path(server),
+            authority.issue(&[(DnType::CommonName, "localhost")], true)?,
+        )?;
+        std::fs::write(
+            self.path(client),
+            authority.issue(&[(DnType::CommonName, "client")], false)?,
+        )?;
         Ok(())
     }
 

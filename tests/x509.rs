@@ -8,13 +8,11 @@ mod common;
 use std::path::PathBuf;
 
 use bson::{Document, doc};
+use common::certs::Ca;
 use common::{TestResult, TestServer, assert_command_error, command_error, run_command_err};
 use ebb::config::TlsMode;
 use mongodb::Client;
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
-};
+use rcgen::DnType;
 
 /// The subject of `client.pem`, as mongod renders it (RFC 2253: the last name first).
 const SUBJECT: &str = "CN=client,OU=KernelUser,O=MongoDB,L=New York City,ST=New York,C=US";
@@ -30,53 +28,6 @@ const WAIT_MS: u64 = 10_000;
 
 /// How long a client that must fail waits for a server before giving up.
 const REFUSED_WITHIN_MS: u64 = 1500;
-
-/// A certificate authority, and the PEM text of its certificate.
-struct Ca {
-    params: CertificateParams,
-    key: KeyPair,
-    pem: String,
-}
-
-impl Ca {
-    fn new(name: &str) -> TestResult<Ca> {
-        let key = KeyPair::generate()?;
-        let mut params = CertificateParams::new(Vec::<String>::new())?;
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let pem = params.self_signed(&key)?.pem();
-        Ok(Ca { params, key, pem })
-    }
-
-    /// A certificate and its key, in one PEM text, with the subject `names` (written in that
-    /// order), for a server (`localhost`, `127.0.0.1`) or a client.
-    fn issue(&self, names: &[(DnType, &str)], server: bool) -> TestResult<String> {
-        let key = KeyPair::generate()?;
-        let hosts = if server {
-            vec!["localhost".to_owned(), "127.0.0.1".to_owned()]
-        } else {
-            Vec::new()
-        };
-        let mut params = CertificateParams::new(hosts)?;
-        // (Not rcgen's default name, whose common name would come first.)
-        params.distinguished_name = DistinguishedName::new();
-        for (ty, value) in names {
-            params.distinguished_name.push(ty.clone(), *value);
-        }
-        params.extended_key_usages = vec![if server {
-            ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            ExtendedKeyUsagePurpose::ClientAuth
-        }];
-        let cert = params.signed_by(&key, &Issuer::from_params(&self.params, &self.key))?;
-        Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
-    }
-}
 
 /// A test's certificates: `ca.pem`; `server.pem`; `client.pem` ([`SUBJECT`], a user on
 /// `$external`); `nobody.pem` ([`NOBODY`], no user); `member.pem` ([`MEMBER`], the server's `O`

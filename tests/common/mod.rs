@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod certs;
 pub mod garbage;
 pub mod process;
 pub mod rng;
