@@ -404,6 +404,19 @@ impl Collection {
     pub fn namespace(&self) -> String {
         format!("{}.{}", self.db, self.name)
     }
+
+    /// Its UUID (`listCollections`' `info.uuid`, the oplog's `ui`): made of its id, which is
+    /// never reused.
+    pub fn uuid(&self) -> [u8; 16] {
+        uuid_of(self.id)
+    }
+}
+
+/// The UUID of the collection with id `id` (see [`Collection::uuid`]).
+pub fn uuid_of(id: u64) -> [u8; 16] {
+    let mut uuid = [0_u8; 16];
+    uuid[8..].copy_from_slice(&id.to_be_bytes());
+    uuid
 }
 
 type Names = BTreeMap<(String, String), Arc<Collection>>;
@@ -423,6 +436,8 @@ pub struct Catalog {
     views: RwLock<views::ViewNames>,
     /// The keys open transactions hold (`crate::txn`), which every writer respects.
     locks: Arc<crate::txn::LockTable>,
+    /// The oplog, in replica-set mode: writers add their entries to their commits.
+    oplog: std::sync::OnceLock<Arc<crate::oplog::Oplog>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -691,6 +706,7 @@ impl Catalog {
             open_databases: Mutex::new(open_databases),
             views: RwLock::new(views),
             locks: Arc::default(),
+            oplog: std::sync::OnceLock::new(),
         };
         catalog.abandon_builds()?;
         if let Some(from) = migrating {
@@ -759,6 +775,96 @@ impl Catalog {
     /// The keys open transactions hold.
     pub fn locks(&self) -> &Arc<crate::txn::LockTable> {
         &self.locks
+    }
+
+    /// From now on every change is logged in `oplog`, in the commit that makes it (the store
+    /// stamps the entries with their times). Set once, at startup in replica-set mode.
+    pub fn set_oplog(&self, oplog: Arc<crate::oplog::Oplog>) {
+        self.store
+            .set_stamper(Arc::clone(&oplog) as Arc<dyn crate::storage::Stamper>);
+        let _ = self.oplog.set(oplog);
+    }
+
+    /// The oplog, when changes are logged (replica-set mode).
+    pub fn oplog(&self) -> Option<&Arc<crate::oplog::Oplog>> {
+        self.oplog.get()
+    }
+
+    /// Adds to `batch` the oplog entry of the operation `op` makes, when there is an oplog.
+    fn log(&self, batch: &mut Batch, op: impl FnOnce() -> RawDocumentBuf) {
+        if let Some(oplog) = self.oplog() {
+            batch.stamped.push(oplog.entry(&op()));
+        }
+    }
+
+    /// Adds to `batch` the entries of an index list change of `old` to `new`: `createIndexes`
+    /// for each new name, `dropIndexes` for each name gone, `collMod` for a changed
+    /// `expireAfterSeconds` (or hidden flag), as mongod logs them.
+    fn log_index_changes(&self, old: &Collection, new: &[IndexSpec], batch: &mut Batch) {
+        if self.oplog().is_none() {
+            return;
+        }
+        let (db, name, ui) = (&old.db, old.name.as_str(), old.uuid());
+        for spec in new {
+            match old.indexes.iter().find(|o| o.name == spec.name) {
+                None => self.log(batch, || {
+                    let mut o = rawdoc! { "createIndexes": name };
+                    for (k, v) in spec.spec.iter().flatten() {
+                        o.append(k, v);
+                    }
+                    crate::oplog::log::command_op(db, Some(ui), &o, None)
+                }),
+                Some(was) if was.spec != spec.spec => self.log(batch, || {
+                    let mut index = rawdoc! { "name": spec.name.as_str() };
+                    let mut old_options = RawDocumentBuf::new();
+                    for field in ["expireAfterSeconds", "hidden", "prepareUnique", "unique"] {
+                        let now = spec.spec.get(field).ok().flatten();
+                        let then = was.spec.get(field).ok().flatten();
+                        let Ok(key) = <&bson::raw::CStr>::try_from(field) else {
+                            continue;
+                        };
+                        if now != then {
+                            if let Some(v) = now {
+                                index.append(key, v);
+                            }
+                            if let Some(v) = then {
+                                old_options.append(key, v);
+                            }
+                        }
+                    }
+                    let o = rawdoc! { "collMod": name, "index": index };
+                    let o2 = rawdoc! {
+                        "collectionOptions_old": { "uuid": crate::oplog::log::uuid(ui) },
+                        "indexOptions_old": old_options,
+                    };
+                    crate::oplog::log::command_op(db, Some(ui), &o, Some(&o2))
+                }),
+                Some(_) => {}
+            }
+        }
+        for gone in old
+            .indexes
+            .iter()
+            .filter(|o| !new.iter().any(|n| n.name == o.name))
+        {
+            self.log(batch, || {
+                let o = rawdoc! { "dropIndexes": name, "index": gone.name.as_str() };
+                crate::oplog::log::command_op(db, Some(ui), &o, Some(&gone.spec))
+            });
+        }
+    }
+
+    /// Logs `dropDatabase` of `db` (after its collections' drops), when there is an oplog.
+    /// Returns the commit's ticket.
+    pub fn log_drop_database(&self, db: &str) -> Result<Option<u64>, CommandError> {
+        let mut batch = Batch::new();
+        self.log(&mut batch, || {
+            crate::oplog::log::command_op(db, None, &rawdoc! { "dropDatabase": 1 }, None)
+        });
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.store.commit(batch)?))
     }
 
     /// A snapshot of the store.
@@ -916,6 +1022,9 @@ impl Catalog {
             record_key(db, name),
             Self::record(&collection).into_bytes(),
         );
+        self.log(&mut batch, || {
+            crate::oplog::log::create_op(db, name, collection.uuid(), &collection.options)
+        });
         let ticket = self.store.commit(batch)?;
         let collection = Arc::new(collection);
         self.write()
@@ -1111,10 +1220,22 @@ impl Catalog {
         {
             batch.put(Keyspace::Catalog, dropped_key(gone.id), Vec::new());
         }
+        self.log_index_changes(&old, &indexes, &mut batch);
         let new =
             Collection::new(old.id, db, name, old.options.clone(), indexes).keeping_counters(&old);
         if TtlPolicy::from_indexes(&old.indexes).describe() != new.ttl.describe() {
-            crate::ttl::recompute(&*self.snapshot(), &new, now_ms, &mut batch)?;
+            let ops = crate::ttl::recompute(
+                &*self.snapshot(),
+                &new,
+                now_ms,
+                &mut batch,
+                self.oplog().is_some(),
+            )?;
+            if let Some(oplog) = self.oplog()
+                && !ops.is_empty()
+            {
+                batch.stamped.push(oplog.apply_ops_entry(&ops, None));
+            }
         }
         batch.put(
             Keyspace::Catalog,
@@ -1248,6 +1369,32 @@ impl Catalog {
         let new = Collection::new(id, db, name, options, indexes);
         let (result, docs) = fill(&new)?;
         batch.ops.extend(docs.ops);
+        // As mongod's `$out`: the documents go into a temporary collection, renamed over the
+        // target (whose stream sees the rename; the temporary collection's inserts are logged
+        // under its own name).
+        if self.oplog().is_some() {
+            let tmp = format!("tmp.agg_out.{}", new.id);
+            self.log(&mut batch, || {
+                crate::oplog::log::create_op(db, &tmp, new.uuid(), &new.options)
+            });
+            for entry in docs.stamped {
+                batch.stamped.push(retarget(entry, db, &tmp));
+            }
+            self.log(&mut batch, || {
+                let mut o = rawdoc! {
+                    "renameCollection": format!("{db}.{tmp}"),
+                    "to": format!("{db}.{name}"),
+                    "stayTemp": false,
+                };
+                if let Some(old) = &old {
+                    o.append(
+                        bson::raw::cstr!("dropTarget"),
+                        crate::oplog::log::uuid(old.uuid()),
+                    );
+                }
+                crate::oplog::log::command_op(db, Some(new.uuid()), &o, None)
+            });
+        }
         batch.put(
             Keyspace::Catalog,
             record_key(db, name),
@@ -1277,6 +1424,14 @@ impl Catalog {
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, record_key(db, name));
         mark_dropped(&mut batch, &collection);
+        self.log(&mut batch, || {
+            crate::oplog::log::command_op(
+                db,
+                Some(collection.uuid()),
+                &rawdoc! { "drop": name },
+                None,
+            )
+        });
         let ticket = self.store.commit(batch)?;
         collection.retired.store(true, Ordering::SeqCst);
         self.write().remove(&(db.to_owned(), name.to_owned()));
@@ -1334,6 +1489,20 @@ impl Catalog {
             record_key(to.0, to.1),
             Self::record(&renamed).into_bytes(),
         );
+        self.log(&mut batch, || {
+            let mut o = rawdoc! {
+                "renameCollection": format!("{}.{}", from.0, from.1),
+                "to": format!("{}.{}", to.0, to.1),
+                "stayTemp": false,
+            };
+            if let Some(t) = &target {
+                o.append(
+                    bson::raw::cstr!("dropTarget"),
+                    crate::oplog::log::uuid(t.uuid()),
+                );
+            }
+            crate::oplog::log::command_op(from.0, Some(source.uuid()), &o, None)
+        });
         let ticket = self.store.commit(batch)?;
         source.retired.store(true, Ordering::SeqCst);
         if let Some(t) = &target {
@@ -1343,6 +1512,29 @@ impl Catalog {
         names.remove(&(from.0.to_owned(), from.1.to_owned()));
         names.insert((to.0.to_owned(), to.1.to_owned()), Arc::new(renamed));
         Ok(ticket)
+    }
+}
+
+/// `entry` (an oplog entry to stamp) with its `ns` changed to `db.name`.
+fn retarget(entry: crate::storage::Stamped, db: &str, name: &str) -> crate::storage::Stamped {
+    let Ok(doc) = RawDocument::from_bytes(&entry.value) else {
+        return entry;
+    };
+    let mut out = RawDocumentBuf::new();
+    let mut ts_at = entry.ts_at;
+    for (key, value) in doc.iter().flatten() {
+        if key.as_str() == "ns" {
+            out.append(key, format!("{db}.{name}"));
+        } else {
+            out.append(key, value);
+        }
+        if key.as_str() == "ts" {
+            ts_at = out.as_bytes().len() - 8;
+        }
+    }
+    crate::storage::Stamped {
+        value: out.into_bytes(),
+        ts_at,
     }
 }
 

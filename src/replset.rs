@@ -37,8 +37,10 @@ pub struct ReplSet {
     pub election_date: bson::DateTime,
     /// The optime of the election (the first tick of the clock).
     pub election_time: Timestamp,
-    /// The logical clock.
-    pub clock: ClusterClock,
+    /// The logical clock (shared with the oplog, which times its entries with it).
+    pub clock: std::sync::Arc<ClusterClock>,
+    /// The oplog.
+    pub oplog: std::sync::Arc<crate::oplog::Oplog>,
     /// The commit that persisted the identity, to be made durable before serving.
     pub identity_ticket: Option<u64>,
 }
@@ -49,8 +51,14 @@ impl ReplSet {
     pub fn open(name: &str, host: String, store: &GroupCommit) -> Result<Self, StorageError> {
         let identity = load_identity(store, name)?;
         let now_ms = bson::DateTime::now().timestamp_millis();
-        let clock = ClusterClock::new(now_ms);
+        let last = crate::oplog::log::last_ts(&*store.storage().snapshot())?;
+        let clock = std::sync::Arc::new(ClusterClock::new_after(now_ms, last));
         let election_time = clock.last_write().0;
+        let oplog = std::sync::Arc::new(crate::oplog::Oplog::new(
+            std::sync::Arc::clone(&clock),
+            identity.term,
+            last,
+        ));
         Ok(ReplSet {
             name: name.to_owned(),
             host,
@@ -59,6 +67,7 @@ impl ReplSet {
             election_date: bson::DateTime::from_millis(now_ms),
             election_time,
             clock,
+            oplog,
             identity_ticket: identity.ticket,
         })
     }
@@ -104,7 +113,12 @@ pub fn before(a: Timestamp, b: Timestamp) -> bool {
 
 /// The cluster time and the last write, which only move forward.
 #[derive(Debug)]
-pub struct ClusterClock(Mutex<ClockState>);
+pub struct ClusterClock {
+    state: Mutex<ClockState>,
+    /// Held while a write takes its times and commits (see [`ClusterClock::stamp`]), so that
+    /// writes become visible in the order of their times.
+    sequence: Mutex<()>,
+}
 
 #[derive(Debug, Clone, Copy)]
 struct ClockState {
@@ -121,23 +135,57 @@ fn seconds(ms: i64) -> u32 {
     u32::try_from(ms.div_euclid(1000)).unwrap_or(if ms < 0 { 0 } else { u32::MAX })
 }
 
+/// `ts` as one ordered number: seconds in the high half, increment in the low (the oplog's
+/// key).
+pub fn ts_to_u64(ts: Timestamp) -> u64 {
+    (u64::from(ts.time) << 32) | u64::from(ts.increment)
+}
+
+/// The timestamp of [`ts_to_u64`]'s number.
+pub fn ts_from_u64(n: u64) -> Timestamp {
+    Timestamp {
+        time: (n >> 32) as u32,
+        increment: (n & 0xFFFF_FFFF) as u32,
+    }
+}
+
 impl ClusterClock {
     /// A clock whose first tick, at `now_ms`, stands for the election (mongod writes a "new
     /// primary" entry when it steps up).
     pub fn new(now_ms: i64) -> Self {
-        let first = Timestamp {
+        Self::new_after(now_ms, None)
+    }
+
+    /// [`ClusterClock::new`], its first tick later than `last` (the last time written before
+    /// a restart, whatever the wall clock says now).
+    pub fn new_after(now_ms: i64, last: Option<Timestamp>) -> Self {
+        let mut first = Timestamp {
             time: seconds(now_ms),
             increment: 1,
         };
-        ClusterClock(Mutex::new(ClockState {
-            cluster_time: first,
-            last_write: first,
-            last_write_wall: bson::DateTime::from_millis(now_ms),
-        }))
+        if let Some(last) = last
+            && !before(last, first)
+        {
+            first = ts_from_u64(ts_to_u64(last).saturating_add(1));
+        }
+        ClusterClock {
+            state: Mutex::new(ClockState {
+                cluster_time: first,
+                last_write: first,
+                last_write_wall: bson::DateTime::from_millis(now_ms),
+            }),
+            sequence: Mutex::new(()),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
-        self.0
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn sequenced(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.sequence
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -153,34 +201,56 @@ impl ClusterClock {
         (s.last_write, s.last_write_wall)
     }
 
-    /// A write committed at `now_ms`: the clock moves to a new time, later than every time
-    /// handed out, and returns it (the write's optime). The seconds follow the wall clock while
-    /// it is ahead; otherwise the increment grows.
-    pub fn tick(&self, now_ms: i64) -> Timestamp {
+    /// The next `n` times after every time handed out, at `now_ms`: the seconds follow the
+    /// wall clock while it is ahead, otherwise the increment grows (into the next second when
+    /// it runs out). Moves the cluster time to the last of them.
+    fn reserve(&self, n: u64, now_ms: i64) -> (Timestamp, Timestamp) {
         let mut s = self.lock();
         let wall = seconds(now_ms);
         let current = s.cluster_time;
-        let next = if wall > current.time {
+        let first = if wall > current.time {
             Timestamp {
                 time: wall,
                 increment: 1,
             }
-        } else if let Some(increment) = current.increment.checked_add(1) {
-            Timestamp {
-                time: current.time,
-                increment,
-            }
         } else {
-            // The increment ran out within one second: borrow the next one.
-            Timestamp {
-                time: current.time.saturating_add(1),
-                increment: 1,
-            }
+            ts_from_u64(ts_to_u64(current).saturating_add(1))
         };
-        s.cluster_time = next;
-        s.last_write = next;
+        let last = ts_from_u64(ts_to_u64(first).saturating_add(n.saturating_sub(1)));
+        s.cluster_time = last;
+        (first, last)
+    }
+
+    fn wrote(&self, last: Timestamp, now_ms: i64) {
+        let mut s = self.lock();
+        s.last_write = last;
         s.last_write_wall = bson::DateTime::from_millis(now_ms);
-        next
+    }
+
+    /// A write committed at `now_ms` with no oplog entry: the clock moves to a new time, later
+    /// than every time handed out, and returns it (the write's optime).
+    pub fn tick(&self, now_ms: i64) -> Timestamp {
+        let _sequence = self.sequenced();
+        let (_, last) = self.reserve(1, now_ms);
+        self.wrote(last, now_ms);
+        last
+    }
+
+    /// A write of `n ≥ 1` oplog entries at `now_ms`: `apply` commits them, given the first of
+    /// their `n` consecutive times (as [`ts_to_u64`] numbers); no other write takes times or
+    /// commits meanwhile, so that writes become visible in time order, and the last write is
+    /// the last of them once `apply` succeeded. Returns the last time.
+    pub fn stamp<E>(
+        &self,
+        n: u64,
+        now_ms: i64,
+        apply: impl FnOnce(u64) -> Result<(), E>,
+    ) -> Result<Timestamp, E> {
+        let _sequence = self.sequenced();
+        let (first, last) = self.reserve(n.max(1), now_ms);
+        apply(ts_to_u64(first))?;
+        self.wrote(last, now_ms);
+        Ok(last)
     }
 
     /// A client gossiped `ts` (`$clusterTime`): the cluster time moves forward to it.

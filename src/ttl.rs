@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use bson::{RawBsonRef, RawDocument};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
@@ -205,13 +205,15 @@ pub use crate::storage::record::{expiry_key, instant_of};
 
 /// Adds to `batch` what makes every document of `collection` carry the expiry its (new) policy
 /// gives it. A document already expired at `now_ms` is removed instead: a policy change never
-/// brings a document back.
+/// brings a document back. When `log`, returns the oplog operations of those removals.
 pub fn recompute(
     snapshot: &dyn crate::storage::Snapshot,
     collection: &Collection,
     now_ms: i64,
     batch: &mut Batch,
-) -> Result<(), StorageError> {
+    log: bool,
+) -> Result<Vec<RawDocumentBuf>, StorageError> {
+    let mut ops = Vec::new();
     let prefix = record::collection_prefix(collection.id);
     for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
         let (key, value) = entry?;
@@ -239,6 +241,9 @@ pub fn recompute(
         if is_expired {
             collection.delete_entries(rec.doc, rid, batch);
             batch.delete(Keyspace::Docs, key);
+            if log {
+                log_delete(collection, rec.doc, &mut ops);
+            }
             continue;
         }
         batch.replace(
@@ -254,7 +259,18 @@ pub fn recompute(
             );
         }
     }
-    Ok(())
+    Ok(ops)
+}
+
+/// Adds the oplog operation of the removal of `doc` (expired) to `ops`.
+fn log_delete(collection: &Collection, doc: &RawDocument, ops: &mut Vec<RawDocumentBuf>) {
+    if let Ok(Some(id)) = doc.get("_id") {
+        ops.push(crate::oplog::log::delete_op(
+            &collection.namespace(),
+            collection.uuid(),
+            id,
+        ));
+    }
 }
 
 /// `serverStatus.metrics.ttl`.
@@ -278,6 +294,8 @@ pub struct Due {
     keys: Vec<Bytes>,
     /// Their removal (with their documents and index entries) as the snapshot saw them.
     batch: Batch,
+    /// The oplog operations of those removals (when there is an oplog).
+    ops: Vec<RawDocumentBuf>,
     removed: usize,
     /// The last expiry key looked at, where the next batch of the pass starts.
     pub last: Option<Bytes>,
@@ -293,6 +311,7 @@ fn remove_due(
     collection: &Collection,
     key: &Bytes,
     batch: &mut Batch,
+    ops: Option<&mut Vec<RawDocumentBuf>>,
 ) -> Result<bool, StorageError> {
     let (Some(rid), Some(expires)) = (record::rid_of_expiry_key(key), instant_of(key)) else {
         return Ok(false);
@@ -304,6 +323,9 @@ fn remove_due(
         && rec.expires_ms == expires
     {
         collection.delete_entries(rec.doc, rid, batch);
+        if let Some(ops) = ops {
+            log_delete(collection, rec.doc, ops);
+        }
         // No tombstone where the engine's compactions drop what the purge is done with.
         batch.expire(Keyspace::Docs, doc_key.to_vec());
         removed = true;
@@ -337,17 +359,25 @@ pub fn find_due(
         now_ms,
         keys: Vec::new(),
         batch: Batch::new(),
+        ops: Vec::new(),
         removed: 0,
         last: None,
         more: false,
     };
+    let log = catalog.oplog().is_some();
     for entry in snapshot.range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false) {
         if due.removed >= PURGE_BATCH {
             due.more = true;
             break;
         }
         let (key, _) = entry?;
-        if remove_due(&*snapshot, collection, &key, &mut due.batch)? {
+        if remove_due(
+            &*snapshot,
+            collection,
+            &key,
+            &mut due.batch,
+            log.then_some(&mut due.ops),
+        )? {
             due.removed += 1;
         }
         due.keys.push(key.clone());
@@ -371,11 +401,13 @@ pub fn remove_found(
     // A document an open transaction changed is left to a later pass: the transaction's
     // commit writes it whole (see `crate::txn`).
     let locks = catalog.locks();
-    let (batch, removed) = if collection.write_epoch() == due.epoch && !locks.any() {
-        (due.batch, due.removed)
+    let log = catalog.oplog().is_some();
+    let (batch, removed, ops) = if collection.write_epoch() == due.epoch && !locks.any() {
+        (due.batch, due.removed, due.ops)
     } else {
         let snapshot = catalog.snapshot();
         let mut batch = Batch::new();
+        let mut ops = Vec::new();
         let mut removed = 0;
         for key in &due.keys {
             if locks.any()
@@ -389,14 +421,26 @@ pub fn remove_found(
             {
                 continue;
             }
-            if remove_due(&*snapshot, collection, key, &mut batch)? {
+            if remove_due(
+                &*snapshot,
+                collection,
+                key,
+                &mut batch,
+                log.then_some(&mut ops),
+            )? {
                 removed += 1;
             }
         }
-        (batch, removed)
+        (batch, removed, ops)
     };
     if !batch.is_empty() {
         let mut batch = batch;
+        // Logged as mongod's TTL monitor logs its batched deletes: one `applyOps` entry.
+        if let Some(oplog) = catalog.oplog()
+            && !ops.is_empty()
+        {
+            batch.stamped.push(oplog.apply_ops_entry(&ops, None));
+        }
         if removed > 0 {
             // The records stay until a compaction drops them: the clock must never again read
             // an instant at which they were live (see `crate::clock`).

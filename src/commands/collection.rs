@@ -143,6 +143,11 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
     if let Some(t) = state.catalog.drop_views(req.db)? {
         last = last.max(Some(t));
     }
+    if last.is_some()
+        && let Some(t) = state.catalog.log_drop_database(req.db)?
+    {
+        last = Some(t);
+    }
     state.catalog.close_database(req.db);
     if last.is_some() {
         state.purge_wake.notify_one();
@@ -155,8 +160,7 @@ fn collection_entry(c: &Collection, name_only: bool) -> RawDocumentBuf {
     if name_only {
         return rawdoc! { "name": c.name.as_str(), "type": "collection" };
     }
-    let mut uuid = [0_u8; 16];
-    uuid[8..].copy_from_slice(&c.id.to_be_bytes());
+    let uuid = c.uuid();
     rawdoc! {
         "name": c.name.as_str(),
         "type": "collection",

@@ -45,6 +45,7 @@ pub async fn run(
                     .await
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
+            catalog.set_oplog(Arc::clone(&replset.oplog));
             info!(set = %name, host = %replset.host, term = replset.term, "primary of a replica set of one");
             Some(replset)
         }

@@ -1,13 +1,23 @@
 //! Group commit: many writers, one `fdatasync` at a time covering all of them.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tracing::error;
 
-use super::{Batch, Storage, StorageError, StorageResult};
+use super::{Batch, Keyspace, Op, Storage, StorageError, StorageResult};
+
+/// Assigns the stamps (cluster times) of [`Batch::stamped`] values, and orders their commits:
+/// the oplog's clock (`crate::oplog`).
+pub trait Stamper: Send + Sync {
+    /// Runs `apply` with the first of `n` consecutive stamps, each one more than the last,
+    /// later than every stamp given before, with no other stamped commit running meanwhile: a
+    /// commit with later stamps becomes visible after one with earlier stamps. Returns the last
+    /// stamp.
+    fn stamp(&self, n: u64, apply: &mut dyn FnMut(u64) -> StorageResult<()>) -> StorageResult<u64>;
+}
 
 /// How long a relaxed (`j: false`) write may stay unsynced: MongoDB's journal interval.
 pub const RELAXED_SYNC_INTERVAL: Duration = Duration::from_millis(100);
@@ -16,6 +26,7 @@ pub const RELAXED_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// writers wait for the durable mark to pass their commit.
 pub struct GroupCommit {
     storage: Arc<dyn Storage>,
+    stamper: OnceLock<Arc<dyn Stamper>>,
     shared: Arc<Shared>,
     durable: watch::Receiver<u64>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -60,6 +71,7 @@ impl GroupCommit {
         };
         GroupCommit {
             storage,
+            stamper: OnceLock::new(),
             shared,
             durable: rx,
             thread: Mutex::new(thread),
@@ -71,14 +83,57 @@ impl GroupCommit {
         &self.storage
     }
 
+    /// From now on, [`Batch::stamped`] values are written under stamps `stamper` gives (before,
+    /// they were dropped). Set once; a second call changes nothing.
+    pub fn set_stamper(&self, stamper: Arc<dyn Stamper>) {
+        let _ = self.stamper.set(stamper);
+    }
+
+    /// Whether stamped values are written (an oplog is kept).
+    pub fn stamps(&self) -> bool {
+        self.stamper.get().is_some()
+    }
+
     /// Applies `batch` (blocking) and returns its ticket for [`GroupCommit::durable`].
     pub fn commit(&self, batch: Batch) -> StorageResult<u64> {
+        self.commit_stamped(batch).map(|(ticket, _)| ticket)
+    }
+
+    /// [`GroupCommit::commit`], also returning the last stamp its stamped values got, if any.
+    pub fn commit_stamped(&self, mut batch: Batch) -> StorageResult<(u64, Option<u64>)> {
         if let Some(e) = self.failure() {
             return Err(e);
         }
-        self.storage.commit(batch)?;
+        let values = std::mem::take(&mut batch.stamped);
+        let last = match self.stamper.get() {
+            Some(stamper) if !values.is_empty() => {
+                let mut pending = Some((batch, values));
+                let storage = &self.storage;
+                Some(stamper.stamp(stamped_len(pending.as_ref()), &mut |first| {
+                    let Some((mut batch, entries)) = pending.take() else {
+                        return Err(StorageError::Engine("a stamped commit ran twice".into()));
+                    };
+                    batch.ops.reserve(entries.len());
+                    for (stamp, mut s) in (first..).zip(entries) {
+                        if let Some(at) = s.value.get_mut(s.ts_at..s.ts_at + 8) {
+                            at.copy_from_slice(&stamp.to_le_bytes());
+                        }
+                        batch.ops.push(Op::Put(
+                            Keyspace::Oplog,
+                            stamp.to_be_bytes().to_vec().into(),
+                            s.value.into(),
+                        ));
+                    }
+                    storage.commit(batch)
+                })?)
+            }
+            _ => {
+                self.storage.commit(batch)?;
+                None
+            }
+        };
         let ticket = self.shared.committed.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(ticket)
+        Ok((ticket, last))
     }
 
     /// Waits until the commit with `ticket` is durable. Relaxed writers skip this; the syncer
@@ -132,6 +187,10 @@ impl Drop for GroupCommit {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+fn stamped_len(pending: Option<&(Batch, Vec<super::Stamped>)>) -> u64 {
+    pending.map_or(0, |(_, s)| s.len() as u64)
 }
 
 fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) {

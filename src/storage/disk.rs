@@ -80,6 +80,7 @@ impl DiskStorage {
             open(Keyspace::Expiry)?,
             open(Keyspace::Index)?,
             open(Keyspace::Sessions)?,
+            open(Keyspace::Oplog)?,
         ];
         expired.set_expiry(keyspaces[Keyspace::Expiry.slot()].clone());
         let ledger = Ledger::default();

@@ -16,7 +16,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-pub use commit::GroupCommit;
+pub use commit::{GroupCommit, Stamper};
 pub use disk::DiskStorage;
 pub use garbage::Ledger;
 pub use memory::MemoryStorage;
@@ -34,11 +34,13 @@ pub enum Keyspace {
     Index,
     /// What logical sessions keep: retryable writes' executed statements (`crate::retryable`).
     Sessions,
+    /// The oplog (`crate::oplog`): entries keyed by their cluster time, in commit order.
+    Oplog,
 }
 
 impl Keyspace {
     /// How many keyspaces there are.
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 6;
 
     /// Every keyspace.
     pub const ALL: [Keyspace; Keyspace::COUNT] = [
@@ -47,6 +49,7 @@ impl Keyspace {
         Keyspace::Expiry,
         Keyspace::Index,
         Keyspace::Sessions,
+        Keyspace::Oplog,
     ];
 
     /// The on-disk name.
@@ -57,6 +60,7 @@ impl Keyspace {
             Keyspace::Expiry => "expiry",
             Keyspace::Index => "index",
             Keyspace::Sessions => "sessions",
+            Keyspace::Oplog => "oplog",
         }
     }
 
@@ -67,6 +71,7 @@ impl Keyspace {
             Keyspace::Expiry => 2,
             Keyspace::Index => 3,
             Keyspace::Sessions => 4,
+            Keyspace::Oplog => 5,
         }
     }
 }
@@ -98,6 +103,19 @@ pub enum Op {
 pub struct Batch {
     /// The changes, applied in order.
     pub ops: Vec<Op>,
+    /// Values to put in [`Keyspace::Oplog`] under stamps [`GroupCommit`] assigns at the commit,
+    /// in commit order (see [`Stamper`]); dropped when no stamper is set (no oplog).
+    pub stamped: Vec<Stamped>,
+}
+
+/// A value whose key is the stamp (a cluster time) its commit gets: the stamp is also written
+/// into the value, as 8 little-endian bytes at `ts_at` (a BSON timestamp's encoding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamped {
+    /// The value, with room for the stamp at `ts_at`.
+    pub value: Vec<u8>,
+    /// Where the stamp goes.
+    pub ts_at: usize,
 }
 
 impl Batch {
@@ -133,7 +151,7 @@ impl Batch {
 
     /// Whether there is nothing to apply.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.is_empty() && self.stamped.is_empty()
     }
 
     /// Number of changes.

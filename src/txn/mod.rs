@@ -60,6 +60,9 @@ pub struct Transaction {
     /// The collections it created (explicitly or by a first insert), which only it sees
     /// until its commit writes their records and registers them.
     created: Mutex<Vec<Arc<Collection>>>,
+    /// The oplog operations of its changes, in order (written as one `applyOps` entry by its
+    /// commit, when there is an oplog).
+    ops: Mutex<Vec<bson::RawDocumentBuf>>,
     /// Set once it committed or aborted: it takes no more changes.
     ended: AtomicBool,
 }
@@ -96,6 +99,7 @@ impl Transaction {
             held: Mutex::new(Vec::new()),
             touched: Mutex::new(Vec::new()),
             created: Mutex::new(Vec::new()),
+            ops: Mutex::new(Vec::new()),
             ended: AtomicBool::new(false),
         }
     }
@@ -211,8 +215,13 @@ impl Transaction {
         collection: &Arc<Collection>,
         batch: Batch,
         multikey: bool,
+        ops: Vec<bson::RawDocumentBuf>,
     ) -> CommandResult<()> {
         self.check_open()?;
+        self.ops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(ops);
         self.overlay
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -272,6 +281,24 @@ impl Transaction {
             }
         }
         batch.ops.extend(session.ops);
+        if let Some(oplog) = catalog.oplog() {
+            let mut ops: Vec<bson::RawDocumentBuf> = created
+                .iter()
+                .map(|c| crate::oplog::log::create_op(&c.db, &c.name, c.uuid(), &c.options))
+                .collect();
+            ops.extend(std::mem::take(
+                &mut *self
+                    .ops
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ));
+            if !ops.is_empty() {
+                let lsid = crate::oplog::log::lsid_doc(&self.lsid);
+                batch
+                    .stamped
+                    .push(oplog.apply_ops_entry(&ops, Some((&lsid, self.number))));
+            }
+        }
         let committed = if created.is_empty() {
             lock().and_then(|guards| Ok((catalog.store().commit(batch)?, guards)))
         } else {

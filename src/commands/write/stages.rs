@@ -65,7 +65,11 @@ impl Writer<'_> {
     pub(crate) fn replace_found(&mut self, found: &Found, doc: &RawDocument) -> CommandResult<()> {
         check_storable(doc, true)?;
         self.put(found, doc, Some((found.expires_ms, Some(&found.doc))))
-            .map_err(|(error, dup)| with_dup_info(error, dup))
+            .map_err(|(error, dup)| with_dup_info(error, dup))?;
+        if found.doc.as_bytes() != doc.as_bytes() {
+            self.log_update(&found.doc, doc, false, None);
+        }
+        Ok(())
     }
 
     /// Commits what this writer holds so far (statements after it see it).

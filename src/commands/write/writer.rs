@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
-use bson::{RawDocument, RawDocumentBuf};
+use bson::{RawDocument, RawDocumentBuf, rawdoc};
 
 use super::storable::id_of;
 use super::{Fail, dup_key_error};
@@ -60,6 +60,12 @@ pub(crate) struct Writer<'a> {
     /// next flush; the memory engine keeps values for good, and one live document would keep
     /// its whole batch's buffer, so there each record gets its own allocation (`None`).
     arena: Option<bytes::BytesMut>,
+    /// The oplog, in replica-set mode: each change adds its operation (see
+    /// [`crate::oplog::log`]), committed with the change.
+    oplog: Option<std::sync::Arc<crate::oplog::Oplog>>,
+    /// The operations of the changes held, for a transaction (outside one they go into the
+    /// batch as entries at once).
+    ops: Vec<RawDocumentBuf>,
 }
 
 /// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
@@ -117,7 +123,55 @@ impl<'a> Writer<'a> {
                 .storage()
                 .is_durable()
                 .then(bytes::BytesMut::new),
+            oplog: catalog.oplog().cloned(),
+            ops: Vec::new(),
         }
+    }
+
+    /// Logs `op` (an oplog operation of a change this writer holds), when there is an oplog.
+    fn log(&mut self, op: impl FnOnce(&str, [u8; 16]) -> RawDocumentBuf) {
+        let Some(oplog) = &self.oplog else { return };
+        let op = op(&self.collection.namespace(), self.collection.uuid());
+        if self.txn.is_some() {
+            self.ops.push(op);
+        } else {
+            self.batch.stamped.push(oplog.entry(&op));
+        }
+    }
+
+    /// Logs the update of `old` to `new` (both with the same `_id`): the whole new document for
+    /// a replacement, otherwise `diff` (`{$v: 2, diff}`, what the update logs), or, when the
+    /// caller has none, the difference of the two documents as mongod computes it for pipeline
+    /// updates.
+    pub(super) fn log_update(
+        &mut self,
+        old: &RawDocument,
+        new: &RawDocument,
+        replacement: bool,
+        diff: Option<&RawDocument>,
+    ) {
+        if self.oplog.is_none() {
+            return;
+        }
+        let Ok(Some(id)) = new.get("_id") else { return };
+        let computed;
+        let o: &RawDocument = match diff {
+            _ if replacement => new,
+            Some(diff) => diff,
+            None => {
+                computed = crate::oplog::compute_oplog_diff(
+                    old,
+                    new,
+                    crate::oplog::diff::DELTA_OPLOG_ENTRY_METADATA_SIZE,
+                )
+                .ok()
+                .flatten()
+                .map(|diff| rawdoc! { "$v": 2, "diff": diff });
+                computed.as_deref().unwrap_or(new)
+            }
+        };
+        let o = o.to_owned();
+        self.log(|ns, ui| crate::oplog::log::update_op(ns, ui, &o, id));
     }
 
     /// Makes room for `bytes` of documents about to be written (their records are built in one
@@ -293,6 +347,7 @@ impl<'a> Writer<'a> {
     /// again).
     pub(super) fn discard(&mut self) {
         self.batch = Batch::new();
+        self.ops.clear();
         self.pending.clear();
         self.pending_rids.clear();
         self.probed = None;
@@ -361,9 +416,18 @@ impl<'a> Writer<'a> {
                 entry,
                 crate::index::rid_value(rid).to_vec(),
             );
+            self.log_insert(doc);
             return Ok(());
         };
-        self.put_owned(rid, id_key, doc, Some((expires, old_doc.as_deref())))
+        self.put_owned(rid, id_key, doc, Some((expires, old_doc.as_deref())))?;
+        self.log_insert(doc);
+        Ok(())
+    }
+
+    fn log_insert(&mut self, doc: &RawDocument) {
+        if let Ok(Some(id)) = doc.get("_id") {
+            self.log(|ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id));
+        }
     }
 
     /// Writes `doc` over the record `found` matched, replacing it (`old`: its expiry, and the
@@ -612,7 +676,12 @@ impl<'a> Writer<'a> {
             let owner = self.owner.as_ref().ok_or_else(|| {
                 CommandError::internal("a transaction's writer without its collection")
             })?;
-            txn.apply(owner, std::mem::take(&mut self.batch), self.multikey_set)?;
+            txn.apply(
+                owner,
+                std::mem::take(&mut self.batch),
+                self.multikey_set,
+                std::mem::take(&mut self.ops),
+            )?;
             self.discard();
             return Ok(());
         }
@@ -663,6 +732,9 @@ impl<'a> Writer<'a> {
         self.batch.delete(Keyspace::Docs, self.key(found.rid));
         self.batch
             .delete(Keyspace::Index, self.id_entry(&found.id_key));
+        if let Ok(Some(id)) = found.doc.get("_id") {
+            self.log(|ns, ui| crate::oplog::log::delete_op(ns, ui, id));
+        }
         if found.expires_ms != record::NEVER {
             let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, found.rid);
             self.batch.delete_once(Keyspace::Expiry, key.to_vec());
