@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use bson::{RawDocument, RawDocumentBuf, rawdoc};
+use bson::{RawBsonRef, RawDocument, RawDocumentBuf, rawdoc};
 use tracing::{info, warn};
 
 use crate::error::{CommandError, ErrorCode};
@@ -405,6 +405,15 @@ impl Collection {
         format!("{}.{}", self.db, self.name)
     }
 
+    /// Whether change streams get its documents' pre-images (and post-images): the
+    /// `changeStreamPreAndPostImages: {enabled: true}` option.
+    pub fn records_images(&self) -> bool {
+        matches!(
+            self.options.get("changeStreamPreAndPostImages"),
+            Ok(Some(RawBsonRef::Document(d))) if matches!(d.get("enabled"), Ok(Some(RawBsonRef::Boolean(true))))
+        )
+    }
+
     /// Its UUID (`listCollections`' `info.uuid`, the oplog's `ui`): made of its id, which is
     /// never reused.
     pub fn uuid(&self) -> [u8; 16] {
@@ -793,7 +802,7 @@ impl Catalog {
     /// Adds to `batch` the oplog entry of the operation `op` makes, when there is an oplog.
     fn log(&self, batch: &mut Batch, op: impl FnOnce() -> RawDocumentBuf) {
         if let Some(oplog) = self.oplog() {
-            batch.stamped.push(oplog.entry(&op()));
+            batch.stamped.push(oplog.entry(&op(), None));
         }
     }
 
@@ -1249,6 +1258,69 @@ impl Catalog {
         Ok((result, Some(ticket), created))
     }
 
+    /// Sets collection option `key` of `db.name` to `value` (`collMod`'s
+    /// `changeStreamPreAndPostImages`), logged as mongod logs `collMod`. Returns the commit
+    /// ticket, or none when nothing changed.
+    pub fn set_option(
+        &self,
+        db: &str,
+        name: &str,
+        key: &str,
+        value: &RawDocument,
+    ) -> Result<Option<u64>, CommandError> {
+        let _ddl = self.ddl();
+        let Some(old) = self.get(db, name) else {
+            return Err(CommandError::new(
+                ErrorCode::NamespaceNotFound,
+                format!("ns does not exist: {db}.{name}"),
+            ));
+        };
+        let _writers = old.write_lock.lock();
+        let mut options = RawDocumentBuf::new();
+        let mut found = false;
+        let cstr = <&bson::raw::CStr>::try_from(key)
+            .map_err(|_| CommandError::bad_value("an option name with a NUL byte"))?;
+        for (k, v) in old.options.iter().flatten() {
+            if k.as_str() == key {
+                if let RawBsonRef::Document(d) = v
+                    && d.as_bytes() == value.as_bytes()
+                {
+                    return Ok(None);
+                }
+                options.append(cstr, value);
+                found = true;
+            } else {
+                options.append(k, v);
+            }
+        }
+        if !found {
+            options.append(cstr, value);
+        }
+        let new =
+            Collection::new(old.id, db, name, options, old.indexes.clone()).keeping_counters(&old);
+        let mut batch = Batch::new();
+        batch.put(
+            Keyspace::Catalog,
+            record_key(db, name),
+            Self::record(&new).into_bytes(),
+        );
+        self.log(&mut batch, || {
+            let mut o = rawdoc! { "collMod": name };
+            o.append(cstr, value);
+            let mut previous = rawdoc! { "uuid": crate::oplog::log::uuid(old.uuid()) };
+            for (k, v) in old.options.iter().flatten() {
+                previous.append(k, v);
+            }
+            let o2 = rawdoc! { "collectionOptions_old": previous };
+            crate::oplog::log::command_op(db, Some(old.uuid()), &o, Some(&o2))
+        });
+        let ticket = self.store.commit(batch)?;
+        old.retired.store(true, Ordering::SeqCst);
+        self.write()
+            .insert((db.to_owned(), name.to_owned()), Arc::new(new));
+        Ok(Some(ticket))
+    }
+
     /// Writes the entries of `indexes[p]` for each `p` in `fresh` over the live documents of
     /// collection `collection_id`, in chunks, and checks unique ones for duplicates. The caller
     /// holds the collection's write lock, and a building marker covers each new id.
@@ -1378,6 +1450,7 @@ impl Catalog {
                 crate::oplog::log::create_op(db, &tmp, new.uuid(), &new.options)
             });
             for entry in docs.stamped {
+                // (A new collection's options are its old one's: images or not, as before.)
                 batch.stamped.push(retarget(entry, db, &tmp));
             }
             self.log(&mut batch, || {
@@ -1535,6 +1608,7 @@ fn retarget(entry: crate::storage::Stamped, db: &str, name: &str) -> crate::stor
     crate::storage::Stamped {
         value: out.into_bytes(),
         ts_at,
+        beside: entry.beside,
     }
 }
 

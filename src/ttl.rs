@@ -212,7 +212,7 @@ pub fn recompute(
     now_ms: i64,
     batch: &mut Batch,
     log: bool,
-) -> Result<Vec<RawDocumentBuf>, StorageError> {
+) -> Result<Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>, StorageError> {
     let mut ops = Vec::new();
     let prefix = record::collection_prefix(collection.id);
     for entry in snapshot.prefix(Keyspace::Docs, &prefix) {
@@ -263,12 +263,15 @@ pub fn recompute(
 }
 
 /// Adds the oplog operation of the removal of `doc` (expired) to `ops`.
-fn log_delete(collection: &Collection, doc: &RawDocument, ops: &mut Vec<RawDocumentBuf>) {
+fn log_delete(
+    collection: &Collection,
+    doc: &RawDocument,
+    ops: &mut Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>,
+) {
     if let Ok(Some(id)) = doc.get("_id") {
-        ops.push(crate::oplog::log::delete_op(
-            &collection.namespace(),
-            collection.uuid(),
-            id,
+        ops.push((
+            crate::oplog::log::delete_op(&collection.namespace(), collection.uuid(), id),
+            collection.records_images().then(|| doc.to_owned()),
         ));
     }
 }
@@ -295,7 +298,7 @@ pub struct Due {
     /// Their removal (with their documents and index entries) as the snapshot saw them.
     batch: Batch,
     /// The oplog operations of those removals (when there is an oplog).
-    ops: Vec<RawDocumentBuf>,
+    ops: Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>,
     removed: usize,
     /// The last expiry key looked at, where the next batch of the pass starts.
     pub last: Option<Bytes>,
@@ -311,7 +314,7 @@ fn remove_due(
     collection: &Collection,
     key: &Bytes,
     batch: &mut Batch,
-    ops: Option<&mut Vec<RawDocumentBuf>>,
+    ops: Option<&mut Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>>,
 ) -> Result<bool, StorageError> {
     let (Some(rid), Some(expires)) = (record::rid_of_expiry_key(key), instant_of(key)) else {
         return Ok(false);

@@ -15,10 +15,38 @@ use crate::storage::{Keyspace, Snapshot, record};
 /// Options of `create` that Ebb stores and honours (or that are harmless to accept).
 const CREATE_OPTIONS: &[&str] = &[
     "autoIndexId",
+    "changeStreamPreAndPostImages",
     "idIndex",
     "indexOptionDefaults",
     "storageEngine",
 ];
+
+/// Reads `changeStreamPreAndPostImages: {enabled: <bool>}` of command `command` as mongod's
+/// IDL does: a document whose one field, `enabled`, is required and boolean.
+pub(super) fn pre_and_post_images(command: &str, value: RawBsonRef<'_>) -> CommandResult<bool> {
+    let path = format!("{command}.changeStreamPreAndPostImages");
+    let RawBsonRef::Document(doc) = value else {
+        return Err(super::args::wrong_type(&path, value, " 'object'"));
+    };
+    let mut enabled = None;
+    for elem in doc {
+        let (k, v) = elem.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        match (k.as_str(), v) {
+            ("enabled", RawBsonRef::Boolean(b)) => enabled = Some(b),
+            ("enabled", other) => {
+                return Err(super::args::wrong_type(
+                    &format!("{path}.enabled"),
+                    other,
+                    " 'bool'",
+                ));
+            }
+            (other, _) => {
+                return Err(CommandError::unknown_field(&format!("{path}.{other}")));
+            }
+        }
+    }
+    enabled.ok_or_else(|| CommandError::missing_field(&format!("{path}.enabled")))
+}
 
 /// Counts and sizes one collection's live documents.
 pub(crate) fn data_size(
@@ -73,6 +101,11 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
         let value = elem
             .value()
             .map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
+        if key == "changeStreamPreAndPostImages" {
+            let enabled = pre_and_post_images("create", value)?;
+            options.append(elem.key(), rawdoc! { "enabled": enabled });
+            continue;
+        }
         options.append(elem.key(), value);
     }
     let concern = WriteConcern::parse(req)?;

@@ -312,7 +312,7 @@ pub static CREATE: Args = Args {
         opt("pipeline", Array),
         opt("collation", Object),
         not_yet("recordPreImages", SafeBool),
-        not_yet("changeStreamPreAndPostImages", Object),
+        opt("changeStreamPreAndPostImages", Object),
         not_yet("timeseries", Object),
         not_yet("clusteredIndex", Any),
         not_yet("expireAfterSeconds", Number),

@@ -519,23 +519,20 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
     }
     let concern = WriteConcern::parse(req)?;
     let mut index = None;
+    let mut images = None;
     for entry in req.body {
         let (k, v) = entry.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))?;
         match (k.as_str(), v) {
             (k, _) if k == req.name || super::spec::is_generic(k) => {}
             ("index", RawBsonRef::Document(d)) => index = Some(d),
             ("index", other) => return Err(wrong_type("collMod.index", other, " 'object'")),
+            ("changeStreamPreAndPostImages", v) => {
+                images = Some(super::collection::pre_and_post_images("collMod", v)?);
+            }
             ("viewOn" | "pipeline", _) => return Err(super::views::only_on_a_view(req)),
             (
-                "validator"
-                | "validationLevel"
-                | "validationAction"
-                | "expireAfterSeconds"
-                | "changeStreamPreAndPostImages"
-                | "timeseries"
-                | "clusteredIndex"
-                | "cappedSize"
-                | "cappedMax",
+                "validator" | "validationLevel" | "validationAction" | "expireAfterSeconds"
+                | "timeseries" | "clusteredIndex" | "cappedSize" | "cappedMax",
                 _,
             ) => {
                 return Err(CommandError::new(
@@ -557,8 +554,17 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
             format!("ns does not exist: {}.{name}", req.db),
         ));
     }
+    let mut images_ticket = None;
+    if let Some(enabled) = images {
+        images_ticket = state.catalog.set_option(
+            req.db,
+            name,
+            "changeStreamPreAndPostImages",
+            &rawdoc! { "enabled": enabled },
+        )?;
+    }
     let Some(index) = index else {
-        // Nothing to change.
+        concern.wait(state, images_ticket).await?;
         return Ok(rawdoc! { "ok": 1.0 });
     };
     let mut by_key = None;

@@ -61,13 +61,19 @@ impl Oplog {
         self.term
     }
 
-    /// The entry of one operation (`{op, ns, ui?, o, o2?}`), its time left for the commit.
-    pub fn entry(&self, op: &RawDocument) -> Stamped {
+    /// The entry of one operation (`{op, ns, ui?, o, o2?}`), its time left for the commit,
+    /// with the pre-image of the document it changes when change streams want it
+    /// ([`pre_image`] reads it back).
+    pub fn entry(&self, op: &RawDocument, pre_image: Option<&RawDocument>) -> Stamped {
         let mut doc = RawDocumentBuf::new();
         for (key, value) in op.iter().flatten() {
             doc.append(key, value);
         }
-        self.finish(doc, false)
+        let mut entry = self.finish(doc, false);
+        if let Some(pre) = pre_image {
+            entry.beside.push((0, pre.as_bytes().to_vec()));
+        }
+        entry
     }
 
     /// The one entry of a transaction's operations (`lsid` and `txnNumber` given) or of a batch
@@ -75,7 +81,7 @@ impl Oplog {
     /// "admin.$cmd", o: {applyOps: [...]}}`.
     pub fn apply_ops_entry(
         &self,
-        ops: &[RawDocumentBuf],
+        ops: &[(RawDocumentBuf, Option<RawDocumentBuf>)],
         session: Option<(&RawDocument, i64)>,
     ) -> Stamped {
         let mut doc = RawDocumentBuf::new();
@@ -86,11 +92,17 @@ impl Oplog {
         doc.append(bson::raw::cstr!("op"), "c");
         doc.append(bson::raw::cstr!("ns"), "admin.$cmd");
         let mut list = bson::RawArrayBuf::new();
-        for op in ops {
+        let mut beside = Vec::new();
+        for (n, (op, pre)) in (0_u32..).zip(ops) {
             list.push(op.as_ref());
+            if let Some(pre) = pre {
+                beside.push((n, pre.as_bytes().to_vec()));
+            }
         }
         doc.append(bson::raw::cstr!("o"), rawdoc! { "applyOps": list });
-        self.finish(doc, session.is_some())
+        let mut entry = self.finish(doc, session.is_some());
+        entry.beside = beside;
+        entry
     }
 
     /// Appends `ts` (to be stamped), `t`, `v`, `wall` (and `prevOpTime`, for a transaction).
@@ -119,6 +131,7 @@ impl Oplog {
         Stamped {
             value: doc.into_bytes(),
             ts_at,
+            beside: Vec::new(),
         }
     }
 }
@@ -142,7 +155,24 @@ pub fn key(ts: Timestamp) -> [u8; 8] {
     ts_to_u64(ts).to_be_bytes()
 }
 
-/// The time of the entry under `key`.
+/// The pre-image kept with the entry at `ts` for its operation `n` (0 for an entry of one
+/// operation; the index in `applyOps` otherwise), if any.
+pub fn pre_image(
+    snapshot: &dyn Snapshot,
+    ts: Timestamp,
+    n: u32,
+) -> StorageResult<Option<RawDocumentBuf>> {
+    let mut k = key(ts).to_vec();
+    k.extend_from_slice(&n.to_be_bytes());
+    match snapshot.get(Keyspace::Oplog, &k)? {
+        Some(v) => RawDocumentBuf::from_bytes(v.to_vec())
+            .map(Some)
+            .map_err(|e| crate::storage::StorageError::Corrupt(format!("a pre-image: {e}"))),
+        None => Ok(None),
+    }
+}
+
+/// The time of the entry under `key`: `None` for other keys (pre-images kept beside entries).
 pub fn ts_of_key(key: &[u8]) -> Option<Timestamp> {
     <[u8; 8]>::try_from(key)
         .ok()
@@ -161,7 +191,7 @@ pub fn last_ts(snapshot: &dyn Snapshot) -> StorageResult<Option<Timestamp>> {
         .next()
         .transpose()?
     {
-        Some((key, _)) => Ok(ts_of_key(&key)),
+        Some((key, _)) => Ok(key.get(..8).and_then(ts_of_key)),
         None => Ok(None),
     }
 }
@@ -272,7 +302,7 @@ mod tests {
         for i in 0..3 {
             let doc = rawdoc! { "_id": i, "x": "y" };
             let op = insert_op("db.c", [7; 16], &doc, RawBsonRef::Int32(i));
-            batch.stamped.push(log.entry(&op));
+            batch.stamped.push(log.entry(&op, None));
         }
         let (_, last) = store.commit_stamped(batch).unwrap();
         let snap = store.storage().snapshot();
@@ -314,7 +344,7 @@ mod tests {
         batch.put(Keyspace::Docs, &b"k"[..], &b"v"[..]);
         batch
             .stamped
-            .push(log.entry(&delete_op("a.b", [0; 16], RawBsonRef::Int32(1))));
+            .push(log.entry(&delete_op("a.b", [0; 16], RawBsonRef::Int32(1)), None));
         let (_, last) = store.commit_stamped(batch).unwrap();
         assert_eq!(last, None);
         let snap = store.storage().snapshot();
@@ -326,8 +356,11 @@ mod tests {
     fn a_transaction_is_one_apply_ops_entry() {
         let (store, log) = oplog();
         let ops = vec![
-            delete_op("a.b", [1; 16], RawBsonRef::Int32(1)),
-            delete_op("a.b", [1; 16], RawBsonRef::Int32(2)),
+            (delete_op("a.b", [1; 16], RawBsonRef::Int32(1)), None),
+            (
+                delete_op("a.b", [1; 16], RawBsonRef::Int32(2)),
+                Some(rawdoc! { "_id": 2, "was": "here" }),
+            ),
         ];
         let lsid = rawdoc! { "id": uuid([9; 16]) };
         let mut batch = Batch::new();
@@ -375,7 +408,7 @@ mod tests {
                     for i in 0..200 {
                         let mut batch = Batch::new();
                         let op = delete_op("a.b", [1; 16], RawBsonRef::Int32(w * 1000 + i));
-                        batch.stamped.push(log.entry(&op));
+                        batch.stamped.push(log.entry(&op, None));
                         store.commit(batch).unwrap();
                     }
                 })

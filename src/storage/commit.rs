@@ -123,6 +123,13 @@ impl GroupCommit {
                             stamp.to_be_bytes().to_vec().into(),
                             s.value.into(),
                         ));
+                        for (n, value) in s.beside {
+                            let mut key = stamp.to_be_bytes().to_vec();
+                            key.extend_from_slice(&n.to_be_bytes());
+                            batch
+                                .ops
+                                .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
+                        }
                     }
                     storage.commit(batch)
                 })?)

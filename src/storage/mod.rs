@@ -116,6 +116,9 @@ pub struct Stamped {
     pub value: Vec<u8>,
     /// Where the stamp goes.
     pub ts_at: usize,
+    /// Values kept beside it, each under its stamp followed by a 4-byte big-endian number
+    /// (which sorts them after it and before the next stamp): the oplog's pre-images.
+    pub beside: Vec<(u32, Vec<u8>)>,
 }
 
 impl Batch {

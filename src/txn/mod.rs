@@ -62,7 +62,7 @@ pub struct Transaction {
     created: Mutex<Vec<Arc<Collection>>>,
     /// The oplog operations of its changes, in order (written as one `applyOps` entry by its
     /// commit, when there is an oplog).
-    ops: Mutex<Vec<bson::RawDocumentBuf>>,
+    ops: Mutex<Vec<(bson::RawDocumentBuf, Option<bson::RawDocumentBuf>)>>,
     /// Set once it committed or aborted: it takes no more changes.
     ended: AtomicBool,
 }
@@ -215,7 +215,7 @@ impl Transaction {
         collection: &Arc<Collection>,
         batch: Batch,
         multikey: bool,
-        ops: Vec<bson::RawDocumentBuf>,
+        ops: Vec<(bson::RawDocumentBuf, Option<bson::RawDocumentBuf>)>,
     ) -> CommandResult<()> {
         self.check_open()?;
         self.ops
@@ -282,9 +282,14 @@ impl Transaction {
         }
         batch.ops.extend(session.ops);
         if let Some(oplog) = catalog.oplog() {
-            let mut ops: Vec<bson::RawDocumentBuf> = created
+            let mut ops: Vec<(bson::RawDocumentBuf, Option<bson::RawDocumentBuf>)> = created
                 .iter()
-                .map(|c| crate::oplog::log::create_op(&c.db, &c.name, c.uuid(), &c.options))
+                .map(|c| {
+                    (
+                        crate::oplog::log::create_op(&c.db, &c.name, c.uuid(), &c.options),
+                        None,
+                    )
+                })
                 .collect();
             ops.extend(std::mem::take(
                 &mut *self

@@ -63,9 +63,9 @@ pub(crate) struct Writer<'a> {
     /// The oplog, in replica-set mode: each change adds its operation (see
     /// [`crate::oplog::log`]), committed with the change.
     oplog: Option<std::sync::Arc<crate::oplog::Oplog>>,
-    /// The operations of the changes held, for a transaction (outside one they go into the
-    /// batch as entries at once).
-    ops: Vec<RawDocumentBuf>,
+    /// The operations of the changes held, with their pre-images, for a transaction (outside
+    /// one they go into the batch as entries at once).
+    ops: Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>,
 }
 
 /// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
@@ -128,14 +128,21 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Logs `op` (an oplog operation of a change this writer holds), when there is an oplog.
-    fn log(&mut self, op: impl FnOnce(&str, [u8; 16]) -> RawDocumentBuf) {
+    /// Logs `op` (an oplog operation of a change this writer holds) with the pre-image of the
+    /// document it changes (`before`), kept when the collection records images, when there is
+    /// an oplog.
+    fn log(
+        &mut self,
+        before: Option<&RawDocument>,
+        op: impl FnOnce(&str, [u8; 16]) -> RawDocumentBuf,
+    ) {
         let Some(oplog) = &self.oplog else { return };
         let op = op(&self.collection.namespace(), self.collection.uuid());
+        let before = before.filter(|_| self.collection.records_images());
         if self.txn.is_some() {
-            self.ops.push(op);
+            self.ops.push((op, before.map(ToOwned::to_owned)));
         } else {
-            self.batch.stamped.push(oplog.entry(&op));
+            self.batch.stamped.push(oplog.entry(&op, before));
         }
     }
 
@@ -171,7 +178,9 @@ impl<'a> Writer<'a> {
             }
         };
         let o = o.to_owned();
-        self.log(|ns, ui| crate::oplog::log::update_op(ns, ui, &o, id));
+        self.log(Some(old), |ns, ui| {
+            crate::oplog::log::update_op(ns, ui, &o, id)
+        });
     }
 
     /// Makes room for `bytes` of documents about to be written (their records are built in one
@@ -426,7 +435,7 @@ impl<'a> Writer<'a> {
 
     fn log_insert(&mut self, doc: &RawDocument) {
         if let Ok(Some(id)) = doc.get("_id") {
-            self.log(|ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id));
+            self.log(None, |ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id));
         }
     }
 
@@ -733,7 +742,9 @@ impl<'a> Writer<'a> {
         self.batch
             .delete(Keyspace::Index, self.id_entry(&found.id_key));
         if let Ok(Some(id)) = found.doc.get("_id") {
-            self.log(|ns, ui| crate::oplog::log::delete_op(ns, ui, id));
+            self.log(Some(&found.doc), |ns, ui| {
+                crate::oplog::log::delete_op(ns, ui, id)
+            });
         }
         if found.expires_ms != record::NEVER {
             let key = crate::ttl::expiry_key(self.collection.id, found.expires_ms, found.rid);
