@@ -24,7 +24,8 @@ const BUILDING_PREFIX: u8 = 0x04;
 const FORMAT_KEY: [u8; 1] = [0x05];
 // (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`; `0x0A`: key-format
 // migration markers, `migrate`; `0x0B`: the replica set's identity, `crate::replset`; `0x0C`
-// and `0x0D`: users and roles, `crate::auth::store`.)
+// and `0x0D`: users and roles, `crate::auth::store`; `0x0E` collection id: the last expiry key
+// whose deletion is logged, `crate::ttl::announce`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
 /// Key format 3: documents are keyed by record id (insertion order) and reached by `_id`
@@ -247,6 +248,10 @@ pub struct Collection {
     /// collection itself (drop, rename, index changes) wait for them to end, as mongod's wait
     /// for the collection's exclusive lock.
     pub(crate) open_transactions: AtomicU64,
+    /// The last expiry key whose document's deletion is in the oplog (`crate::ttl::announce`):
+    /// expiry keys up to it are announced, later ones are the announcer's to log. Kept across
+    /// index changes and renames; read and changed under the write lock.
+    pub(crate) announced: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 /// A collection's write lock, counting its releases (see [`Collection::write_epoch`]).
@@ -309,6 +314,7 @@ impl Collection {
             scans: Arc::default(),
             next_rid: Arc::new(AtomicU64::new(1)),
             open_transactions: AtomicU64::new(0),
+            announced: Arc::default(),
         }
     }
 
@@ -318,7 +324,20 @@ impl Collection {
         self.id_accesses = Arc::clone(&old.id_accesses);
         self.scans = Arc::clone(&old.scans);
         self.next_rid = Arc::clone(&old.next_rid);
+        self.announced = Arc::clone(&old.announced);
         self
+    }
+
+    /// Whether the deletion of the document with expiry key `key` (of this collection) is in
+    /// the oplog, or is the announcer's to log: a writer that writes an expiry key at or
+    /// before the last one announced (an instant already past) logs the deletion itself.
+    /// The caller holds the write lock.
+    pub fn announced_through(&self, key: &[u8]) -> bool {
+        self.announced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_deref()
+            .is_some_and(|last| key <= last)
     }
 
     /// A record id for a new document: above every one given before (of this process, or
@@ -480,6 +499,14 @@ fn building_key(id: u64) -> Vec<u8> {
 /// indexes for removal in the background.
 fn mark_dropped(batch: &mut Batch, collection: &Collection) {
     batch.put(Keyspace::Catalog, dropped_key(collection.id), Vec::new());
+    if collection
+        .announced
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some()
+    {
+        batch.delete(Keyspace::Catalog, announced_key(collection.id));
+    }
     for i in collection.indexes.iter().filter(|i| i.has_entries()) {
         batch.put(Keyspace::Catalog, dropped_key(i.id), Vec::new());
     }
@@ -695,6 +722,12 @@ impl Catalog {
             // (A collection still in an earlier key format gets its record ids as it moves.)
             if migrating.is_none() || migrate::is_migrated(&*snapshot, id)? {
                 collection.resume_rids(&*snapshot)?;
+            }
+            if let Some(key) = snapshot.get(Keyspace::Catalog, &announced_key(id))? {
+                *collection
+                    .announced
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(key.to_vec());
             }
             names.insert(
                 (collection.db.clone(), collection.name.clone()),
@@ -1586,6 +1619,13 @@ impl Catalog {
         names.insert((to.0.to_owned(), to.1.to_owned()), Arc::new(renamed));
         Ok(ticket)
     }
+}
+
+/// The catalog key of collection `id`'s last announced expiry key (`0x0E` id).
+pub fn announced_key(id: u64) -> Vec<u8> {
+    let mut key = vec![0x0E];
+    key.extend_from_slice(&id.to_be_bytes());
+    key
 }
 
 /// `entry` (an oplog entry to stamp) with its `ns` changed to `db.name`.

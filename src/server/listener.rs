@@ -121,6 +121,13 @@ pub async fn run(
         requests,
         cancel.clone(),
     ));
+    if state.catalog.oplog().is_some() {
+        background.spawn(crate::ttl::announce::announce_task(
+            Arc::clone(&state.catalog),
+            Arc::clone(&state.clock),
+            cancel.clone(),
+        ));
+    }
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
     tokio::select! {

@@ -66,6 +66,9 @@ pub(crate) struct Writer<'a> {
     /// The operations of the changes held, with their pre-images, for a transaction (outside
     /// one they go into the batch as entries at once).
     ops: Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>,
+    /// A document just written already expired, at an instant the TTL announcer has passed
+    /// (`crate::ttl::announce`): its deletion is logged right after its write.
+    expired_on_write: Option<RawDocumentBuf>,
 }
 
 /// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
@@ -125,6 +128,7 @@ impl<'a> Writer<'a> {
                 .then(bytes::BytesMut::new),
             oplog: catalog.oplog().cloned(),
             ops: Vec::new(),
+            expired_on_write: None,
         }
     }
 
@@ -137,12 +141,25 @@ impl<'a> Writer<'a> {
         op: impl FnOnce(&str, [u8; 16]) -> RawDocumentBuf,
     ) {
         let Some(oplog) = &self.oplog else { return };
-        let op = op(&self.collection.namespace(), self.collection.uuid());
-        let before = before.filter(|_| self.collection.records_images());
+        let (ns, ui) = (self.collection.namespace(), self.collection.uuid());
+        let op = op(&ns, ui);
+        let images = self.collection.records_images();
+        let before = before.filter(|_| images);
         if self.txn.is_some() {
             self.ops.push((op, before.map(ToOwned::to_owned)));
         } else {
             self.batch.stamped.push(oplog.entry(&op, before));
+        }
+        if let Some(written) = self.expired_on_write.take()
+            && let Ok(Some(id)) = written.get("_id")
+        {
+            let delete = crate::oplog::log::delete_op(&ns, ui, id);
+            let before = images.then_some(&*written);
+            if self.txn.is_some() {
+                self.ops.push((delete, before.map(ToOwned::to_owned)));
+            } else {
+                self.batch.stamped.push(oplog.entry(&delete, before));
+            }
         }
     }
 
@@ -357,6 +374,7 @@ impl<'a> Writer<'a> {
     pub(super) fn discard(&mut self) {
         self.batch = Batch::new();
         self.ops.clear();
+        self.expired_on_write = None;
         self.pending.clear();
         self.pending_rids.clear();
         self.probed = None;
@@ -411,6 +429,35 @@ impl<'a> Writer<'a> {
             }
             _ => None,
         };
+        // An expired document not announced yet (`crate::ttl::announce`) goes first: its
+        // deletion is logged before the insert that takes its place.
+        if let Some((rid, expires)) = stored
+            && self.oplog.is_some()
+            && expires <= self.now_ms
+            && !self.pending.contains_key(&id_key)
+            && !self.collection.announced_through(&crate::ttl::expiry_key(
+                self.collection.id,
+                expires,
+                rid,
+            ))
+        {
+            let before = match (&old_doc, self.collection.records_images()) {
+                (Some(d), _) => Some(d.clone()),
+                (None, true) => self
+                    .snapshot
+                    .get(Keyspace::Docs, &self.key(rid))
+                    .map_err(|e| (e.into(), None))?
+                    .map(|v| record::decode(&v).map(|r| r.doc.to_owned()))
+                    .transpose()
+                    .map_err(|e| (e.into(), None))?,
+                (None, false) => None,
+            };
+            if let Ok(Some(id)) = doc.get("_id") {
+                self.log(before.as_deref(), |ns, ui| {
+                    crate::oplog::log::delete_op(ns, ui, id)
+                });
+            }
+        }
         let Some((rid, expires)) = stored else {
             // A new record, at the end of the collection's natural order; its `_id` entry is
             // added once nothing refused it (a refused document leaves the batch as it was).
@@ -462,6 +509,14 @@ impl<'a> Writer<'a> {
         old: Option<(i64, Option<&RawDocument>)>,
     ) -> Result<(), Fail> {
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
+        self.expired_on_write = (self.oplog.is_some()
+            && expires <= self.now_ms
+            && self.collection.announced_through(&crate::ttl::expiry_key(
+                self.collection.id,
+                expires,
+                rid,
+            )))
+        .then(|| doc.to_owned());
         if old.is_some() && (self.txn.is_some() || self.catalog.locks().any()) {
             let key = self.key(rid);
             self.claim(Keyspace::Docs, &key)?;

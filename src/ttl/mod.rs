@@ -29,6 +29,8 @@ use crate::query::filter::Filter;
 use crate::query::path;
 use crate::storage::{Batch, Keyspace, StorageError, prefix_end, record};
 
+pub mod announce;
+
 /// Documents removed per purge batch (one atomic commit, collection lock held). A commit holds
 /// the journal that every foreground write shares while it applies its changes: at 32
 /// documents (64 changes or more) a write queued behind it waits some 40 µs. Batches of 128
@@ -241,10 +243,19 @@ pub fn recompute(
         if is_expired {
             collection.delete_entries(rec.doc, rid, batch);
             batch.delete(Keyspace::Docs, key);
-            if log {
+            // Logged here unless it is announced already (see `announce`).
+            if log && !collection.announced_through(&expiry_key(collection.id, rec.expires_ms, rid))
+            {
                 log_delete(collection, rec.doc, &mut ops);
             }
             continue;
+        }
+        // Expired by the new policy at an instant the announcer has gone past: logged here.
+        if log
+            && expires <= now_ms
+            && collection.announced_through(&expiry_key(collection.id, expires, rid))
+        {
+            log_delete(collection, rec.doc, &mut ops);
         }
         batch.replace(
             Keyspace::Docs,
@@ -297,8 +308,6 @@ pub struct Due {
     keys: Vec<Bytes>,
     /// Their removal (with their documents and index entries) as the snapshot saw them.
     batch: Batch,
-    /// The oplog operations of those removals (when there is an oplog).
-    ops: Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>,
     removed: usize,
     /// The last expiry key looked at, where the next batch of the pass starts.
     pub last: Option<Bytes>,
@@ -314,7 +323,6 @@ fn remove_due(
     collection: &Collection,
     key: &Bytes,
     batch: &mut Batch,
-    ops: Option<&mut Vec<(RawDocumentBuf, Option<RawDocumentBuf>)>>,
 ) -> Result<bool, StorageError> {
     let (Some(rid), Some(expires)) = (record::rid_of_expiry_key(key), instant_of(key)) else {
         return Ok(false);
@@ -326,9 +334,6 @@ fn remove_due(
         && rec.expires_ms == expires
     {
         collection.delete_entries(rec.doc, rid, batch);
-        if let Some(ops) = ops {
-            log_delete(collection, rec.doc, ops);
-        }
         // No tombstone where the engine's compactions drop what the purge is done with.
         batch.expire(Keyspace::Docs, doc_key.to_vec());
         removed = true;
@@ -353,6 +358,19 @@ pub fn find_due(
     let mut upper = prefix.to_vec();
     // Everything whose instant is ≤ now: keys below (prefix, now + 1).
     upper.extend_from_slice(&instant_key(now_ms.saturating_add(1)));
+    // With an oplog, only what is announced (see `announce`): keys up to the last announced.
+    if catalog.oplog().is_some() {
+        let announced = collection
+            .announced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut through = announced.unwrap_or_else(|| prefix.to_vec());
+        through.push(0);
+        if through < upper {
+            upper = through;
+        }
+    }
     let lower = match start_after {
         Some(key) => Bound::Excluded(key),
         None => Bound::Included(&prefix[..]),
@@ -362,25 +380,17 @@ pub fn find_due(
         now_ms,
         keys: Vec::new(),
         batch: Batch::new(),
-        ops: Vec::new(),
         removed: 0,
         last: None,
         more: false,
     };
-    let log = catalog.oplog().is_some();
     for entry in snapshot.range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false) {
         if due.removed >= PURGE_BATCH {
             due.more = true;
             break;
         }
         let (key, _) = entry?;
-        if remove_due(
-            &*snapshot,
-            collection,
-            &key,
-            &mut due.batch,
-            log.then_some(&mut due.ops),
-        )? {
+        if remove_due(&*snapshot, collection, &key, &mut due.batch)? {
             due.removed += 1;
         }
         due.keys.push(key.clone());
@@ -404,13 +414,11 @@ pub fn remove_found(
     // A document an open transaction changed is left to a later pass: the transaction's
     // commit writes it whole (see `crate::txn`).
     let locks = catalog.locks();
-    let log = catalog.oplog().is_some();
-    let (batch, removed, ops) = if collection.write_epoch() == due.epoch && !locks.any() {
-        (due.batch, due.removed, due.ops)
+    let (batch, removed) = if collection.write_epoch() == due.epoch && !locks.any() {
+        (due.batch, due.removed)
     } else {
         let snapshot = catalog.snapshot();
         let mut batch = Batch::new();
-        let mut ops = Vec::new();
         let mut removed = 0;
         for key in &due.keys {
             if locks.any()
@@ -424,26 +432,15 @@ pub fn remove_found(
             {
                 continue;
             }
-            if remove_due(
-                &*snapshot,
-                collection,
-                key,
-                &mut batch,
-                log.then_some(&mut ops),
-            )? {
+            if remove_due(&*snapshot, collection, key, &mut batch)? {
                 removed += 1;
             }
         }
-        (batch, removed, ops)
+        (batch, removed)
     };
     if !batch.is_empty() {
         let mut batch = batch;
-        // Logged as mongod's TTL monitor logs its batched deletes: one `applyOps` entry.
-        if let Some(oplog) = catalog.oplog()
-            && !ops.is_empty()
-        {
-            batch.stamped.push(oplog.apply_ops_entry(&ops, None));
-        }
+        // (With an oplog, what is removed here was announced: see `announce`.)
         if removed > 0 {
             // The records stay until a compaction drops them: the clock must never again read
             // an instant at which they were live (see `crate::clock`).
