@@ -266,9 +266,8 @@ mod tests {
             out.push(
                 ops.into_iter()
                     .map(|op| {
-                        let op = match op.unwrap() {
-                            RawBsonRef::Document(d) => d,
-                            _ => panic!("an op that is not a document"),
+                        let RawBsonRef::Document(op) = op.unwrap() else {
+                            panic!("an op that is not a document")
                         };
                         assert_eq!(op.get_str("op").unwrap(), "d");
                         op.get_document("o").unwrap().get_i32("_id").unwrap()
