@@ -1,0 +1,10 @@
+//! The pure engine of `$changeStream`: the stage's specification and scope ([`spec`]), resume
+//! tokens ([`token`]), change events made from oplog entries in MongoDB 7.0's shape
+//! ([`event`]), and `$changeStreamSplitLargeEvent` ([`split`]). No IO and no async here: the
+//! oplog cursor feeds entries in, and looks documents up through [`event::Images`].
+
+pub mod spec;
+pub mod token;
+
+pub use spec::{FullDocument, FullDocumentBeforeChange, Scope, Spec, scope, validate_pipeline};
+pub use token::{ResumeTokenData, TokenType};
