@@ -3,8 +3,10 @@
 //! ([`event`]), and `$changeStreamSplitLargeEvent` ([`split`]). No IO and no async here: the
 //! oplog cursor feeds entries in, and looks documents up through [`event::Images`].
 
+pub mod event;
 pub mod spec;
 pub mod token;
 
+pub use event::{Event, Images, events};
 pub use spec::{FullDocument, FullDocumentBeforeChange, Scope, Spec, scope, validate_pipeline};
 pub use token::{ResumeTokenData, TokenType};
