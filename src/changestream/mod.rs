@@ -5,8 +5,10 @@
 
 pub mod event;
 pub mod spec;
+pub mod split;
 pub mod token;
 
 pub use event::{Event, Images, events};
 pub use spec::{FullDocument, FullDocumentBeforeChange, Scope, Spec, scope, validate_pipeline};
+pub use split::{MAX_EVENT_SIZE, Splitter};
 pub use token::{ResumeTokenData, TokenType};
