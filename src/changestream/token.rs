@@ -510,6 +510,81 @@ mod tests {
         }
     }
 
+    fn arb_token() -> impl proptest::strategy::Strategy<Value = ResumeTokenData> {
+        use proptest::prelude::*;
+        (
+            any::<(u32, u32)>(),
+            0u64..4,
+            any::<bool>(),
+            proptest::option::of(any::<[u8; 16]>()),
+            proptest::option::of(-3i32..3),
+            proptest::option::of(0u32..3),
+            any::<bool>(),
+        )
+            .prop_map(|((time, increment), index, inv, uuid, id, frag, hwm)| {
+                if hwm {
+                    return ResumeTokenData::high_water_mark(ts(time, increment));
+                }
+                let mut t = ResumeTokenData::event(
+                    ts(time, increment),
+                    index,
+                    uuid.map(Uuid::from_bytes),
+                    ident("insert", id.unwrap_or(0)),
+                );
+                t.from_invalidate = inv;
+                t.fragment_num = frag;
+                t
+            })
+    }
+
+    /// The fields in mongod's comparison order, as a tuple.
+    #[expect(clippy::type_complexity, reason = "the fields of a token, in order")]
+    fn key(
+        t: &ResumeTokenData,
+    ) -> (
+        u32,
+        u32,
+        u8,
+        u8,
+        u64,
+        bool,
+        Option<[u8; 16]>,
+        Vec<u8>,
+        Option<u32>,
+    ) {
+        (
+            t.cluster_time.time,
+            t.cluster_time.increment,
+            t.version,
+            t.token_type.byte(),
+            t.txn_op_index,
+            t.from_invalidate,
+            t.uuid.map(Uuid::bytes),
+            t.event_identifier
+                .as_ref()
+                .map(|d| d.as_bytes().to_vec())
+                .unwrap_or_default(),
+            t.fragment_num,
+        )
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trips_and_hex_order_is_field_order(a in arb_token(), b in arb_token()) {
+            proptest::prop_assert_eq!(&ResumeTokenData::from_hex(&a.to_hex()).unwrap(), &a);
+            proptest::prop_assert_eq!(a.to_hex().cmp(&b.to_hex()), key(&a).cmp(&key(&b)));
+            proptest::prop_assert_eq!(a.cmp(&b), key(&a).cmp(&key(&b)));
+        }
+
+        #[test]
+        fn any_bytes_decode_without_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..80)) {
+            let _ = ResumeTokenData::from_bytes(&bytes);
+            let mut marked = vec![FORMAT_MARKER];
+            marked.extend_from_slice(&bytes);
+            let _ = ResumeTokenData::from_bytes(&marked);
+        }
+    }
+
     #[test]
     fn malformed_tokens() {
         let err = |doc: RawDocumentBuf| ResumeTokenData::parse(&doc).unwrap_err();
