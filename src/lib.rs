@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod background;
 pub mod catalog;
+pub mod changestream;
 pub mod clock;
 pub mod commands;
 pub mod compactor;
