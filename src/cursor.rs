@@ -836,6 +836,9 @@ pub struct Cursor {
     /// With access control on: the user that opened it and what the opening command needed,
     /// which every `getMore` checks again.
     pub auth: Option<crate::auth::session::CursorAuth>,
+    /// A change stream's state, for a cursor `$changeStream` opened (its `source` is then
+    /// empty: `getMore` reads the oplog through this).
+    pub stream: Option<Box<crate::changestream::reader::StreamReader>>,
 }
 
 impl Cursor {
@@ -856,6 +859,7 @@ impl Cursor {
             snapshot_ms: now_ms,
             lsid: None,
             auth: None,
+            stream: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! oplog cursor feeds entries in, and looks documents up through [`event::Images`].
 
 pub mod event;
+pub mod reader;
 pub mod resume;
 pub mod spec;
 pub mod split;

@@ -191,7 +191,7 @@ fn parse_stage(
 /// `$changeStream` (a driver's `watch()`) as a standalone mongod answers it: the argument must
 /// be a document (6188500), then the stage is refused, in any position, since change streams
 /// need a replica set (40573). Drivers and libraries read that message to fall back to polling.
-fn change_stream_on_standalone(arg: RawBsonRef<'_>) -> CommandError {
+pub(super) fn change_stream_on_standalone(arg: RawBsonRef<'_>) -> CommandError {
     if let RawBsonRef::Document(_) = arg {
         CommandError::new(
             ErrorCode::Location(40573),
@@ -329,6 +329,9 @@ pub(super) async fn aggregate_explained(
     state: &crate::state::ServerState,
     explain: Option<Verbosity>,
 ) -> CommandResult {
+    if explain.is_none() && super::change_stream::starts_with_change_stream(req) {
+        return super::change_stream::open(req, state).await;
+    }
     let started = std::time::Instant::now();
     // On a view: its resolved pipeline, then the request's, over the view's collection;
     // except that `$collStats` reports on the view's own namespace (mongod's run_aggregate).

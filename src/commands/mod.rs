@@ -7,6 +7,7 @@ mod admin;
 mod aggregate;
 mod args;
 mod auth;
+mod change_stream;
 pub mod cluster_time;
 mod collection;
 mod explain;

@@ -603,6 +603,9 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
             .take_bounded(id, &ns, state.now_ms(), lsid_of(req).as_ref(), &|| {
                 crate::txn::current_view().unwrap_or_else(|| catalog.snapshot())
             })?;
+    if cursor.stream.is_some() {
+        return super::change_stream::get_more(req, state, id, ns, cursor, batch_size).await;
+    }
     // Each getMore stops at its own interruption, not at the one of the command that opened
     // the cursor.
     cursor.source.set_interrupt(&state.interrupt());

@@ -181,7 +181,7 @@ pub(super) fn apply_update(
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
             w.put(&found, new_doc, Some((expires_ms, Some(doc))))?;
-            w.log_update(doc, new_doc, s.update.is_replacement(), None);
+            w.log_update(doc, new_doc, super::writer::UpdateKind::of(&s.update));
             out.modified += 1;
         } else if s.update.is_replacement() {
             // A replacement is a write even when the bytes are the same: it resets the

@@ -71,6 +71,30 @@ pub(crate) struct Writer<'a> {
     expired_on_write: Option<RawDocumentBuf>,
 }
 
+/// How an update statement changed a document, which decides how it is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpdateKind {
+    /// A replacement document.
+    Replacement,
+    /// An aggregation pipeline.
+    Pipeline,
+    /// Update operators (`$set`…).
+    Operators,
+}
+
+impl UpdateKind {
+    /// The kind of `update`.
+    pub(crate) fn of(update: &crate::query::update::Update) -> Self {
+        if update.is_replacement() {
+            UpdateKind::Replacement
+        } else if update.is_pipeline() {
+            UpdateKind::Pipeline
+        } else {
+            UpdateKind::Operators
+        }
+    }
+}
+
 /// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
 /// that range is either among them or not stored.
 struct Probe {
@@ -164,37 +188,29 @@ impl<'a> Writer<'a> {
     }
 
     /// Logs the update of `old` to `new` (both with the same `_id`): the whole new document for
-    /// a replacement, otherwise `diff` (`{$v: 2, diff}`, what the update logs), or, when the
-    /// caller has none, the difference of the two documents as mongod computes it for pipeline
-    /// updates.
-    pub(super) fn log_update(
-        &mut self,
-        old: &RawDocument,
-        new: &RawDocument,
-        replacement: bool,
-        diff: Option<&RawDocument>,
-    ) {
+    /// a replacement; for a pipeline update, the difference of the two documents as mongod
+    /// computes it (or the whole document when that is not smaller); for operators, the diff
+    /// of what they changed.
+    pub(super) fn log_update(&mut self, old: &RawDocument, new: &RawDocument, kind: UpdateKind) {
         if self.oplog.is_none() {
             return;
         }
         let Ok(Some(id)) = new.get("_id") else { return };
-        let computed;
-        let o: &RawDocument = match diff {
-            _ if replacement => new,
-            Some(diff) => diff,
-            None => {
-                computed = crate::oplog::compute_oplog_diff(
-                    old,
-                    new,
-                    crate::oplog::diff::DELTA_OPLOG_ENTRY_METADATA_SIZE,
-                )
-                .ok()
-                .flatten()
-                .map(|diff| rawdoc! { "$v": 2, "diff": diff });
-                computed.as_deref().unwrap_or(new)
-            }
+        let diff = match kind {
+            UpdateKind::Replacement => None,
+            UpdateKind::Pipeline => crate::oplog::compute_oplog_diff(
+                old,
+                new,
+                crate::oplog::diff::DELTA_OPLOG_ENTRY_METADATA_SIZE,
+            )
+            .ok()
+            .flatten(),
+            UpdateKind::Operators => crate::oplog::compute_full_diff(old, new).ok(),
         };
-        let o = o.to_owned();
+        let o = match diff {
+            Some(diff) => rawdoc! { "$v": 2, "diff": diff },
+            None => new.to_owned(),
+        };
         self.log(Some(old), |ns, ui| {
             crate::oplog::log::update_op(ns, ui, &o, id)
         });
