@@ -754,3 +754,63 @@ fn transactions_unwind_in_order() {
     };
     assert!(events(&partial, &coll_scope(), &spec).unwrap().is_empty());
 }
+
+#[test]
+fn view_definitions() {
+    let spec = expanded();
+    let create = entry(
+        "i",
+        "test.system.views",
+        rawdoc! { "_id": "test.v", "viewOn": "c", "pipeline": [ { "$match": { "a": 1 } } ] },
+    );
+    let desc = rawdoc! { "viewOn": "c", "pipeline": [ { "$match": { "a": 1 } } ] };
+    let t = ResumeTokenData::event(
+        TS,
+        0,
+        Some(uuid()),
+        rawdoc! { "operationType": "create", "operationDescription": desc.clone() },
+    );
+    assert_doc(
+        &docs(&create, &db_scope(), &spec)[0],
+        &rawdoc! {
+            "_id": t.to_document(),
+            "operationType": "create",
+            "clusterTime": TS,
+            "wallTime": wall(),
+            "ns": { "db": "test", "coll": "v" },
+            "operationDescription": desc,
+        },
+    );
+    let modify = with(
+        entry(
+            "u",
+            "test.system.views",
+            rawdoc! { "_id": "test.v", "viewOn": "d", "pipeline": [] },
+        ),
+        "o2",
+        rawdoc! { "_id": "test.v" },
+    );
+    let doc = &docs(&modify, &Scope::Cluster, &spec)[0];
+    assert_eq!(doc.get_str("operationType").unwrap(), "modify");
+    assert_eq!(
+        doc.get_document("operationDescription").unwrap(),
+        &*rawdoc! { "viewOn": "d", "pipeline": [] }
+    );
+    let drop = entry("d", "test.system.views", rawdoc! { "_id": "test.v" });
+    let doc = &docs(&drop, &db_scope(), &spec)[0];
+    assert_eq!(doc.get_str("operationType").unwrap(), "drop");
+    assert_eq!(
+        doc.get_document("ns").unwrap(),
+        &*rawdoc! { "db": "test", "coll": "v" }
+    );
+    assert!(doc.get("operationDescription").unwrap().is_none());
+    // Not for a collection stream, nor without showExpandedEvents, nor another database.
+    assert!(docs(&create, &coll_scope(), &spec).is_empty());
+    assert!(docs(&create, &db_scope(), &Spec::default()).is_empty());
+    let other = entry(
+        "i",
+        "other.system.views",
+        rawdoc! { "_id": "other.v", "viewOn": "c", "pipeline": [] },
+    );
+    assert!(docs(&other, &db_scope(), &spec).is_empty());
+}
