@@ -22,6 +22,7 @@ pub mod split;
 pub mod token;
 
 pub use event::{Event, Images, events};
+pub use resume::{Resume, ResumeStatus, Step, compare_against_client_token, history_lost};
 pub use spec::{FullDocument, FullDocumentBeforeChange, Scope, Spec, scope, validate_pipeline};
 pub use split::{MAX_EVENT_SIZE, Splitter};
 pub use token::{ResumeTokenData, TokenType};
