@@ -263,7 +263,8 @@ pub fn events(entry: &RawDocument, scope: &Scope, spec: &Spec) -> Result<Vec<Eve
             return unwind(entry, o, ops, scope, spec);
         }
     }
-    if !relevant(entry, scope, spec) {
+    let view = is_view_event(entry, scope, spec);
+    if !view && !relevant(entry, scope, spec) {
         return Ok(Vec::new());
     }
     let ts = get_ts(entry)?;
@@ -274,8 +275,82 @@ pub fn events(entry: &RawDocument, scope: &Scope, spec: &Spec) -> Result<Vec<Eve
         txn: None,
     };
     let mut out = Vec::new();
-    transform(entry, &ctx, scope, spec, &mut out)?;
+    if view {
+        view_transform(entry, &ctx, &mut out)?;
+    } else {
+        transform(entry, &ctx, scope, spec, &mut out)?;
+    }
     Ok(out)
+}
+
+/// A write to a database's `system.views` seen by a database or cluster stream with
+/// `showExpandedEvents` (mongod's `buildViewDefinitionEventFilter`, whose events are only
+/// expanded ones here).
+fn is_view_event(op: &RawDocument, scope: &Scope, spec: &Spec) -> bool {
+    if !spec.show_expanded_events {
+        return false;
+    }
+    let (Ok(Some(RawBsonRef::String(kind))), Ok(Some(RawBsonRef::String(ns)))) =
+        (op.get("op"), op.get("ns"))
+    else {
+        return false;
+    };
+    let (db, coll) = split_ns(ns);
+    matches!(kind, "i" | "u" | "d")
+        && coll == "system.views"
+        && match scope {
+            Scope::Collection { .. } => false,
+            Scope::Database { db: want } => db == want,
+            Scope::Cluster => db_is_watched(db),
+        }
+}
+
+/// mongod's `ChangeStreamViewDefinitionEventTransformation`: an insert into `system.views` is
+/// the view's `create`, a replacement its `modify`, a delete its `drop`; `ns` is the view's
+/// (the record's `_id`), `operationDescription` the definition without `_id`.
+fn view_transform(
+    op: &RawDocument,
+    ctx: &Context,
+    out: &mut Vec<Event>,
+) -> Result<(), CommandError> {
+    let kind = get_str(op, "op")?;
+    let o = get_doc(op, "o")?;
+    let view_ns = match o.get("_id") {
+        Ok(Some(RawBsonRef::String(s))) => s,
+        Ok(other) => return Err(wrong_entry_type("o._id", "string", other)),
+        Err(e) => return Err(invalid(&e)),
+    };
+    let (operation_type, description) = match kind {
+        "i" => ("create", Some(without(o, &["_id"]))),
+        "u" => ("modify", Some(without(o, &["_id"]))),
+        _ => ("drop", None),
+    };
+    let uuid = match op.get("ui") {
+        Ok(Some(RawBsonRef::Binary(b))) if b.subtype == BinarySubtype::Uuid => {
+            <[u8; 16]>::try_from(b.bytes).ok().map(Uuid::from_bytes)
+        }
+        _ => None,
+    };
+    let mut identifier = RawDocumentBuf::new();
+    identifier.append(bson::raw::cstr!("operationType"), operation_type);
+    if let Some(desc) = &description {
+        identifier.append(bson::raw::cstr!("operationDescription"), desc.clone());
+    }
+    let txn_op_index = ctx.txn.as_ref().map_or(0, |t| t.op_index);
+    let (db, coll) = split_ns(view_ns);
+    out.push(Event {
+        token: ResumeTokenData::event(ctx.ts, txn_op_index, uuid, identifier),
+        invalidate: false,
+        draft: Draft {
+            operation_type,
+            cluster_time: Some(ctx.ts),
+            wall_time: Some(ctx.wall),
+            ns: Some((db.to_owned(), Some(coll.to_owned()))),
+            operation_description: description,
+            ..Draft::default()
+        },
+    });
+    Ok(())
 }
 
 /// What the unwinding adds to each operation of an `applyOps` (mongod's
@@ -326,7 +401,8 @@ fn unwind(
         let RawBsonRef::Document(op) = op else {
             return Err(wrong_entry_type("applyOps", "object", Some(op)));
         };
-        if !relevant(op, scope, spec) {
+        let view = is_view_event(op, scope, spec);
+        if !view && !relevant(op, scope, spec) {
             continue;
         }
         let ctx = Context {
@@ -339,7 +415,11 @@ fn unwind(
                 number: txn_number,
             }),
         };
-        transform(op, &ctx, scope, spec, &mut out)?;
+        if view {
+            view_transform(op, &ctx, &mut out)?;
+        } else {
+            transform(op, &ctx, scope, spec, &mut out)?;
+        }
     }
     Ok(out)
 }

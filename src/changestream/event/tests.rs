@@ -754,3 +754,159 @@ fn transactions_unwind_in_order() {
     };
     assert!(events(&partial, &coll_scope(), &spec).unwrap().is_empty());
 }
+
+#[test]
+fn view_definitions() {
+    let spec = expanded();
+    let create = entry(
+        "i",
+        "test.system.views",
+        rawdoc! { "_id": "test.v", "viewOn": "c", "pipeline": [ { "$match": { "a": 1 } } ] },
+    );
+    let desc = rawdoc! { "viewOn": "c", "pipeline": [ { "$match": { "a": 1 } } ] };
+    let t = ResumeTokenData::event(
+        TS,
+        0,
+        Some(uuid()),
+        rawdoc! { "operationType": "create", "operationDescription": desc.clone() },
+    );
+    assert_doc(
+        &docs(&create, &db_scope(), &spec)[0],
+        &rawdoc! {
+            "_id": t.to_document(),
+            "operationType": "create",
+            "clusterTime": TS,
+            "wallTime": wall(),
+            "ns": { "db": "test", "coll": "v" },
+            "operationDescription": desc,
+        },
+    );
+    let modify = with(
+        entry(
+            "u",
+            "test.system.views",
+            rawdoc! { "_id": "test.v", "viewOn": "d", "pipeline": [] },
+        ),
+        "o2",
+        rawdoc! { "_id": "test.v" },
+    );
+    let doc = &docs(&modify, &Scope::Cluster, &spec)[0];
+    assert_eq!(doc.get_str("operationType").unwrap(), "modify");
+    assert_eq!(
+        doc.get_document("operationDescription").unwrap(),
+        &*rawdoc! { "viewOn": "d", "pipeline": [] }
+    );
+    let drop = entry("d", "test.system.views", rawdoc! { "_id": "test.v" });
+    let doc = &docs(&drop, &db_scope(), &spec)[0];
+    assert_eq!(doc.get_str("operationType").unwrap(), "drop");
+    assert_eq!(
+        doc.get_document("ns").unwrap(),
+        &*rawdoc! { "db": "test", "coll": "v" }
+    );
+    assert!(doc.get("operationDescription").unwrap().is_none());
+    // Not for a collection stream, nor without showExpandedEvents, nor another database.
+    assert!(docs(&create, &coll_scope(), &spec).is_empty());
+    assert!(docs(&create, &db_scope(), &Spec::default()).is_empty());
+    let other = entry(
+        "i",
+        "other.system.views",
+        rawdoc! { "_id": "other.v", "viewOn": "c", "pipeline": [] },
+    );
+    assert!(docs(&other, &db_scope(), &spec).is_empty());
+}
+
+mod robustness {
+    use bson::{RawBson, RawDocumentBuf};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn value() -> impl Strategy<Value = RawBson> {
+        prop_oneof![
+            Just(RawBson::Int32(2)),
+            Just(RawBson::String("test.c".into())),
+            Just(RawBson::String("c".into())),
+            Just(RawBson::String("test.$cmd".into())),
+            Just(RawBson::Boolean(true)),
+            Just(RawBson::Binary(ui())),
+            Just(RawBson::Timestamp(TS)),
+            Just(RawBson::DateTime(wall())),
+            Just(RawBson::Document(rawdoc! { "_id": 1 })),
+            Just(RawBson::Document(
+                rawdoc! { "$v": 2, "diff": { "u": { "a": 1 } } }
+            )),
+            Just(RawBson::Document(rawdoc! { "drop": "c" })),
+            Just(RawBson::Document(
+                rawdoc! { "renameCollection": "test.c", "to": 5 }
+            )),
+            Just(RawBson::Document(rawdoc! { "dropIndexes": "c" })),
+            Just(RawBson::Document(
+                rawdoc! { "applyOps": [ { "op": "i", "ns": "test.c", "ui": ui(), "o": { "_id": 1 } }, 3 ] }
+            )),
+            Just(RawBson::Document(
+                rawdoc! { "applyOps": [ { "op": "u", "ns": "test.c", "ui": 1, "o": { "_id": 1 } } ] }
+            )),
+        ]
+    }
+
+    fn field() -> impl Strategy<Value = (&'static str, RawBson)> {
+        (
+            prop_oneof![
+                Just("op"),
+                Just("ns"),
+                Just("ui"),
+                Just("o"),
+                Just("o2"),
+                Just("ts"),
+                Just("wall"),
+                Just("lsid"),
+                Just("txnNumber"),
+            ],
+            value(),
+        )
+    }
+
+    fn op() -> impl Strategy<Value = RawBson> {
+        prop_oneof![
+            Just(RawBson::String("i".into())),
+            Just(RawBson::String("u".into())),
+            Just(RawBson::String("d".into())),
+            Just(RawBson::String("c".into())),
+            Just(RawBson::String("n".into())),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn malformed_entries_are_errors_not_panics(
+            kind in op(),
+            fields in proptest::collection::vec(field(), 0..8),
+        ) {
+            let mut doc = RawDocumentBuf::new();
+            doc.append(bson::raw::cstr!("op"), kind);
+            for (k, v) in fields {
+                doc.append(<&bson::raw::CStr>::try_from(k).unwrap(), v);
+            }
+            let images = Fixed {
+                current: Some(rawdoc! { "_id": 1 }),
+                pre: Some(rawdoc! { "_id": 1 }),
+                ..Fixed::default()
+            };
+            let all = Spec {
+                show_expanded_events: true,
+                full_document: FullDocument::Required,
+                full_document_before_change: FullDocumentBeforeChange::Required,
+                ..Spec::default()
+            };
+            for scope in [coll_scope(), db_scope(), Scope::Cluster] {
+                for spec in [Spec::default(), all.clone()] {
+                    if let Ok(evs) = events(&doc, &scope, &spec) {
+                        for e in evs {
+                            let _ = e.document(&spec, &images);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
