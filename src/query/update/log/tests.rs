@@ -1,0 +1,568 @@
+//! What operator, pipeline and replacement updates log, from the `$v: 2` entries mongod's update
+//! node tests expect (`*_node_test.cpp`, `update_array_node_test.cpp`, `v2_log_builder_test.cpp`),
+//! byte for byte, each also applied back to the pre-image with `apply_diff`; and a property test
+//! over random documents and operator updates.
+
+use bson::{DateTime, Document, RawArray, RawDocumentBuf, rawdoc};
+
+use crate::oplog::apply_diff;
+use crate::query::filter::Filter;
+use crate::query::update::{Logged, Update, UpdateContext};
+
+fn show(d: &RawDocumentBuf) -> String {
+    Document::try_from(d.as_ref()).map_or_else(|e| e.to_string(), |d| d.to_string())
+}
+
+/// Applies `update` (with `arrayFilters` and a statement filter when given) to `pre` both ways,
+/// checking they give the same document.
+fn run(
+    update: &RawDocumentBuf,
+    array_filters: Option<&RawArray>,
+    query: Option<&RawDocumentBuf>,
+    pre: &RawDocumentBuf,
+) -> Option<(RawDocumentBuf, Logged)> {
+    let update = Update::compile_with_array_filters(update, array_filters).unwrap();
+    let filter = query.map(|q| Filter::compile(q).unwrap());
+    let mut ctx = UpdateContext::at(1_000);
+    ctx.filter = filter.as_ref();
+    let logged = update.apply_logged(pre, &ctx).unwrap();
+    let plain = update.apply_with(pre, &ctx).unwrap();
+    assert_eq!(logged.as_ref().map(|l| &l.0), plain.as_ref());
+    logged
+}
+
+/// The update logs `{$v: 2, diff: expected}`, which turns `pre` into the new document.
+fn check_full(
+    update: &RawDocumentBuf,
+    array_filters: Option<&RawArray>,
+    query: Option<&RawDocumentBuf>,
+    pre: &RawDocumentBuf,
+    expected: &RawDocumentBuf,
+) {
+    let Some((new, logged)) = run(update, array_filters, query, pre) else {
+        panic!("{} changed nothing in {}", show(update), show(pre));
+    };
+    let Logged::Diff(o) = logged else {
+        panic!("{} logged a replacement", show(update));
+    };
+    let want = rawdoc! {"$v": 2, "diff": expected.clone()};
+    assert_eq!(
+        o.as_bytes(),
+        want.as_bytes(),
+        "{} over {}: {} != {}",
+        show(update),
+        show(pre),
+        show(&o),
+        show(&want)
+    );
+    let diff = o.get_document("diff").unwrap();
+    assert_eq!(apply_diff(pre, diff).unwrap(), new, "{}", show(update));
+}
+
+fn check(update: &RawDocumentBuf, pre: &RawDocumentBuf, expected: &RawDocumentBuf) {
+    check_full(update, None, None, pre, expected);
+}
+
+fn check_filtered(
+    update: &RawDocumentBuf,
+    filters: &RawDocumentBuf,
+    pre: &RawDocumentBuf,
+    expected: &RawDocumentBuf,
+) {
+    let filters = filters.get_array("f").unwrap();
+    check_full(update, Some(filters), None, pre, expected);
+}
+
+fn unchanged(update: &RawDocumentBuf, pre: &RawDocumentBuf) {
+    assert!(run(update, None, None, pre).is_none(), "{}", show(update));
+}
+
+#[test]
+fn set_logs_the_whole_new_value() {
+    check(
+        &rawdoc! {"$set": {"a": [1, 2, 3]}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [1, 2, 3]}},
+    );
+    check(
+        &rawdoc! {"$set": {"a": {"b": 1, "c": 2}}},
+        &rawdoc! {"_id": 1, "a": {"b": 1}},
+        &rawdoc! {"u": {"a": {"b": 1, "c": 2}}},
+    );
+    // A different type is a change.
+    check(
+        &rawdoc! {"$set": {"a": 1.0}},
+        &rawdoc! {"_id": 1, "a": 1},
+        &rawdoc! {"u": {"a": 1.0}},
+    );
+}
+
+#[test]
+fn a_path_left_as_it_was_logs_nothing() {
+    unchanged(&rawdoc! {"$set": {"a": 1}}, &rawdoc! {"_id": 1, "a": 1});
+    check(
+        &rawdoc! {"$set": {"a": 1, "b": 2}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1},
+        &rawdoc! {"u": {"b": 2}},
+    );
+    check(
+        &rawdoc! {"$unset": {"x": 1}, "$set": {"a": 2}},
+        &rawdoc! {"_id": 1, "a": 1},
+        &rawdoc! {"u": {"a": 2}},
+    );
+    check(
+        &rawdoc! {"$setOnInsert": {"x": 1}, "$set": {"a": 2}},
+        &rawdoc! {"_id": 1, "a": 1},
+        &rawdoc! {"u": {"a": 2}},
+    );
+    check(
+        &rawdoc! {"$inc": {"a": 0, "b": 1}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1},
+        &rawdoc! {"u": {"b": 2}},
+    );
+    check(
+        &rawdoc! {"$max": {"a": 0}, "$min": {"b": 0}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1},
+        &rawdoc! {"u": {"b": 0}},
+    );
+}
+
+#[test]
+fn unset_deletes_or_nulls_an_array_element() {
+    check(
+        &rawdoc! {"$unset": {"a": ""}},
+        &rawdoc! {"_id": 1, "a": [0, 1, 2], "b": 1},
+        &rawdoc! {"d": {"a": false}},
+    );
+    check(
+        &rawdoc! {"$unset": {"a.1": 1}},
+        &rawdoc! {"_id": 1, "a": [0, 1, 2]},
+        &rawdoc! {"sa": {"a": true, "u1": null}},
+    );
+    check(
+        &rawdoc! {"$unset": {"a.b": 1, "a.c": 1}},
+        &rawdoc! {"_id": 1, "a": {"c": 1, "b": 1, "d": 1}},
+        &rawdoc! {"sa": {"d": {"b": false, "c": false}}},
+    );
+}
+
+#[test]
+fn created_paths_are_inserted_whole() {
+    check(
+        &rawdoc! {"$set": {"a.b.c": 1}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"a": {"b": {"c": 1}}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.c": 2, "a.b": 1}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"a": {"b": 1, "c": 2}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.b": 1}},
+        &rawdoc! {"_id": 1, "a": {"c": 0}},
+        &rawdoc! {"sa": {"i": {"b": 1}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.b.c": 1, "a.x": 2}},
+        &rawdoc! {"_id": 1, "a": {}},
+        &rawdoc! {"sa": {"i": {"b": {"c": 1}, "x": 2}}},
+    );
+    check(
+        &rawdoc! {"$inc": {"n": 5}, "$mul": {"m": 2}, "$max": {"x": 1}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"m": 0, "n": 5, "x": 1}},
+    );
+}
+
+#[test]
+fn array_elements_by_index() {
+    check(
+        &rawdoc! {"$set": {"a.1": 6}},
+        &rawdoc! {"_id": 1, "a": [0, 1, 2]},
+        &rawdoc! {"sa": {"a": true, "u1": 6}},
+    );
+    // Padding with nulls is the applier's: only the new element is logged.
+    check(
+        &rawdoc! {"$set": {"a.3": 9}},
+        &rawdoc! {"_id": 1, "a": [1]},
+        &rawdoc! {"sa": {"a": true, "u3": 9}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.0.b": 9}},
+        &rawdoc! {"_id": 1, "a": [{"b": 1}]},
+        &rawdoc! {"sa": {"a": true, "s0": {"u": {"b": 9}}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.0.c": 9}},
+        &rawdoc! {"_id": 1, "a": [{"b": 1}]},
+        &rawdoc! {"sa": {"a": true, "s0": {"i": {"c": 9}}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.3.b": 1}},
+        &rawdoc! {"_id": 1, "a": []},
+        &rawdoc! {"sa": {"a": true, "u3": {"b": 1}}},
+    );
+    // A document with numeric field names is not an array.
+    check(
+        &rawdoc! {"$set": {"a.0": 9}},
+        &rawdoc! {"_id": 1, "a": {"0": 1}},
+        &rawdoc! {"sa": {"u": {"0": 9}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.10": 1, "a.2": 2}},
+        &rawdoc! {"_id": 1, "a": [0, 0, 0]},
+        &rawdoc! {"sa": {"a": true, "u2": 2, "u10": 1}},
+    );
+}
+
+#[test]
+fn push_appends_elements_or_logs_the_array() {
+    check(
+        &rawdoc! {"$push": {"a": 1}},
+        &rawdoc! {"_id": 1, "a": [0]},
+        &rawdoc! {"sa": {"a": true, "u1": 1}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3, 4]}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"sa": {"a": true, "u2": 3, "u3": 4}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": 1}},
+        &rawdoc! {"_id": 1, "a": []},
+        &rawdoc! {"u": {"a": [1]}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": 1}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"a": [1]}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [0], "$position": 0}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [0, 1, 2]}},
+    );
+    // A position at the end is not an append; past it, it is.
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3], "$position": 2}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [1, 2, 3]}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3], "$position": 5}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"sa": {"a": true, "u2": 3}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3], "$sort": 1}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [1, 2, 3]}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3], "$slice": -2}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [2, 3]}},
+    );
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [3], "$slice": 5}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"sa": {"a": true, "u2": 3}},
+    );
+    unchanged(
+        &rawdoc! {"$push": {"a": {"$each": []}}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+    );
+    // An empty `$each` with a `$sort` counts as a change of the whole array.
+    check(
+        &rawdoc! {"$push": {"a": {"$each": [], "$sort": 1}}, "$set": {"b": 1}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [1, 2]}, "i": {"b": 1}},
+    );
+    check(
+        &rawdoc! {"$push": {"choices.first.votes": 1}},
+        &rawdoc! {"_id": 1, "choices": {"first": {"choice": "b"}}},
+        &rawdoc! {"schoices": {"sfirst": {"i": {"votes": [1]}}}},
+    );
+}
+
+#[test]
+fn other_array_operators_log_the_whole_array() {
+    check(
+        &rawdoc! {"$addToSet": {"a": 3}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [1, 2, 3]}},
+    );
+    check(
+        &rawdoc! {"$addToSet": {"a.1": 1}},
+        &rawdoc! {"_id": 1, "a": [1, []]},
+        &rawdoc! {"sa": {"a": true, "u1": [1]}},
+    );
+    unchanged(
+        &rawdoc! {"$addToSet": {"a": 2}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+    );
+    check(
+        &rawdoc! {"$pop": {"a": -1}},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"u": {"a": [2, 3]}},
+    );
+    unchanged(&rawdoc! {"$pop": {"a": 1}}, &rawdoc! {"_id": 1, "a": []});
+    check(
+        &rawdoc! {"$pull": {"a": {"$gt": 1}}},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"u": {"a": [1]}},
+    );
+    check(
+        &rawdoc! {"$pullAll": {"a": [1, 3]}},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"u": {"a": [2]}},
+    );
+    unchanged(
+        &rawdoc! {"$pull": {"a": 9}},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+    );
+}
+
+#[test]
+fn arithmetic_and_bits() {
+    check(
+        &rawdoc! {"$inc": {"a": 1}, "$mul": {"b": 2}, "$bit": {"c": {"or": 4}}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 3, "c": 1},
+        &rawdoc! {"u": {"a": 2, "b": 6, "c": 5}},
+    );
+    // int32 overflow widens to int64.
+    check(
+        &rawdoc! {"$inc": {"a": 1}},
+        &rawdoc! {"_id": 1, "a": i32::MAX},
+        &rawdoc! {"u": {"a": i64::from(i32::MAX) + 1}},
+    );
+    unchanged(
+        &rawdoc! {"$bit": {"a": {"and": 7}}},
+        &rawdoc! {"_id": 1, "a": 5},
+    );
+}
+
+#[test]
+fn current_date_is_always_logged() {
+    // Same value as before, still logged (mongod's `$currentDate` never is a no-op).
+    check(
+        &rawdoc! {"$currentDate": {"a": true}, "$set": {"b": 2}},
+        &rawdoc! {"_id": 1, "a": DateTime::from_millis(1_000), "b": 1},
+        &rawdoc! {"u": {"a": DateTime::from_millis(1_000), "b": 2}},
+    );
+    check(
+        &rawdoc! {"$currentDate": {"a": {"$type": "timestamp"}}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"a": bson::Timestamp { time: 1, increment: 1 }}},
+    );
+}
+
+#[test]
+fn rename_logs_the_destination_then_deletes_the_source() {
+    check(
+        &rawdoc! {"$rename": {"a": "b"}},
+        &rawdoc! {"_id": 1, "a": 1},
+        &rawdoc! {"d": {"a": false}, "i": {"b": 1}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a": "b"}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 2},
+        &rawdoc! {"d": {"a": false}, "u": {"b": 1}},
+    );
+    // The same value already at the destination: only the delete.
+    check(
+        &rawdoc! {"$rename": {"a": "b"}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1},
+        &rawdoc! {"d": {"a": false}},
+    );
+    // Logged when the destination is reached: its sub-diff comes first.
+    check(
+        &rawdoc! {"$rename": {"a.b": "c.d"}},
+        &rawdoc! {"_id": 1, "a": {"b": 1}, "c": {}},
+        &rawdoc! {"sc": {"i": {"d": 1}}, "sa": {"d": {"b": false}}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a": "c"}, "$unset": {"b": 1}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1},
+        &rawdoc! {"d": {"b": false, "a": false}, "i": {"c": 1}},
+    );
+    unchanged(
+        &rawdoc! {"$rename": {"x": "y"}},
+        &rawdoc! {"_id": 1, "a": 1},
+    );
+}
+
+#[test]
+fn positional_and_array_filters() {
+    let query = rawdoc! {"a": 2};
+    check_full(
+        &rawdoc! {"$set": {"a.$": 5}},
+        None,
+        Some(&query),
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"sa": {"a": true, "u1": 5}},
+    );
+    // One element matched: its children log themselves.
+    check_filtered(
+        &rawdoc! {"$set": {"a.$[x]": 0}},
+        &rawdoc! {"f": [{"x": 3}]},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"sa": {"a": true, "u2": 0}},
+    );
+    check(
+        &rawdoc! {"$inc": {"a.$[].b": 1}},
+        &rawdoc! {"_id": 1, "a": [{"b": 1}]},
+        &rawdoc! {"sa": {"a": true, "s0": {"u": {"b": 2}}}},
+    );
+    // Several matched and several changed: the whole array.
+    check_filtered(
+        &rawdoc! {"$set": {"a.$[x]": 0}},
+        &rawdoc! {"f": [{"x": {"$gte": 2}}]},
+        &rawdoc! {"_id": 1, "a": [1, 2, 3]},
+        &rawdoc! {"u": {"a": [1, 0, 0]}},
+    );
+    check(
+        &rawdoc! {"$inc": {"a.$[].b": 1}},
+        &rawdoc! {"_id": 1, "a": [{"b": 1}, {"b": 2}]},
+        &rawdoc! {"u": {"a": [{"b": 2}, {"b": 3}]}},
+    );
+    check(
+        &rawdoc! {"$unset": {"a.$[]": 1}},
+        &rawdoc! {"_id": 1, "a": [1, 2]},
+        &rawdoc! {"u": {"a": [null, null]}},
+    );
+    // Several matched, one changed: that element, whole (update_array_node_test).
+    check_filtered(
+        &rawdoc! {"$set": {"a.$[i].b": 0}},
+        &rawdoc! {"f": [{"i.c": 0}]},
+        &rawdoc! {"_id": 1, "a": [{"c": 0, "b": 0}, {"c": 0}, {"c": 1}]},
+        &rawdoc! {"sa": {"a": true, "u1": {"c": 0, "b": 0}}},
+    );
+    // Several matched, none changed: nothing.
+    check(
+        &rawdoc! {"$set": {"a.$[]": 1, "b": 2}},
+        &rawdoc! {"_id": 1, "a": [1, 1], "b": 1},
+        &rawdoc! {"u": {"b": 2}},
+    );
+    // Nested: the outer node decides for everything below it.
+    check(
+        &rawdoc! {"$set": {"a.$[].b.$[]": 0}},
+        &rawdoc! {"_id": 1, "a": [{"b": [1, 0]}, {"b": [0, 0]}]},
+        &rawdoc! {"sa": {"a": true, "u0": {"b": [0, 0]}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.0.b.$[]": 0}},
+        &rawdoc! {"_id": 1, "a": [{"b": [1, 2]}]},
+        &rawdoc! {"sa": {"a": true, "s0": {"u": {"b": [0, 0]}}}},
+    );
+}
+
+#[test]
+fn leaves_are_logged_in_path_order() {
+    // Not in the document's order.
+    check(
+        &rawdoc! {"$set": {"a": 2, "b": 2}},
+        &rawdoc! {"_id": 1, "b": 1, "a": 1},
+        &rawdoc! {"u": {"a": 2, "b": 2}},
+    );
+    check(
+        &rawdoc! {"$set": {"z": 1, "y": 2}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"y": 2, "z": 1}},
+    );
+    check(
+        &rawdoc! {"$set": {"z.a": 1, "y.a": 1}},
+        &rawdoc! {"_id": 1, "z": {}, "y": {}},
+        &rawdoc! {"sy": {"i": {"a": 1}}, "sz": {"i": {"a": 1}}},
+    );
+    // Component by component: `a` (of `a.x`) comes before `a-b`.
+    check(
+        &rawdoc! {"$set": {"a-b": 1, "a.x": 1}},
+        &rawdoc! {"_id": 1},
+        &rawdoc! {"i": {"a": {"x": 1}, "a-b": 1}},
+    );
+    check(
+        &rawdoc! {"$set": {"a": 5, "n.x": 1}, "$unset": {"b": 1}, "$inc": {"c": 1}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1, "n": {"x": 0}},
+        &rawdoc! {"d": {"b": false}, "u": {"a": 5}, "i": {"c": 1}, "sn": {"u": {"x": 1}}},
+    );
+}
+
+fn pipeline(stages: &RawDocumentBuf) -> Update {
+    Update::compile_pipeline(stages.get_array("p").unwrap()).unwrap()
+}
+
+#[test]
+fn pipelines_log_the_diff_of_the_images_or_a_replacement() {
+    let pre = rawdoc! {"_id": 1, "a": 1, "s": "a string long enough for a diff to be smaller"};
+    let update = pipeline(&rawdoc! {"p": [{"$set": {"a": 2}}]});
+    let (new, logged) = update
+        .apply_logged(&pre, &UpdateContext::at(0))
+        .unwrap()
+        .unwrap();
+    let Logged::Diff(o) = logged else {
+        panic!("a replacement");
+    };
+    assert_eq!(o, rawdoc! {"$v": 2, "diff": {"u": {"a": 2}}});
+    assert_eq!(
+        apply_diff(&pre, o.get_document("diff").unwrap()).unwrap(),
+        new
+    );
+    // The diff of a pipeline is structural: a longer array is an array diff.
+    let pre = rawdoc! {"_id": 1, "a": [1, 2], "s": "a string long enough for a diff to be smaller"};
+    let update = pipeline(&rawdoc! {"p": [{"$set": {"a": {"$concatArrays": ["$a", [3]]}}}]});
+    let (_, logged) = update
+        .apply_logged(&pre, &UpdateContext::at(0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        logged,
+        Logged::Diff(rawdoc! {"$v": 2, "diff": {"sa": {"a": true, "u2": 3}}})
+    );
+    // A diff not smaller than the new document: a replacement.
+    let update = pipeline(&rawdoc! {"p": [{"$replaceWith": {"_id": 1, "z": 1}}]});
+    let (new, logged) = update
+        .apply_logged(&rawdoc! {"_id": 1, "a": 1}, &UpdateContext::at(0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(logged, Logged::Replacement);
+    assert_eq!(new, rawdoc! {"_id": 1, "z": 1});
+    // Unchanged: nothing.
+    let update = pipeline(&rawdoc! {"p": [{"$set": {"a": 1}}]});
+    assert!(
+        update
+            .apply_logged(&rawdoc! {"_id": 1, "a": 1}, &UpdateContext::at(0))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn replacements_log_the_new_document() {
+    let update = Update::compile(&rawdoc! {"b": 1}).unwrap();
+    let (new, logged) = update
+        .apply_logged(&rawdoc! {"_id": 1, "a": 1}, &UpdateContext::at(0))
+        .unwrap()
+        .unwrap();
+    assert_eq!(logged, Logged::Replacement);
+    assert_eq!(new, rawdoc! {"_id": 1, "b": 1});
+    assert!(
+        update
+            .apply_logged(&rawdoc! {"_id": 1, "b": 1}, &UpdateContext::at(0))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn errors_are_those_of_apply() {
+    let update = Update::compile(&rawdoc! {"$inc": {"a": 1}}).unwrap();
+    let pre = rawdoc! {"_id": 1, "a": "x"};
+    let logged = update
+        .apply_logged(&pre, &UpdateContext::at(0))
+        .unwrap_err();
+    let plain = update.apply_with(&pre, &UpdateContext::at(0)).unwrap_err();
+    assert_eq!(logged.code, plain.code);
+    assert_eq!(logged.errmsg, plain.errmsg);
+}
