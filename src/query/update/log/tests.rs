@@ -3,7 +3,8 @@
 //! byte for byte, each also applied back to the pre-image with `apply_diff`; and a property test
 //! over random documents and operator updates.
 
-use bson::{DateTime, Document, RawArray, RawDocumentBuf, rawdoc};
+use bson::{Bson, DateTime, Document, RawArray, RawDocumentBuf, doc, rawdoc};
+use proptest::prelude::*;
 
 use crate::oplog::apply_diff;
 use crate::query::filter::Filter;
@@ -565,4 +566,194 @@ fn errors_are_those_of_apply() {
     let plain = update.apply_with(&pre, &UpdateContext::at(0)).unwrap_err();
     assert_eq!(logged.code, plain.code);
     assert_eq!(logged.errmsg, plain.errmsg);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property: for random documents and operator updates, `apply_logged` gives what `apply_with`
+// gives, and its diff applied to the pre-image is the new document, byte for byte.
+
+const KEYS: [&str; 3] = ["a", "b", "c"];
+const PARTS: [&str; 9] = ["b", "c", "0", "1", "3", "$[]", "$[]", "$[x]", "$[y]"];
+
+fn scalar() -> impl Strategy<Value = Bson> {
+    prop_oneof![
+        Just(Bson::Null),
+        (-2..3_i32).prop_map(Bson::Int32),
+        (-2..3_i64).prop_map(Bson::Int64),
+        prop_oneof![Just(0.0), Just(1.5), Just(-2.0)].prop_map(Bson::Double),
+        "[a-c]{0,2}".prop_map(Bson::String),
+        any::<bool>().prop_map(Bson::Boolean),
+    ]
+}
+
+/// Values whose paths the updates below often reach: arrays and documents with the fields
+/// `b` and `c`.
+fn value() -> impl Strategy<Value = Bson> {
+    scalar().prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Bson::Array),
+            (
+                proptest::option::of(inner.clone()),
+                proptest::option::of(inner)
+            )
+                .prop_map(|(b, c)| {
+                    let mut d = Document::new();
+                    if let Some(b) = b {
+                        d.insert("b", b);
+                    }
+                    if let Some(c) = c {
+                        d.insert("c", c);
+                    }
+                    Bson::Document(d)
+                }),
+        ]
+    })
+}
+
+fn document() -> impl Strategy<Value = Document> {
+    proptest::collection::vec((0..KEYS.len(), value()), 0..5).prop_map(|fields| {
+        let mut d = doc! {"_id": 1};
+        for (k, v) in fields {
+            d.insert(KEYS[k], v);
+        }
+        d
+    })
+}
+
+fn path() -> impl Strategy<Value = String> {
+    (
+        0..KEYS.len(),
+        proptest::collection::vec(0..PARTS.len(), 0..3),
+    )
+        .prop_map(|(first, rest)| {
+            let mut path = KEYS[first].to_owned();
+            for p in rest {
+                path.push('.');
+                path.push_str(PARTS[p]);
+            }
+            path
+        })
+}
+
+/// One `(operator, path, argument)`.
+fn operation() -> impl Strategy<Value = (&'static str, String, Bson)> {
+    let int = (-3..4_i32).prop_map(Bson::Int32);
+    prop_oneof![
+        (path(), value()).prop_map(|(p, v)| ("$set", p, v)),
+        path().prop_map(|p| ("$unset", p, Bson::Int32(1))),
+        (path(), int.clone()).prop_map(|(p, v)| ("$inc", p, v)),
+        (path(), int.clone()).prop_map(|(p, v)| ("$mul", p, v)),
+        (path(), scalar()).prop_map(|(p, v)| ("$min", p, v)),
+        (path(), scalar()).prop_map(|(p, v)| ("$max", p, v)),
+        path().prop_map(|p| ("$currentDate", p, Bson::Boolean(true))),
+        (path(), value()).prop_map(|(p, v)| ("$push", p, v)),
+        (
+            path(),
+            proptest::collection::vec(scalar(), 0..3),
+            proptest::option::of(-3..4_i64),
+            proptest::option::of(-3..4_i32),
+            any::<bool>()
+        )
+            .prop_map(|(p, each, position, slice, sort)| {
+                let mut spec = doc! {"$each": each};
+                if let Some(position) = position {
+                    spec.insert("$position", position);
+                }
+                if let Some(slice) = slice {
+                    spec.insert("$slice", slice);
+                }
+                if sort {
+                    spec.insert("$sort", 1);
+                }
+                ("$push", p, Bson::Document(spec))
+            }),
+        (path(), scalar()).prop_map(|(p, v)| ("$addToSet", p, v)),
+        (path(), prop_oneof![Just(1), Just(-1)]).prop_map(|(p, v)| ("$pop", p, Bson::Int32(v))),
+        (path(), scalar()).prop_map(|(p, v)| ("$pull", p, v)),
+        (path(), proptest::collection::vec(scalar(), 0..3)).prop_map(|(p, v)| (
+            "$pullAll",
+            p,
+            Bson::Array(v)
+        )),
+        (path(), 0..8_i32).prop_map(|(p, v)| ("$bit", p, Bson::Document(doc! {"xor": v}))),
+        (path(), path()).prop_map(|(p, to)| ("$rename", p, Bson::String(to))),
+        (path(), scalar()).prop_map(|(p, v)| ("$setOnInsert", p, v)),
+    ]
+}
+
+fn raw(d: &Document) -> RawDocumentBuf {
+    RawDocumentBuf::try_from(d).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn the_logged_diff_applies_to_the_new_document(
+        pre in document(),
+        operations in proptest::collection::vec(operation(), 1..5),
+    ) {
+        let mut update = Document::new();
+        for (operator, path, arg) in operations {
+            if !update.contains_key(operator) {
+                update.insert(operator, Document::new());
+            }
+            if let Ok(fields) = update.get_document_mut(operator) {
+                fields.insert(path, arg);
+            }
+        }
+        let text = update.to_string();
+        let update = raw(&update);
+        // Only the filters the paths use (an unused one is an error).
+        let mut filters = Vec::new();
+        if text.contains("$[x]") {
+            filters.push(Bson::Document(doc! {"x": {"$gte": 1}}));
+        }
+        if text.contains("$[y]") {
+            filters.push(Bson::Document(doc! {"y.b": {"$exists": true}}));
+        }
+        let filters = raw(&doc! {"f": filters});
+        let Ok(compiled) = Update::compile_with_array_filters(
+            &update,
+            Some(filters.get_array("f").unwrap()),
+        ) else {
+            return Ok(());
+        };
+        let pre = raw(&pre);
+        let ctx = UpdateContext::at(1_000);
+        let logged = compiled.apply_logged(&pre, &ctx);
+        let plain = compiled.apply_with(&pre, &ctx);
+        match (logged, plain) {
+            (Err(a), Err(b)) => prop_assert_eq!(a.errmsg, b.errmsg),
+            (Ok(None), Ok(None)) => {}
+            (Ok(Some((new, logged))), Ok(Some(plain))) => {
+                prop_assert_eq!(&new, &plain);
+                let Logged::Diff(o) = logged else {
+                    return Err(TestCaseError::fail(format!("{text}: a replacement")));
+                };
+                let diff = o.get_document("diff").unwrap();
+                prop_assert!(!diff.is_empty(), "{}: empty diff over {}", text, show(&pre));
+                let applied = apply_diff(&pre, diff)
+                    .map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+                prop_assert_eq!(
+                    applied.as_bytes(),
+                    new.as_bytes(),
+                    "{} over {}: {} gives {}, not {}",
+                    text,
+                    show(&pre),
+                    show(&o),
+                    show(&applied),
+                    show(&new)
+                );
+                prop_assert!(crate::oplog::update_description(diff).is_ok());
+            }
+            (a, b) => {
+                return Err(TestCaseError::fail(format!(
+                    "{text}: apply_logged {:?} but apply_with {:?}",
+                    a.map(|o| o.map(|(d, _)| show(&d))),
+                    b.map(|o| o.map(|d| show(&d)))
+                )));
+            }
+        }
+    }
 }
