@@ -13,7 +13,8 @@
 //! - `$unset`: a delete (`d`), or `null` for an array element;
 //! - `$push` appending to a non-empty array: one `u<index>` per new element, otherwise (a
 //!   `$position` inside it, a `$sort`, a trimming `$slice`, an empty array) the whole array;
-//! - `$rename`: the destination (created or updated) then a delete of the source.
+//! - `$rename`: the destination (created, or updated even to the same value) then a delete of
+//!   the source.
 //!
 //! mongod applies leaves in the order of their path (field names compared byte by byte), so
 //! records are sorted by the path of the leaf that made them before the diff is built: the order
@@ -129,11 +130,18 @@ impl<'r> Recorder<'r> {
                     }
                 }
             }
+            // mongod's `$rename` sets its destination without comparing (`SetElementNode`):
+            // logged even when the value is the same.
+            (Op::RenameTo(n), Some(new)) => {
+                if env.renames.get(*n).is_some_and(Option::is_some) {
+                    self.push(path, path, None, Entry::Update(new.clone()));
+                    self.renamed(op, path, env);
+                }
+            }
             (_, Some(new)) => {
                 if changed(new) {
                     self.push(path, path, None, Entry::Update(new.clone()));
                 }
-                self.renamed(op, path, env);
             }
         }
     }

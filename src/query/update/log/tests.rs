@@ -371,11 +371,36 @@ fn rename_logs_the_destination_then_deletes_the_source() {
         &rawdoc! {"_id": 1, "a": 1, "b": 2},
         &rawdoc! {"d": {"a": false}, "u": {"b": 1}},
     );
-    // The same value already at the destination: only the delete.
+    // The same value already at the destination: logged all the same.
     check(
         &rawdoc! {"$rename": {"a": "b"}},
-        &rawdoc! {"_id": 1, "a": 1, "b": 1},
-        &rawdoc! {"d": {"a": false}},
+        &rawdoc! {"_id": 1, "a": 2, "b": 2},
+        &rawdoc! {"d": {"a": false}, "u": {"b": 2}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a": "b"}},
+        &rawdoc! {"_id": 1, "a": 1, "b": 1_i64},
+        &rawdoc! {"d": {"a": false}, "u": {"b": 1}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a.c": "b"}},
+        &rawdoc! {"_id": 1, "a": {"c": {"d": 6}}, "b": 1},
+        &rawdoc! {"u": {"b": {"d": 6}}, "sa": {"d": {"c": false}}},
+    );
+    check(
+        &rawdoc! {"$rename": {"c.d": "a.b.c"}},
+        &rawdoc! {"_id": 1, "a": {"b": {"c": 1, "d": 2}}, "b": 3, "c": {"d": 4}},
+        &rawdoc! {"sa": {"sb": {"u": {"c": 4}}}, "sc": {"d": {"d": false}}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a": "c.r.d"}},
+        &rawdoc! {"_id": 1, "a": 2, "b": 1, "c": {}},
+        &rawdoc! {"d": {"a": false}, "sc": {"i": {"r": {"d": 2}}}},
+    );
+    check(
+        &rawdoc! {"$rename": {"a": "b.c.d"}},
+        &rawdoc! {"_id": 1, "a": [{"a": 2, "b": 1}]},
+        &rawdoc! {"d": {"a": false}, "i": {"b": {"c": {"d": [{"a": 2, "b": 1}]}}}},
     );
     // Logged when the destination is reached: its sub-diff comes first.
     check(
