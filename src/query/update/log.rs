@@ -23,7 +23,7 @@
 //! array (every leaf sees the pre-image: paths of two leaves never overlap).
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use bson::raw::CStr;
 use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
@@ -210,7 +210,7 @@ impl<'r> Recorder<'r> {
     pub(super) fn finish(self, pre: &RawDocument) -> Option<RawDocumentBuf> {
         let mut records = self.records.into_inner();
         records.sort_by(|a, b| a.leaf.split('.').cmp(b.leaf.split('.')));
-        let mut root = LogNode::Sub(Vec::new());
+        let mut root = LogNode::Sub(Fields::default());
         for record in records {
             let parts: Vec<&str> = record.path.split('.').collect();
             let existing = record.existing.unwrap_or(parts.len());
@@ -227,7 +227,7 @@ impl<'r> Recorder<'r> {
         let LogNode::Sub(children) = &root else {
             return None;
         };
-        let diff = write_sub(children)?;
+        let diff = write_sub(&children.order)?;
         let mut o = RawDocumentBuf::new();
         o.append(cstr("$v")?, 2);
         o.append(cstr("diff")?, &diff);
@@ -265,12 +265,40 @@ enum LogNode {
     Update(RawBson),
     Insert(RawBson),
     Delete,
-    /// A document that existed: a sub-diff, children in the order they were logged.
-    Sub(Vec<(String, LogNode)>),
+    /// A document that existed: a sub-diff.
+    Sub(Fields),
     /// A document the update created: inserted whole.
-    NewDoc(Vec<(String, LogNode)>),
+    NewDoc(Fields),
     /// An array that existed: an array diff, children by index.
     Array(BTreeMap<usize, LogNode>),
+}
+
+/// A document node's children in the order they were logged, found by name in constant time
+/// (an update may log a great many fields of one document).
+#[derive(Debug, Default)]
+struct Fields {
+    order: Vec<(String, LogNode)>,
+    index: HashMap<String, usize>,
+}
+
+impl Fields {
+    /// The child `name`, added by `make` when absent; `None` if it was absent and `make` gave
+    /// nothing.
+    fn get_or_add(
+        &mut self,
+        name: &str,
+        make: impl FnOnce() -> Option<LogNode>,
+    ) -> Option<&mut LogNode> {
+        let at = if let Some(at) = self.index.get(name) {
+            *at
+        } else {
+            let node = make()?;
+            self.order.push((name.to_owned(), node));
+            self.index.insert(name.to_owned(), self.order.len() - 1);
+            self.order.len() - 1
+        };
+        self.order.get_mut(at).map(|(_, node)| node)
+    }
 }
 
 /// mongod's `addNodeAtPath`: walks (creating) internal nodes down to the parent of the last
@@ -291,18 +319,18 @@ fn add(
             if next_is_index {
                 LogNode::Array(BTreeMap::new())
             } else if new_path {
-                LogNode::NewDoc(Vec::new())
+                LogNode::NewDoc(Fields::default())
             } else {
-                LogNode::Sub(Vec::new())
+                LogNode::Sub(Fields::default())
             }
         })?;
     }
     match node {
         LogNode::Sub(children) | LogNode::NewDoc(children) => {
-            if children.iter().any(|(k, _)| k == last) {
+            if children.index.contains_key(*last) {
                 return None;
             }
-            children.push(((*last).to_owned(), leaf));
+            children.get_or_add(last, || Some(leaf))?;
         }
         LogNode::Array(children) => {
             let index = last.parse::<usize>().ok()?;
@@ -323,13 +351,7 @@ fn child<'n>(
 ) -> Option<&'n mut LogNode> {
     let found = match node {
         LogNode::Sub(children) | LogNode::NewDoc(children) => {
-            let at = if let Some(at) = children.iter().position(|(k, _)| k == name) {
-                at
-            } else {
-                children.push((name.to_owned(), make()));
-                children.len() - 1
-            };
-            &mut children[at].1
+            children.get_or_add(name, || Some(make()))?
         }
         LogNode::Array(children) => children.entry(name.parse().ok()?).or_insert_with(make),
         LogNode::Update(_) | LogNode::Insert(_) | LogNode::Delete => return None,
@@ -356,7 +378,7 @@ fn write_sub(children: &[(String, LogNode)]) -> Option<RawDocumentBuf> {
             LogNode::Delete => deletes.append(cstr(name)?, false),
             LogNode::Update(v) => updates.append(cstr(name)?, v.clone()),
             LogNode::Insert(v) => inserts.append(cstr(name)?, v.clone()),
-            LogNode::NewDoc(c) => inserts.append(cstr(name)?, write_new_doc(c)?),
+            LogNode::NewDoc(c) => inserts.append(cstr(name)?, write_new_doc(&c.order)?),
             LogNode::Sub(_) | LogNode::Array(_) => {}
         }
     }
@@ -367,7 +389,7 @@ fn write_sub(children: &[(String, LogNode)]) -> Option<RawDocumentBuf> {
     }
     for (name, child) in children {
         let sub = match child {
-            LogNode::Sub(c) => write_sub(c)?,
+            LogNode::Sub(c) => write_sub(&c.order)?,
             LogNode::Array(c) => write_array(c)?,
             _ => continue,
         };
@@ -382,7 +404,7 @@ fn write_new_doc(children: &[(String, LogNode)]) -> Option<RawDocumentBuf> {
     for (name, child) in children {
         match child {
             LogNode::Insert(v) => out.append(cstr(name)?, v.clone()),
-            LogNode::NewDoc(c) => out.append(cstr(name)?, write_new_doc(c)?),
+            LogNode::NewDoc(c) => out.append(cstr(name)?, write_new_doc(&c.order)?),
             _ => return None,
         }
     }
@@ -398,8 +420,10 @@ fn write_array(children: &BTreeMap<usize, LogNode>) -> Option<RawDocumentBuf> {
             LogNode::Update(v) | LogNode::Insert(v) => {
                 out.append(cstr(&format!("u{index}"))?, v.clone());
             }
-            LogNode::NewDoc(c) => out.append(cstr(&format!("u{index}"))?, write_new_doc(c)?),
-            LogNode::Sub(c) => out.append(cstr(&format!("s{index}"))?, write_sub(c)?),
+            LogNode::NewDoc(c) => {
+                out.append(cstr(&format!("u{index}"))?, write_new_doc(&c.order)?);
+            }
+            LogNode::Sub(c) => out.append(cstr(&format!("s{index}"))?, write_sub(&c.order)?),
             LogNode::Array(c) => out.append(cstr(&format!("s{index}"))?, write_array(c)?),
             LogNode::Delete => return None,
         }

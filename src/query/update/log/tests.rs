@@ -515,6 +515,48 @@ fn leaves_are_logged_in_path_order() {
     );
 }
 
+#[test]
+fn update_object_node_cases() {
+    check(
+        &rawdoc! {"$set": {"a": 5, "b": 6, "c": 7, "d": 8}},
+        &rawdoc! {"a": 0, "c": 0},
+        &rawdoc! {"u": {"a": 5, "c": 7}, "i": {"b": 6, "d": 8}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.b": 6, "a.c": 7, "b.d": 8, "b.e": 9}},
+        &rawdoc! {"a": {"b": 5, "c": 5}, "b": {"d": 5, "e": 5}},
+        &rawdoc! {"sa": {"u": {"b": 6, "c": 7}}, "sb": {"u": {"d": 8, "e": 9}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.b": 6, "a.c": 7, "b.d": 8, "b.e": 9}},
+        &rawdoc! {"z": 0},
+        &rawdoc! {"i": {"a": {"b": 6, "c": 7}, "b": {"d": 8, "e": 9}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a.b.c.d": 6, "a.b.c.e": 7, "a.f": 8}},
+        &rawdoc! {"z": 0},
+        &rawdoc! {"i": {"a": {"b": {"c": {"d": 6, "e": 7}}, "f": 8}}},
+    );
+    check(
+        &rawdoc! {"$set": {"a": 5, "d": 6, "c": 7, "b": 8, "z": 9}},
+        &rawdoc! {"z": 0, "a": 0},
+        &rawdoc! {"u": {"a": 5, "z": 9}, "i": {"b": 8, "c": 7, "d": 6}},
+    );
+    check(
+        &rawdoc! {"$set": {"a": 5, "b": 6, "c": 7}},
+        &rawdoc! {"a": 5, "b": 0, "c": 7},
+        &rawdoc! {"u": {"b": 6}},
+    );
+    // The positional child merged with the matched element's.
+    check_full(
+        &rawdoc! {"$set": {"a.0.b": 5, "a.$.c": 6}},
+        None,
+        Some(&rawdoc! {"a.b": 0}),
+        &rawdoc! {"a": [{"b": 0, "c": 0}]},
+        &rawdoc! {"sa": {"a": true, "s0": {"u": {"b": 5, "c": 6}}}},
+    );
+}
+
 fn pipeline(stages: &RawDocumentBuf) -> Update {
     Update::compile_pipeline(stages.get_array("p").unwrap()).unwrap()
 }
