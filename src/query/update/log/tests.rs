@@ -640,7 +640,9 @@ fn errors_are_those_of_apply() {
 // gives, and its diff applied to the pre-image is the new document, byte for byte.
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
-const PARTS: [&str; 9] = ["b", "c", "0", "1", "3", "$[]", "$[]", "$[x]", "$[y]"];
+const PARTS: [&str; 10] = ["b", "c", "0", "1", "3", "$", "$[]", "$[]", "$[x]", "$[y]"];
+/// Statement filters, for the positional `$`.
+const QUERIES: [&str; 3] = ["a", "b.b", "c"];
 
 fn scalar() -> impl Strategy<Value = Bson> {
     prop_oneof![
@@ -759,6 +761,7 @@ proptest! {
     fn the_logged_diff_applies_to_the_new_document(
         pre in document(),
         operations in proptest::collection::vec(operation(), 1..5),
+        query in (0..QUERIES.len(), 0..3_i32),
     ) {
         let mut update = Document::new();
         for (operator, path, arg) in operations {
@@ -787,7 +790,10 @@ proptest! {
             return Ok(());
         };
         let pre = raw(&pre);
-        let ctx = UpdateContext::at(1_000);
+        let query = raw(&doc! {QUERIES[query.0]: {"$gte": query.1}});
+        let filter = Filter::compile(&query).unwrap();
+        let mut ctx = UpdateContext::at(1_000);
+        ctx.filter = Some(&filter);
         let logged = compiled.apply_logged(&pre, &ctx);
         let plain = compiled.apply_with(&pre, &ctx);
         match (logged, plain) {
