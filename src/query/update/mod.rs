@@ -8,6 +8,7 @@
 //! Update::compile_modification_in(u, af, &variables)?    … whose pipeline sees `let` and `c`
 //! update.apply(&doc)?                                    Some(new doc) or None (unchanged)
 //! update.apply_with(&doc, &UpdateContext { filter: Some(&filter), .. })?
+//! update.apply_logged(&doc, &ctx)?                       also what the oplog entry's `o` holds
 //! upsert_seed(&filter.equality_fields(), &update)?       the document an upsert inserts
 //! ```
 //!
