@@ -8,6 +8,7 @@
 //! Update::compile_modification_in(u, af, &variables)?    … whose pipeline sees `let` and `c`
 //! update.apply(&doc)?                                    Some(new doc) or None (unchanged)
 //! update.apply_with(&doc, &UpdateContext { filter: Some(&filter), .. })?
+//! update.apply_logged(&doc, &ctx)?                       also what the oplog entry's `o` holds
 //! upsert_seed(&filter.equality_fields(), &update)?       the document an upsert inserts
 //! ```
 //!
@@ -33,6 +34,7 @@
 //! byte-for-byte the original (an update that modified nothing, for `nModified`).
 
 mod array_filters;
+mod log;
 mod ops;
 mod pipeline;
 mod tree;
@@ -45,6 +47,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bson::{RawArray, RawBson, RawBsonRef, RawDocument, RawDocumentBuf};
 
 use self::array_filters::ArrayFilters;
+use self::log::Recorder;
 use self::ops::Op;
 use self::pipeline::Pipeline;
 use self::tree::{At, Leaf, Node, is_array_filter_identifier};
@@ -55,6 +58,7 @@ use super::expr::Variables;
 use super::filter::Filter;
 use super::invalid_bson;
 use crate::error::{CommandError, ErrorCode};
+use crate::oplog::diff::{DELTA_OPLOG_ENTRY_METADATA_SIZE, compute_oplog_diff};
 
 /// A compiled update: a replacement document, a tree of operators, or a pipeline.
 #[derive(Debug, Clone)]
@@ -79,6 +83,15 @@ struct Operators {
     positional: bool,
     /// The statement's collation, see [`Update::with_collation`].
     collation: Option<Arc<Collation>>,
+}
+
+/// What an applied update logs in the oplog entry's `o` (see [`Update::apply_logged`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Logged {
+    /// `{$v: 2, diff: {...}}`, mongod's delta format (see [`crate::oplog::diff`]).
+    Diff(RawDocumentBuf),
+    /// The whole new document (no `$v`).
+    Replacement,
 }
 
 /// What applying an update may need besides the document.
@@ -136,6 +149,8 @@ struct Env<'a> {
     /// The statement's collation (`$min`, `$max`, `$addToSet`, `$pull`, `$pullAll`, `$push`'s
     /// `$sort` compare strings with it).
     collation: Option<&'a Collation>,
+    /// Where leaves record what they log, when the oplog entry is wanted (see `log`).
+    log: Option<&'a Recorder<'a>>,
 }
 
 const OPERATORS: &[&str] = &[
@@ -352,8 +367,59 @@ impl Update {
         doc: &RawDocument,
         ctx: &UpdateContext<'_>,
     ) -> Result<Option<RawDocumentBuf>, CommandError> {
-        let out = self.apply_inner(doc, ctx, false)?;
+        let out = self.apply_inner(doc, ctx, false, None)?;
         Ok((out.as_bytes() != doc.as_bytes()).then_some(out))
+    }
+
+    /// [`apply_with`](Update::apply_with), also giving what mongod logs in the oplog entry's `o`
+    /// for it: `None` exactly when `apply_with` gives `None`. Operator updates log the `$v: 2`
+    /// diff mongod's update driver builds from what each operator did (see `log`), pipelines the
+    /// diff of the two images (`computeOplogDiff`) unless it is not smaller than the new
+    /// document, replacements (and those pipelines) the new document.
+    pub fn apply_logged(
+        &self,
+        doc: &RawDocument,
+        ctx: &UpdateContext<'_>,
+    ) -> Result<Option<(RawDocumentBuf, Logged)>, CommandError> {
+        let (out, logged) = match &self.kind {
+            Kind::Operators(ops) => {
+                let recorder = Recorder::new(&ops.renames);
+                let out = self.apply_inner(doc, ctx, false, Some(&recorder))?;
+                if out.as_bytes() == doc.as_bytes() {
+                    return Ok(None);
+                }
+                let logged = recorder
+                    .finish(doc)
+                    .map_or(Logged::Replacement, Logged::Diff);
+                (out, logged)
+            }
+            Kind::Pipeline(_) => {
+                let out = self.apply_inner(doc, ctx, false, None)?;
+                if out.as_bytes() == doc.as_bytes() {
+                    return Ok(None);
+                }
+                // A diff that cannot be computed (nesting deeper than mongod allows) is logged
+                // as the replacement it falls back to.
+                let logged = match compute_oplog_diff(doc, &out, DELTA_OPLOG_ENTRY_METADATA_SIZE) {
+                    Ok(Some(diff)) => {
+                        let mut o = RawDocumentBuf::new();
+                        o.append(bson::raw::cstr!("$v"), 2);
+                        o.append(bson::raw::cstr!("diff"), &diff);
+                        Logged::Diff(o)
+                    }
+                    Ok(None) | Err(_) => Logged::Replacement,
+                };
+                (out, logged)
+            }
+            Kind::Replacement(_) => {
+                let out = self.apply_inner(doc, ctx, false, None)?;
+                if out.as_bytes() == doc.as_bytes() {
+                    return Ok(None);
+                }
+                (out, Logged::Replacement)
+            }
+        };
+        Ok(Some((out, logged)))
     }
 
     fn apply_inner(
@@ -361,6 +427,7 @@ impl Update {
         doc: &RawDocument,
         ctx: &UpdateContext<'_>,
         insert: bool,
+        log: Option<&Recorder<'_>>,
     ) -> Result<RawDocumentBuf, CommandError> {
         match &self.kind {
             Kind::Replacement(r) => replace(doc, r, false),
@@ -381,6 +448,7 @@ impl Update {
                     timestamp: ctx.timestamp,
                     renames: &[],
                     collation: ops.collation.as_deref(),
+                    log,
                 };
                 let mut sources = Vec::with_capacity(ops.renames.len());
                 for from in &ops.renames {
@@ -513,6 +581,7 @@ pub fn upsert_seed_with(
                 timestamp: ctx.timestamp,
                 renames: &[],
                 collation: None,
+                log: None,
             };
             for (path, value) in sorted {
                 let mut node = Node::default();
@@ -541,7 +610,7 @@ pub fn upsert_seed_with(
             }
         }
     }
-    let out = update.apply_inner(&seed, ctx, true)?;
+    let out = update.apply_inner(&seed, ctx, true, None)?;
     let out = id_first(&out)?;
     check_for_storage(&out, update.is_pipeline())?;
     Ok(out)

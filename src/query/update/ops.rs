@@ -559,7 +559,43 @@ fn parse_push_sort(v: RawBsonRef<'_>) -> Result<PushSort, CommandError> {
     }
 }
 
+/// What mongod's `$push` did to an existing array (its `ModifyResult`), which decides what it
+/// logs: nothing, the appended elements alone, or the whole array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PushResult {
+    NoOp,
+    Append,
+    Whole,
+}
+
 impl Push {
+    /// mongod's `PushNode::performPush` result for an existing array of `len` elements: no
+    /// values is a no-op; values at the end of a non-empty array (no `$position`, or one past
+    /// the end) an append; anything else, a `$sort`, or a `$slice` that trims, the whole array.
+    pub(super) fn result(&self, len: usize) -> PushResult {
+        let mut result = if self.values.is_empty() {
+            PushResult::NoOp
+        } else if len == 0 {
+            PushResult::Whole
+        } else {
+            match self.position {
+                None => PushResult::Append,
+                Some(p) if i64::try_from(len).is_ok_and(|l| p > l) => PushResult::Append,
+                Some(_) => PushResult::Whole,
+            }
+        };
+        if self.sort.is_some() {
+            result = PushResult::Whole;
+        }
+        if let Some(slice) = self.slice {
+            let count = u64::try_from(len.saturating_add(self.values.len())).unwrap_or(u64::MAX);
+            if count > slice.unsigned_abs() {
+                result = PushResult::Whole;
+            }
+        }
+        result
+    }
+
     /// mongod's `PushNode::performPush` on the elements of an existing (or new, empty) array.
     fn apply(&self, mut items: Vec<RawBson>, coll: Option<&Collation>) -> RawArrayBuf {
         let len = i64::try_from(items.len()).unwrap_or(i64::MAX);

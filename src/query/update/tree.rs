@@ -22,6 +22,7 @@ use bson::{RawArray, RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentB
 
 use super::Env;
 use super::array_filters::ArrayFilters;
+use super::log::Recorder;
 use super::ops::{Absence, Op, array_values};
 use crate::error::{CommandError, ErrorCode};
 use crate::query::collation::Collation;
@@ -436,6 +437,10 @@ impl Node {
         env: &Env<'_>,
     ) -> Result<RawArrayBuf, CommandError> {
         let mut out = RawArrayBuf::new();
+        // For the oplog entry: where this node's records start, how many elements matched,
+        // which changed (an element changed when its children recorded something).
+        let log_mark = env.log.map(Recorder::mark);
+        let (mut matched, mut n_changed, mut changed) = (0usize, 0usize, None);
         for (i, item) in arr.into_iter().enumerate() {
             let v = item.map_err(|e| invalid_bson(&e))?;
             let mut applicable: Vec<&UpdateNode> = Vec::new();
@@ -448,6 +453,8 @@ impl Node {
                 out.push(v);
                 continue;
             };
+            matched += 1;
+            let element_mark = env.log.map(Recorder::mark);
             let key = i.to_string();
             let path = join(at.path, &key);
             let merged;
@@ -472,6 +479,17 @@ impl Node {
                 node.apply_existing(v, child_at, env)?
                     .unwrap_or(RawBson::Null),
             );
+            if let (Some(log), Some(element_mark)) = (env.log, element_mark)
+                && log.mark() > element_mark
+            {
+                n_changed += 1;
+                changed = Some(i);
+            }
+        }
+        if let (Some(log), Some(log_mark)) = (env.log, log_mark)
+            && matched > 1
+        {
+            log.collapse_array(log_mark, at.path, &out, changed, n_changed);
         }
         Ok(out)
     }
@@ -618,8 +636,13 @@ impl Leaf {
         {
             return Err(rename_through_array("destination", &self.path, array, env));
         }
-        self.op
-            .apply_existing(v, at.name, at.path, at.in_array, env)
+        let new = self
+            .op
+            .apply_existing(v, at.name, at.path, at.in_array, env)?;
+        if let Some(log) = env.log {
+            log.existing(&self.op, v, at.path, at.in_array, new.as_ref(), env);
+        }
+        Ok(new)
     }
 
     fn apply_absent(
@@ -647,14 +670,18 @@ impl Leaf {
                 {
                     return Err(rename_through_array("destination", &self.path, array, env));
                 }
-                match absent.blocker {
-                    Some((name, value)) => Err(cannot_create(
+                if let Some((name, value)) = absent.blocker {
+                    return Err(cannot_create(
                         absent.to_create.first().map_or("", String::as_str),
                         name,
                         value,
-                    )),
-                    None => self.op.create(env),
+                    ));
                 }
+                let created = self.op.create(env)?;
+                if let (Some(log), Some(value)) = (env.log, &created) {
+                    log.created(&self.op, absent.taken, &absent.to_create, value, env);
+                }
+                Ok(created)
             }
         }
     }
