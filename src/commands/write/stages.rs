@@ -67,7 +67,7 @@ impl Writer<'_> {
         self.put(found, doc, Some((found.expires_ms, Some(&found.doc))))
             .map_err(|(error, dup)| with_dup_info(error, dup))?;
         if found.doc.as_bytes() != doc.as_bytes() {
-            self.log_update(&found.doc, doc, super::writer::UpdateKind::Pipeline);
+            self.log_update(&found.doc, doc);
         }
         Ok(())
     }

@@ -177,11 +177,20 @@ pub(super) fn apply_update(
     for found in matches {
         out.matched += 1;
         let (doc, expires_ms) = (&found.doc, found.expires_ms);
-        let changed = s.update.apply_with(doc, &ctx).map_err(|e| (e, None))?;
+        let (changed, logged) = if w.logs() {
+            match s.update.apply_logged(doc, &ctx).map_err(|e| (e, None))? {
+                Some((new_doc, logged)) => (Some(new_doc), Some(logged)),
+                None => (None, None),
+            }
+        } else {
+            (s.update.apply_with(doc, &ctx).map_err(|e| (e, None))?, None)
+        };
         if let Some(new_doc) = &changed {
             check_storable(new_doc, true).map_err(|e| (e, None))?;
             w.put(&found, new_doc, Some((expires_ms, Some(doc))))?;
-            w.log_update(doc, new_doc, super::writer::UpdateKind::of(&s.update));
+            if let Some(logged) = &logged {
+                w.log_applied(doc, new_doc, logged);
+            }
             out.modified += 1;
         } else if s.update.is_replacement() {
             // A replacement is a write even when the bytes are the same: it resets the

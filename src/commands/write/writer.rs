@@ -71,30 +71,6 @@ pub(crate) struct Writer<'a> {
     expired_on_write: Option<RawDocumentBuf>,
 }
 
-/// How an update statement changed a document, which decides how it is logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UpdateKind {
-    /// A replacement document.
-    Replacement,
-    /// An aggregation pipeline.
-    Pipeline,
-    /// Update operators (`$set`…).
-    Operators,
-}
-
-impl UpdateKind {
-    /// The kind of `update`.
-    pub(crate) fn of(update: &crate::query::update::Update) -> Self {
-        if update.is_replacement() {
-            UpdateKind::Replacement
-        } else if update.is_pipeline() {
-            UpdateKind::Pipeline
-        } else {
-            UpdateKind::Operators
-        }
-    }
-}
-
 /// Every record stored between two `_id` keys, read from the snapshot in one pass: any key in
 /// that range is either among them or not stored.
 struct Probe {
@@ -187,29 +163,47 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Logs the update of `old` to `new` (both with the same `_id`): the whole new document for
-    /// a replacement; for a pipeline update, the difference of the two documents as mongod
-    /// computes it (or the whole document when that is not smaller); for operators, the diff
-    /// of what they changed.
-    pub(super) fn log_update(&mut self, old: &RawDocument, new: &RawDocument, kind: UpdateKind) {
+    /// Logs the update of `old` to `new` (both with the same `_id`) that no update engine
+    /// described (`$merge`'s): the difference of the two documents as mongod computes it for
+    /// pipeline updates, or the whole document when that is not smaller.
+    pub(super) fn log_update(&mut self, old: &RawDocument, new: &RawDocument) {
         if self.oplog.is_none() {
             return;
         }
         let Ok(Some(id)) = new.get("_id") else { return };
-        let diff = match kind {
-            UpdateKind::Replacement => None,
-            UpdateKind::Pipeline => crate::oplog::compute_oplog_diff(
-                old,
-                new,
-                crate::oplog::diff::DELTA_OPLOG_ENTRY_METADATA_SIZE,
-            )
-            .ok()
-            .flatten(),
-            UpdateKind::Operators => crate::oplog::compute_full_diff(old, new).ok(),
-        };
+        let diff = crate::oplog::compute_oplog_diff(
+            old,
+            new,
+            crate::oplog::diff::DELTA_OPLOG_ENTRY_METADATA_SIZE,
+        )
+        .ok()
+        .flatten();
         let o = match diff {
             Some(diff) => rawdoc! { "$v": 2, "diff": diff },
             None => new.to_owned(),
+        };
+        self.log(Some(old), |ns, ui| {
+            crate::oplog::log::update_op(ns, ui, &o, id)
+        });
+    }
+
+    /// Whether changes are logged (replica-set mode).
+    pub(super) fn logs(&self) -> bool {
+        self.oplog.is_some()
+    }
+
+    /// Logs the update of `old` to `new` as the update engine says it logs
+    /// ([`crate::query::update::Update::apply_logged`]).
+    pub(super) fn log_applied(
+        &mut self,
+        old: &RawDocument,
+        new: &RawDocument,
+        logged: &crate::query::update::Logged,
+    ) {
+        let Ok(Some(id)) = new.get("_id") else { return };
+        let o = match logged {
+            crate::query::update::Logged::Diff(o) => o.clone(),
+            crate::query::update::Logged::Replacement => new.to_owned(),
         };
         self.log(Some(old), |ns, ui| {
             crate::oplog::log::update_op(ns, ui, &o, id)
