@@ -3,7 +3,7 @@
 # running Ebb, and applies the known-failures policy. See compat/unified/README.md.
 #
 #   compat/unified/run.sh [--uri mongodb://HOST:PORT | --host HOST --port PORT]
-#                         [--suite crud|crud-replset|examples|retryable-writes|sessions|sessions-unified|causal
+#                         [--suite crud|crud-replset|examples|retryable-writes|sessions|sessions-unified|causal|change-streams
 #                          |retryable-writes-legacy|retryable-reads|retryable-reads-unified
 #                          |transactions|transactions-unified|auth|auth-spec|crud-auth|ssl]
 #                         [--async] [--junit PATH] [-- EXTRA PYTEST ARGS]
@@ -105,6 +105,10 @@ case "$suite_name" in
   transactions-unified) file=test_transactions_unified.py
     known="$here/known_failures_transactions_unified.txt"
     results_name=results-transactions-unified; label=transactions_unified ;;
+  # Against a replica set of one: issue 15's change streams (PyMongo's API and prose tests and
+  # the drivers' unified change-stream spec tests, all in test_change_stream.py).
+  change-streams) file=test_change_stream.py; known="$here/known_failures_change_streams.txt"
+    results_name=results-change-streams; label=change_streams ;;
   # Against a server started with --auth (issue 14); DB_USER/DB_PASSWORD name the user the
   # suite logs in as (PyMongo's harness creates it, as root, through the localhost exception
   # when it does not exist).
@@ -118,7 +122,7 @@ case "$suite_name" in
   # Against a server started with --tlsMode requireTLS and PyMongo's test certificates.
   ssl) file=test_ssl.py; known="$here/known_failures_ssl.txt"; results_name=results-ssl
     label=ssl ;;
-  *) die "unknown suite '$suite_name' (crud, crud-replset, crud-auth, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions, transactions-unified, auth, auth-spec or ssl)" ;;
+  *) die "unknown suite '$suite_name' (crud, crud-replset, crud-auth, examples, retryable-writes, sessions, sessions-unified, causal, retryable-writes-legacy, retryable-reads, retryable-reads-unified, transactions, transactions-unified, change-streams, auth, auth-spec or ssl)" ;;
 esac
 if [[ $async -eq 1 ]]; then suite=test/asynchronous/$file; else suite=test/$file; fi
 
