@@ -46,6 +46,10 @@ pub async fn run(
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
             catalog.set_oplog(Arc::clone(&replset.oplog));
+            replset.oplog.retention().resize(
+                Some(crate::oplog::retention::configured_size(&config)),
+                config.oplog_min_retention_hours,
+            );
             info!(set = %name, host = %replset.host, term = replset.term, "primary of a replica set of one");
             Some(replset)
         }
@@ -121,6 +125,15 @@ pub async fn run(
         requests,
         cancel.clone(),
     ));
+    if let Some(oplog) = state.catalog.oplog() {
+        let clock = Arc::clone(&state.clock);
+        background.spawn(crate::oplog::retention::retention_task(
+            Arc::clone(state.catalog.store()),
+            Arc::clone(oplog),
+            Arc::new(move || clock.now_ms()),
+            cancel.clone(),
+        ));
+    }
     info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
 
     tokio::select! {
