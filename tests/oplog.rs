@@ -350,6 +350,20 @@ async fn repl_set_resize_oplog_checks_and_applies() -> TestResult {
     assert!(is_ok(&ok), "{ok}");
     let stats = run_command(&client, "local", doc! { "collStats": "oplog.rs" }).await?;
     assert_eq!(stats.get_i64("maxSize")?, 2000 * 1024 * 1024);
+    let server_status = run_command(&client, "admin", doc! { "serverStatus": 1 }).await?;
+    let truncation = server_status.get_document("oplogTruncation")?;
+    let keys: Vec<&str> = truncation.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "totalTimeProcessingMicros",
+            "processingMethod",
+            "oplogMinRetentionHours",
+            "totalTimeTruncatingMicros",
+            "truncateCount"
+        ]
+    );
+    assert_eq!(truncation.get_f64("oplogMinRetentionHours")?, 1.5);
     Ok(())
 }
 
@@ -375,6 +389,14 @@ async fn stays_within_its_size(server: &TestServer) -> TestResult {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(stats.get_i64("size")? <= limit, "{stats}");
+    let server_status = run_command(&client, "admin", doc! { "serverStatus": 1 }).await?;
+    assert!(
+        server_status
+            .get_document("oplogTruncation")?
+            .get_i64("truncateCount")?
+            > 0,
+        "{server_status}"
+    );
     let kept = entries(&client, doc! {}, 1).await?;
     assert_eq!(i64::try_from(kept.len())?, stats.get_i64("count")?);
     let bytes: usize = kept.iter().map(|d| common::bson_bytes(d).len()).sum();

@@ -566,6 +566,26 @@ pub(crate) fn repl_set_resize_oplog(req: &Request<'_>, state: &ServerState) -> C
     Ok(rawdoc! { "ok": 1.0 })
 }
 
+/// `serverStatus.oplogTruncation` (replica set members): mongod's fields, processing by
+/// scanning (Ebb reads the kept entries once after a start), the minimum retention when set.
+pub(crate) fn oplog_truncation(state: &ServerState) -> Option<RawDocumentBuf> {
+    let retention = state.catalog.oplog()?.retention();
+    let mut out = rawdoc! {
+        "totalTimeProcessingMicros": long(retention.processing_micros()),
+        "processingMethod": "scanning",
+    };
+    let hours = retention.min_hours();
+    if hours != 0.0 {
+        out.append(cstr!("oplogMinRetentionHours"), hours);
+    }
+    out.append(
+        cstr!("totalTimeTruncatingMicros"),
+        long(retention.truncating_micros()),
+    );
+    out.append(cstr!("truncateCount"), long(retention.truncations()));
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,6 +129,10 @@ pub struct Retention {
     oldest: AtomicU64,
     /// Chunks truncated so far.
     truncations: AtomicU64,
+    /// Time spent truncating them (µs).
+    truncating_micros: AtomicU64,
+    /// Time the first observation took (µs): the rebuild of the chunks after a start.
+    processing_micros: AtomicU64,
     /// Woken when the bounds change.
     wake: tokio::sync::Notify,
 }
@@ -148,6 +152,8 @@ impl Retention {
             chunks: Mutex::new(Chunks::default()),
             oldest: AtomicU64::new(0),
             truncations: AtomicU64::new(0),
+            truncating_micros: AtomicU64::new(0),
+            processing_micros: AtomicU64::new(0),
             wake: tokio::sync::Notify::new(),
         }
     }
@@ -196,9 +202,22 @@ impl Retention {
         self.truncations.load(Ordering::Relaxed)
     }
 
+    /// Microseconds spent truncating since the start.
+    pub fn truncating_micros(&self) -> u64 {
+        self.truncating_micros.load(Ordering::Relaxed)
+    }
+
+    /// Microseconds the rebuild of the chunks after the start took (mongod's
+    /// `totalTimeProcessingMicros`, of its markers' creation).
+    pub fn processing_micros(&self) -> u64 {
+        self.processing_micros.load(Ordering::Relaxed)
+    }
+
     /// Counts the entries committed since the last call (all of them the first time).
     pub fn observe(&self, snapshot: &dyn Snapshot) -> StorageResult<()> {
+        let started = std::time::Instant::now();
         let mut chunks = self.chunks();
+        let first = chunks.last_seen.is_none();
         let after = chunks.last_seen.map(u64::to_be_bytes);
         let lower = match &after {
             Some(k) => Bound::Excluded(&k[..]),
@@ -236,13 +255,17 @@ impl Retention {
                 chunks.sealed.push_back(full);
             }
         }
-        let first = chunks
+        let first_key = chunks
             .sealed
             .front()
             .or(chunks.open.as_ref())
             .map(|c| c.first);
-        if let Some(first) = first {
+        if let Some(first) = first_key {
             self.oldest.fetch_max(first, Ordering::AcqRel);
+        }
+        if first {
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.processing_micros.fetch_add(micros, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -283,7 +306,10 @@ impl Retention {
                 self.oldest.fetch_max(next, Ordering::AcqRel);
                 front
             };
+            let started = std::time::Instant::now();
             removed += remove_chunk(store, chunk.first, chunk.last)?;
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.truncating_micros.fetch_add(micros, Ordering::Relaxed);
             self.truncations.fetch_add(1, Ordering::Relaxed);
         }
         Ok(removed)
