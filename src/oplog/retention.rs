@@ -213,6 +213,21 @@ impl Retention {
         self.processing_micros.load(Ordering::Relaxed)
     }
 
+    /// Records the first entry `snapshot` holds as the oldest kept, before the first
+    /// [`Retention::observe`] (at a start, so that [`Retention::oldest`] is right from the
+    /// first command on). One seek from the start of the oplog.
+    pub fn seed_oldest(&self, snapshot: &dyn Snapshot) -> StorageResult<()> {
+        let first = snapshot
+            .range(Keyspace::Oplog, Bound::Unbounded, Bound::Unbounded, false)
+            .next()
+            .transpose()?;
+        if let Some(key) = first.and_then(|(k, _)| <[u8; 8]>::try_from(&k[..]).ok()) {
+            self.oldest
+                .fetch_max(u64::from_be_bytes(key), Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
     /// Counts the entries committed since the last call (all of them the first time).
     pub fn observe(&self, snapshot: &dyn Snapshot) -> StorageResult<()> {
         let started = std::time::Instant::now();
@@ -517,6 +532,8 @@ mod tests {
         first.observe(&*store.storage().snapshot()).unwrap();
         first.truncate(&store, 0).unwrap();
         let again = Retention::new(10_000, 0.0);
+        again.seed_oldest(&*store.storage().snapshot()).unwrap();
+        assert_eq!(again.oldest(), first.oldest());
         again.observe(&*store.storage().snapshot()).unwrap();
         assert_eq!(again.figures(), first.figures());
         assert_eq!(again.oldest(), first.oldest());

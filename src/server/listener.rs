@@ -50,6 +50,11 @@ pub async fn run(
                 Some(crate::oplog::retention::configured_size(&config)),
                 config.oplog_min_retention_hours,
             );
+            replset
+                .oplog
+                .retention()
+                .seed_oldest(&*store.storage().snapshot())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             info!(set = %name, host = %replset.host, term = replset.term, "primary of a replica set of one");
             Some(replset)
         }
