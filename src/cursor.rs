@@ -135,6 +135,25 @@ impl Scan {
         if self.done || max_docs == 0 {
             return Ok(out);
         }
+        // An oplog scan whose last entry was truncated (seen once its snapshot is renewed) has
+        // lost its place, as in mongod's capped collections.
+        if self.keyspace == Keyspace::Oplog
+            && let Bound::Excluded(last) = if self.reverse {
+                &self.upper
+            } else {
+                &self.lower
+            }
+            && self.snapshot.get(Keyspace::Oplog, last)?.is_none()
+        {
+            let id = <[u8; 8]>::try_from(last.as_slice()).map_or(0, i64::from_be_bytes);
+            return Err(CommandError::new(
+                ErrorCode::CappedPositionLost,
+                format!(
+                    "CollectionScan died due to position in capped collection being deleted. \
+                     Last seen record id: RecordId({id})"
+                ),
+            ));
+        }
         if let (Bound::Included(lo), Bound::Included(hi)) = (&self.lower, &self.upper)
             && lo == hi
         {

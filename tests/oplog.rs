@@ -8,7 +8,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bson::{Bson, Document, Timestamp, doc};
-use common::{TestResult, TestServer, assert_command_error, is_ok, run_command, run_command_err};
+use common::{
+    TestResult, TestServer, advance_clock, assert_command_error, is_ok, run_command,
+    run_command_err,
+};
 
 const SET: &str = "rs0";
 
@@ -448,5 +451,67 @@ async fn the_oplog_stays_within_oplog_size_mb_on_disk() -> TestResult {
     let kept = entries(&client, doc! {}, 1).await?;
     assert_eq!(i64::try_from(kept.len())?, stats.get_i64("count")?);
     server.stop().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_cursor_whose_position_was_truncated_has_lost_it() -> TestResult {
+    let server = TestServer::start_with(|c| {
+        c.repl_set = Some(SET.into());
+        c.oplog_size_mb = Some(1);
+        c.enable_test_commands = true;
+    })
+    .await?;
+    let client = direct(&server).await?;
+    let coll = client.database("lost").collection::<Document>("c");
+    for i in 0..3 {
+        coll.insert_one(doc! { "_id": i }).await?;
+    }
+    let first = run_command(
+        &client,
+        "local",
+        doc! { "find": "oplog.rs", "filter": { "ns": "lost.c" }, "batchSize": 1 },
+    )
+    .await?;
+    let id = first.get_document("cursor")?.get_i64("id")?;
+    assert_ne!(id, 0);
+    // 3 MB more: the first entries are truncated.
+    let pad = "x".repeat(100_000);
+    for i in 3..33 {
+        coll.insert_one(doc! { "_id": i, "pad": pad.as_str() })
+            .await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !entries(&client, doc! { "ns": "lost.c", "o._id": 0 }, 1)
+        .await?
+        .is_empty()
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Within the snapshot window the cursor reads what it started on.
+    let more = run_command(
+        &client,
+        "local",
+        doc! { "getMore": id, "collection": "oplog.rs", "batchSize": 1 },
+    )
+    .await?;
+    let next = more.get_document("cursor")?.get_array("nextBatch")?;
+    assert_eq!(next.len(), 1, "{more}");
+    // Past it, the cursor renews its snapshot and finds its place gone.
+    advance_clock(&client, 301_000).await?;
+    let lost = run_command_err(
+        &client,
+        "local",
+        doc! { "getMore": id, "collection": "oplog.rs", "batchSize": 1 },
+    )
+    .await?;
+    assert_command_error(&lost, 136, "CappedPositionLost");
+    assert!(
+        lost.message
+            .starts_with("CollectionScan died due to position in capped collection being deleted."),
+        "{}",
+        lost.message
+    );
     Ok(())
 }
