@@ -283,8 +283,8 @@ pub(crate) async fn count(
     Ok(rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX), "ok": 1.0 })
 }
 
-/// The documents an aggregate on the oplog starts from: the entries in the `ts` range of a
-/// leading `$match` (which still runs, with the other stages, over them).
+/// The documents an aggregate on the oplog starts from: the entries a leading `$match` keeps,
+/// read from its `ts` range (the match still runs, with the other stages, over them).
 pub(crate) async fn aggregate_input(
     state: &ServerState,
     raw_stages: &[RawDocumentBuf],
@@ -296,7 +296,13 @@ pub(crate) async fn aggregate_input(
         .first()
         .and_then(|s| s.get_document("$match").ok())
         .map(ToOwned::to_owned);
-    let mut source = open(state, oplog, leading_match.as_deref(), None, false);
+    // The match itself is applied as the entries are read, so that only those it keeps are
+    // held (it runs again as the pipeline's first stage; one it cannot take as a query
+    // filter is left to that stage alone).
+    let filter = leading_match
+        .as_deref()
+        .and_then(|m| Filter::compile(m).ok());
+    let mut source = open(state, oplog, leading_match.as_deref(), filter, false);
     tokio::task::spawn_blocking(move || source.drain())
         .await
         .map_err(|e| CommandError::internal(e.to_string()))?
