@@ -282,6 +282,13 @@ async fn writes_to_the_oplog_are_refused() -> TestResult {
     assert_eq!(drop.message, "can't drop live oplog while replicating");
     let drop_db = run_command_err(&client, "local", doc! { "dropDatabase": 1 }).await?;
     assert_command_error(&drop_db, 20, "IllegalOperation");
+    let index = run_command_err(
+        &client,
+        "local",
+        doc! { "createIndexes": "oplog.rs", "indexes": [ { "key": { "ns": 1 }, "name": "ns_1" } ] },
+    )
+    .await?;
+    assert_command_error(&index, 67, "CannotCreateIndex");
     Ok(())
 }
 

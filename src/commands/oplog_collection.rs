@@ -474,6 +474,17 @@ pub(crate) fn refuse_drop(state: &ServerState, db: &str, name: &str) -> CommandR
     }
 }
 
+/// mongod's refusal of `createIndexes` on the oplog (`IndexCatalog`'s spec check).
+pub(crate) fn refuse_indexes(state: &ServerState, db: &str, name: &str) -> CommandResult<()> {
+    match oplog_of(state, db, name) {
+        Some(_) => Err(CommandError::new(
+            ErrorCode::CannotCreateIndex,
+            "cannot create indexes on the oplog",
+        )),
+        None => Ok(()),
+    }
+}
+
 /// mongod's refusal to drop the `local` database of a replica set member.
 pub(crate) fn refuse_drop_database(state: &ServerState, db: &str) -> CommandResult<()> {
     if db == DB && state.catalog.oplog().is_some() {
