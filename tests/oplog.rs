@@ -344,6 +344,18 @@ async fn repl_set_resize_oplog_checks_and_applies() -> TestResult {
     )
     .await?;
     assert_command_error(&wrong, 14, "TypeMismatch");
+    // A double, as mongod's IDL field: an int is refused.
+    let int = run_command_err(
+        &client,
+        "admin",
+        doc! { "replSetResizeOplog": 1, "size": 2000 },
+    )
+    .await?;
+    assert_command_error(&int, 14, "TypeMismatch");
+    assert_eq!(
+        int.message,
+        "BSON field 'replSetResizeOplog.size' is the wrong type 'int', expected type 'double'"
+    );
     let negative = run_command_err(
         &client,
         "admin",

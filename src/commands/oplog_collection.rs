@@ -496,34 +496,26 @@ pub(crate) fn refuse_drop_database(state: &ServerState, db: &str) -> CommandResu
     Ok(())
 }
 
-/// A `replSetResizeOplog` number field (`size` in MB, `minRetentionHours`), checked as
-/// mongod's IDL does: a number, at least `min` (and at most `max`).
+/// A `replSetResizeOplog` field (`size` in MB, `minRetentionHours`), checked as mongod's IDL
+/// does: a double (mongosh must send `Double(…)`, as the manual says since 5.0), at least
+/// `min` (and at most `max`).
 fn resize_field(
     req: &Request<'_>,
     name: &str,
     min: f64,
     max: Option<f64>,
 ) -> CommandResult<Option<f64>> {
-    let value = match req.body.get(name) {
+    let n = match req.body.get(name) {
         Ok(None) => return Ok(None),
-        Ok(Some(v)) => v,
-        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
-    };
-    #[expect(
-        clippy::cast_precision_loss,
-        reason = "mongod reads the field as a double"
-    )]
-    let n = match value {
-        RawBsonRef::Double(d) => d,
-        RawBsonRef::Int32(n) => f64::from(n),
-        RawBsonRef::Int64(n) => n as f64,
-        other => {
+        Ok(Some(RawBsonRef::Double(d))) => d,
+        Ok(Some(other)) => {
             return Err(super::args::wrong_type(
                 &format!("replSetResizeOplog.{name}"),
                 other,
                 " 'double'",
             ));
         }
+        Err(e) => return Err(CommandError::new(ErrorCode::InvalidBSON, e.to_string())),
     };
     let shown = |x: f64| {
         if x.fract() == 0.0 && x.abs() < 1e15 {
