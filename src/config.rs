@@ -98,6 +98,16 @@ pub struct Config {
     /// the address and port it listens on.
     #[arg(long, value_name = "HOST:PORT", requires = "repl_set", value_parser = host_and_port)]
     pub advertise_host: Option<String>,
+    /// The most bytes, in MiB, the replica set member's oplog keeps (mongod's `--oplogSize`,
+    /// `replication.oplogSizeMB` in its configuration file); by default 5% of the data
+    /// directory's free disk space, within 990 MB and 50 GB (for `--in-memory`, 5% of the
+    /// physical memory, within 50 MB and 50 GB). Ignored without `--replSet`, as by mongod.
+    #[arg(long = "oplogSizeMB", alias = "oplogSize", value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
+    pub oplog_size_mb: Option<u64>,
+    /// The hours an oplog entry stays at least, whatever the oplog's size (mongod's
+    /// `--oplogMinRetentionHours`; 0, the default: none). Ignored without `--replSet`.
+    #[arg(long = "oplogMinRetentionHours", value_name = "HOURS", value_parser = min_retention_hours)]
+    pub oplog_min_retention_hours: Option<f64>,
     /// Whether clients connect with TLS (mongod's `--tlsMode`).
     #[arg(long = "tlsMode", value_enum, default_value_t = TlsMode::Disabled)]
     pub tls_mode: TlsMode,
@@ -121,6 +131,14 @@ pub struct Config {
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
+}
+
+/// Checks `--oplogMinRetentionHours`: a number of hours, 0 or more.
+fn min_retention_hours(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(h) if h >= 0.0 && h.is_finite() => Ok(h),
+        _ => Err(format!("'{value}' is not a number of hours (0 or more)")),
+    }
 }
 
 /// Checks a `host:port` (`[v6]:port` for an IPv6 address): a host, and a port from 1 to 65535.
@@ -153,6 +171,8 @@ impl Default for Config {
             max_blocking_sort_bytes: crate::sorter::DEFAULT_MAX_SORT_BYTES,
             repl_set: None,
             advertise_host: None,
+            oplog_size_mb: None,
+            oplog_min_retention_hours: None,
             tls_mode: TlsMode::Disabled,
             tls_certificate_key_file: None,
             tls_ca_file: None,
@@ -207,5 +227,35 @@ mod tests {
         }
         let args = ["ebb", "--replSet", "rs0", "--advertise-host", "[::1]:27017"];
         assert!(Config::try_parse_from(args).is_ok());
+    }
+
+    #[test]
+    fn oplog_flags() {
+        let config = Config::try_parse_from([
+            "ebb",
+            "--replSet",
+            "rs0",
+            "--oplogSizeMB",
+            "2048",
+            "--oplogMinRetentionHours",
+            "1.5",
+        ])
+        .unwrap();
+        assert_eq!(config.oplog_size_mb, Some(2048));
+        assert_eq!(config.oplog_min_retention_hours, Some(1.5));
+        // mongod's own spelling of the size flag.
+        let config = Config::try_parse_from(["ebb", "--oplogSize", "990"]).unwrap();
+        assert_eq!(config.oplog_size_mb, Some(990));
+        for bad in [
+            ["--oplogSizeMB", "0"],
+            ["--oplogSizeMB", "x"],
+            ["--oplogMinRetentionHours", "-1"],
+            ["--oplogMinRetentionHours", "inf"],
+        ] {
+            assert!(
+                Config::try_parse_from(["ebb", bad[0], bad[1]]).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -70,6 +70,9 @@ pub struct Scan {
     /// ([`Snapshot::scanned`]: what it stepped over may make a compaction due). `None` for a
     /// scan of part of the keys.
     pub whole: Option<u64>,
+    /// The keyspace it reads: [`Keyspace::Docs`] (records), or [`Keyspace::Oplog`]
+    /// (`local.oplog.rs`: plain documents under their times, which never expire).
+    pub keyspace: Keyspace,
 }
 
 /// A document read from a collection: its record id, the document, its expiry instant.
@@ -132,12 +135,31 @@ impl Scan {
         if self.done || max_docs == 0 {
             return Ok(out);
         }
+        // An oplog scan whose last entry was truncated (seen once its snapshot is renewed) has
+        // lost its place, as in mongod's capped collections.
+        if self.keyspace == Keyspace::Oplog
+            && let Bound::Excluded(last) = if self.reverse {
+                &self.upper
+            } else {
+                &self.lower
+            }
+            && self.snapshot.get(Keyspace::Oplog, last)?.is_none()
+        {
+            let id = <[u8; 8]>::try_from(last.as_slice()).map_or(0, i64::from_be_bytes);
+            return Err(CommandError::new(
+                ErrorCode::CappedPositionLost,
+                format!(
+                    "CollectionScan died due to position in capped collection being deleted. \
+                     Last seen record id: RecordId({id})"
+                ),
+            ));
+        }
         if let (Bound::Included(lo), Bound::Included(hi)) = (&self.lower, &self.upper)
             && lo == hi
         {
             // One key (a filter that pins `_id`): a point read, far cheaper than a range.
             self.done = true;
-            let Some(value) = self.snapshot.get(Keyspace::Docs, lo)? else {
+            let Some(value) = self.snapshot.get(self.keyspace, lo)? else {
                 return Ok(out);
             };
             self.examined += 1;
@@ -147,8 +169,9 @@ impl Scan {
                 &mut self.skip,
                 self.now_ms,
                 &value,
+                self.keyspace,
             )? {
-                out.push((rid_of(lo)?, doc, expires));
+                out.push((self.rid(lo)?, doc, expires));
                 if let Some(r) = &mut self.remaining {
                     *r -= 1;
                 }
@@ -170,10 +193,15 @@ impl Scan {
         let mut exhausted = true;
         for entry in self
             .snapshot
-            .range(Keyspace::Docs, lower, upper, self.reverse)
+            .range(self.keyspace, lower, upper, self.reverse)
         {
             let (key, value) = entry?;
-            let rid = rid_of(&key)?;
+            // (Pre-images are kept in the oplog's keyspace beside their entries.)
+            if self.keyspace == Keyspace::Oplog && key.len() != 8 {
+                last_key = Some(key);
+                continue;
+            }
+            let rid = self.rid(&key)?;
             last_key = Some(key);
             self.examined += 1;
             interrupted(self.interrupt.as_ref(), self.examined)?;
@@ -183,6 +211,7 @@ impl Scan {
                 &mut self.skip,
                 self.now_ms,
                 &value,
+                self.keyspace,
             )?
             else {
                 continue;
@@ -213,7 +242,7 @@ impl Scan {
             self.resume(Bound::Excluded(k.to_vec()));
         }
         if exhausted && let Some(id) = self.whole {
-            self.snapshot.scanned(Keyspace::Docs, id, self.examined);
+            self.snapshot.scanned(self.keyspace, id, self.examined);
         }
         if exhausted || self.remaining == Some(0) {
             self.done = true;
@@ -223,6 +252,16 @@ impl Scan {
 }
 
 impl Scan {
+    /// The record id of a key it read (an oplog entry's: its time).
+    fn rid(&self, key: &[u8]) -> CommandResult<u64> {
+        match self.keyspace {
+            Keyspace::Oplog => crate::oplog::log::ts_of_key(key)
+                .map(crate::replset::ts_to_u64)
+                .ok_or_else(|| CommandError::internal("an oplog key not 8 bytes long")),
+            _ => rid_of(key),
+        }
+    }
+
     /// The document a stored record shows, projected, if it is live, matches the filter and is
     /// not skipped; `None` otherwise.
     fn admit(
@@ -231,8 +270,18 @@ impl Scan {
         skip: &mut u64,
         now_ms: i64,
         value: &[u8],
+        keyspace: Keyspace,
     ) -> CommandResult<Option<(RawDocumentBuf, i64)>> {
-        let rec = record::decode(value)?;
+        let rec = if keyspace == Keyspace::Oplog {
+            record::Record {
+                modified_ms: 0,
+                doc: RawDocument::from_bytes(value)
+                    .map_err(|e| CommandError::internal(format!("a corrupt oplog entry: {e}")))?,
+                expires_ms: record::NEVER,
+            }
+        } else {
+            record::decode(value)?
+        };
         if rec.expires_ms <= now_ms {
             return Ok(None);
         }
@@ -424,6 +473,7 @@ impl IndexScan {
                     &mut self.skip,
                     self.now_ms,
                     &value,
+                    Keyspace::Docs,
                 )?
                 else {
                     continue;
@@ -631,6 +681,7 @@ impl Source {
                     examined: 0,
                     interrupt: None,
                     whole: Some(collection_id),
+                    keyspace: Keyspace::Docs,
                 }))
             }
             Access::Index(ix) => {

@@ -100,6 +100,7 @@ error_codes! {
     ConflictingOperationInProgress = 117,
     NotAReplicaSet = 123,
     CommandFailed = 125,
+    CappedPositionLost = 136,
     InvalidSSLConfiguration = 140,
     ExceededMemoryLimit = 146,
     DurationOverflow = 159,

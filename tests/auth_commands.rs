@@ -103,6 +103,7 @@ fn access(name: &str) -> Option<Access> {
         | "killOp"
         | "renameCollection"
         | "replSetGetConfig"
+        | "replSetResizeOplog"
         | "rotateCertificates"
         | "serverStatus"
         | "setParameter"

@@ -433,6 +433,9 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             let mut out = RawDocumentBuf::new();
             for elem in status.iter_elements().map_while(Result::ok) {
                 if elem.key().as_str() == "storageEngine" {
+                    if let Some(t) = super::oplog_collection::oplog_truncation(state) {
+                        out.append(cstr!("oplogTruncation"), t);
+                    }
                     out.append(cstr!("repl"), repl.clone());
                 }
                 if let Ok(value) = elem.value() {

@@ -441,6 +441,12 @@ pub(super) async fn aggregate_explained(
     let no_input = stages.first().is_some_and(|s| s.initial_source());
     let docs = match (input, name) {
         (Input::Collection, Some(_)) if no_input => Vec::new(),
+        (Input::Collection, Some(name))
+            if explain.is_none()
+                && super::oplog_collection::oplog_of(state, req.db, name).is_some() =>
+        {
+            super::oplog_collection::aggregate_input(state, &raw_stages).await?
+        }
         (Input::Collection, Some(name)) => {
             let ns_name = format!("{}.{name}", req.db);
             // The leading stages a find could run go to the query layer: the planner chooses

@@ -145,6 +145,7 @@ pub(super) async fn create(req: &Request<'_>, state: &ServerState) -> CommandRes
 pub(super) async fn drop(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_db_name(req.db)?;
+    super::oplog_collection::refuse_drop(state, req.db, name)?;
     let concern = WriteConcern::parse(req)?;
     if let Some(ticket) = state.catalog.drop_view(req.db, name)? {
         // A view has no indexes to count.
@@ -165,6 +166,7 @@ pub(super) async fn drop(req: &Request<'_>, state: &ServerState) -> CommandResul
 
 pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> CommandResult {
     validate_db_name(req.db)?;
+    super::oplog_collection::refuse_drop_database(state, req.db)?;
     let concern = WriteConcern::parse(req)?;
     let mut last = None;
     for c in state.catalog.collections(req.db) {
@@ -231,6 +233,12 @@ pub(super) fn list_collections(req: &Request<'_>, state: &ServerState) -> Comman
             batch.push(entry);
         }
     }
+    if let Some((entry, full)) = super::oplog_collection::list_entries(state, req.db, name_only)
+        && visible(super::oplog_collection::NAME)
+        && filter.as_ref().is_none_or(|f| f.matches(&full))
+    {
+        batch.push(entry);
+    }
     for v in state.catalog.views(req.db) {
         if !visible(&v.name) {
             continue;
@@ -265,6 +273,8 @@ pub(super) async fn list_databases(req: &Request<'_>, state: &ServerState) -> Co
     })
     .await
     .map_err(|e| CommandError::internal(e.to_string()))??;
+    let mut sizes = sizes;
+    super::oplog_collection::add_local_size(state, &mut sizes);
     // With access control on, a caller that may not list every database sees those it may
     // act on (mongod's `authorizedDatabases`).
     let visible: Option<std::sync::Arc<crate::auth::privileges::PrivilegeSet>> =
@@ -393,6 +403,9 @@ pub(crate) fn storage_figures(
 
 pub(super) async fn coll_stats(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
+    if let Some(oplog) = super::oplog_collection::oplog_of(state, req.db, name) {
+        return super::oplog_collection::coll_stats(state, oplog).await;
+    }
     let ns = format!("{}.{name}", req.db);
     // MongoDB 7.0 answers a missing collection with zeros.
     let figures = match state.catalog.get(req.db, name) {

@@ -196,6 +196,7 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
             return Err(CommandError::missing_field("createIndexes.indexes"));
         }
     };
+    super::oplog_collection::refuse_indexes(state, req.db, name)?;
     let mut raw_specs = Vec::new();
     for (i, item) in list.into_iter().enumerate() {
         match item.map_err(|e| CommandError::new(ErrorCode::InvalidBSON, e.to_string()))? {

@@ -15,6 +15,7 @@ mod fields;
 mod generic;
 mod handshake;
 mod index;
+mod oplog_collection;
 mod read;
 mod repl;
 mod roles;
@@ -87,6 +88,7 @@ enum Cmd {
     ReplSetInitiate,
     ReplSetGetStatus,
     ReplSetGetConfig,
+    ReplSetResizeOplog,
     RotateCertificates,
     CommitTransaction,
     AbortTransaction,
@@ -611,6 +613,13 @@ pub static COMMANDS: &[CommandSpec] = &[
         Cmd::ReplSetGetStatus,
         &spec::Args::LOOSE,
         "Report status of a replica set from the POV of this server\n{ replSetGetStatus : 1 }\nhttp://dochub.mongodb.org/core/replicasetcommands",
+    )
+    .admin(),
+    C::other(
+        "replSetResizeOplog",
+        Cmd::ReplSetResizeOplog,
+        &spec::Args::LOOSE,
+        "resize oplog size in MB",
     )
     .admin(),
     C::other(
@@ -1251,6 +1260,7 @@ async fn run_handler(
         Cmd::ReplSetInitiate => repl::repl_set_initiate(state),
         Cmd::ReplSetGetStatus => repl::repl_set_get_status(state),
         Cmd::ReplSetGetConfig => repl::repl_set_get_config(req, state),
+        Cmd::ReplSetResizeOplog => oplog_collection::repl_set_resize_oplog(req, state),
     }
 }
 

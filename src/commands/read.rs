@@ -317,6 +317,25 @@ pub(super) async fn find_explained(
     let sort = sort_doc
         .map(|s| SortSpec::compile(s).map(|s| s.with_collation(collation.clone())))
         .transpose()?;
+    if explain.is_none()
+        && let Some(oplog) = super::oplog_collection::oplog_of(state, req.db, name)
+    {
+        let find = super::oplog_collection::Find {
+            ns,
+            filter_doc,
+            filter,
+            projection,
+            sort_doc,
+            sort,
+            skip,
+            limit,
+            batch_size,
+            single_batch,
+            no_timeout,
+            allow_disk_use,
+        };
+        return super::oplog_collection::find(state, req, oplog, find).await;
+    }
     let Some(collection) = state.collection(req.db, name) else {
         if let Some(verbosity) = explain {
             let report =
@@ -722,6 +741,11 @@ pub(super) async fn count_explained(
         }
         vec![Stage::new("COUNT", fields)]
     };
+    if explain.is_none()
+        && let Some(oplog) = super::oplog_collection::oplog_of(state, req.db, name)
+    {
+        return super::oplog_collection::count(state, oplog, query, filter, skip, limit).await;
+    }
     let Some(collection) = state.collection(req.db, name) else {
         if let Some(verbosity) = explain {
             // mongod: COUNT over EOF, planned without parsing the query.

@@ -30,6 +30,8 @@ pub struct Oplog {
     clock: Arc<ClusterClock>,
     term: i64,
     latest: watch::Sender<u64>,
+    /// Its bounds and what it holds (see [`super::retention`]).
+    retention: super::retention::Retention,
 }
 
 fn now_ms() -> i64 {
@@ -43,7 +45,19 @@ impl Oplog {
             clock,
             term,
             latest: watch::Sender::new(last.map_or(0, ts_to_u64)),
+            retention: super::retention::Retention::default(),
         }
+    }
+
+    /// Its bounds and running figures (size, minimum retention, the oldest entry kept).
+    pub fn retention(&self) -> &super::retention::Retention {
+        &self.retention
+    }
+
+    /// The time ([`ts_to_u64`]) of the oldest entry kept (0 before the retention task first
+    /// looked): a change stream cannot resume before it (`ChangeStreamHistoryLost`).
+    pub fn oldest(&self) -> u64 {
+        self.retention.oldest()
     }
 
     /// The time of the last entry committed ([`ts_to_u64`]; 0 when there is none).

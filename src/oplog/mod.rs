@@ -4,6 +4,7 @@
 
 pub mod diff;
 pub mod log;
+pub mod retention;
 pub mod update_description;
 
 pub use diff::{DiffError, apply_diff, compute_full_diff, compute_oplog_diff};

@@ -46,6 +46,15 @@ pub async fn run(
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
             catalog.set_oplog(Arc::clone(&replset.oplog));
+            replset.oplog.retention().resize(
+                Some(crate::oplog::retention::configured_size(&config)),
+                config.oplog_min_retention_hours,
+            );
+            replset
+                .oplog
+                .retention()
+                .seed_oldest(&*store.storage().snapshot())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
             info!(set = %name, host = %replset.host, term = replset.term, "primary of a replica set of one");
             Some(replset)
         }
@@ -121,10 +130,17 @@ pub async fn run(
         requests,
         cancel.clone(),
     ));
-    if state.catalog.oplog().is_some() {
+    if let Some(oplog) = state.catalog.oplog() {
         background.spawn(crate::ttl::announce::announce_task(
             Arc::clone(&state.catalog),
             Arc::clone(&state.clock),
+            cancel.clone(),
+        ));
+        let clock = Arc::clone(&state.clock);
+        background.spawn(crate::oplog::retention::retention_task(
+            Arc::clone(state.catalog.store()),
+            Arc::clone(oplog),
+            Arc::new(move || clock.now_ms()),
             cancel.clone(),
         ));
     }

@@ -189,6 +189,7 @@ fn required_at(
         "top" => on_cluster(&[A::Top]),
         "replSetGetStatus" => on_cluster(&[A::ReplSetGetStatus]),
         "replSetGetConfig" => on_cluster(&[A::ReplSetGetConfig]),
+        "replSetResizeOplog" => on_cluster(&[A::ReplSetResizeOplog]),
         "replSetInitiate" | "replSetReconfig" => on_cluster(&[A::ReplSetConfigure]),
         // Any logged-in user ("No explicit privileges required").
         "whatsmyuri" => Ok(Required::authenticated()),

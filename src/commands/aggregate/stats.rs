@@ -106,6 +106,9 @@ fn coll_stats(
             format!("Namespace {ns} is a view, not a collection"),
         )));
     }
+    if let Some(oplog) = super::super::oplog_collection::oplog_of(state, db, coll) {
+        return super::super::oplog_collection::coll_stats_stage(state, oplog, spec, out);
+    }
     let collection = state.collection(db, coll);
     let not_found = || format!("Collection [{ns}] not found.");
     let figures = match &collection {

@@ -84,6 +84,7 @@ fn parse_delete_statement(
 pub(in crate::commands) async fn delete(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    super::super::oplog_collection::refuse_write(state, req.db, name)?;
     let raw = statements(req, "deletes")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;

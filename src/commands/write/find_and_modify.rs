@@ -25,6 +25,7 @@ pub(in crate::commands) async fn find_and_modify(
 ) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    super::super::oplog_collection::refuse_write(state, req.db, name)?;
     let vars = variables(req, state.now_ms())?;
     let query = opt_doc(req, "query")?;
     let collation = super::super::read::collation_option(req)?;

@@ -16,6 +16,7 @@ use crate::state::ServerState;
 pub(in crate::commands) async fn insert(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    super::super::oplog_collection::refuse_write(state, req.db, name)?;
     let docs = statements(req, "documents")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;

@@ -206,6 +206,7 @@ pub(super) fn apply_update(
 pub(in crate::commands) async fn update(req: &Request<'_>, state: &ServerState) -> CommandResult {
     let name = collection_name(req)?;
     validate_writable(req.db, name)?;
+    super::super::oplog_collection::refuse_write(state, req.db, name)?;
     let raw = statements(req, "updates")?;
     let ordered = ordered(req)?;
     let concern = WriteConcern::parse(req)?;
