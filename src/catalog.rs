@@ -839,6 +839,13 @@ impl Catalog {
         }
     }
 
+    /// Adds to `batch` the oplog entry of `op`, when there is an oplog.
+    fn log_op(&self, batch: &mut Batch, op: &RawDocument) {
+        if let Some(oplog) = self.oplog() {
+            batch.stamped.push(oplog.entry(op, None));
+        }
+    }
+
     /// Adds to `batch` the entries of an index list change of `old` to `new`: `createIndexes`
     /// for each new name, `dropIndexes` for each name gone, `collMod` for a changed
     /// `expireAfterSeconds` (or hidden flag), as mongod logs them.
@@ -894,6 +901,31 @@ impl Catalog {
                 crate::oplog::log::command_op(db, Some(ui), &o, Some(&gone.spec))
             });
         }
+    }
+
+    /// Logs a `collMod` of `db.name` that changes nothing (mongod logs it all the same, and
+    /// change streams show it as `modify`). Returns the commit's ticket, if anything was logged.
+    pub fn log_empty_coll_mod(&self, db: &str, name: &str) -> Result<Option<u64>, CommandError> {
+        let Some(c) = self.get(db, name) else {
+            return Ok(None);
+        };
+        let mut batch = Batch::new();
+        self.log(&mut batch, || {
+            let mut previous = rawdoc! { "uuid": crate::oplog::log::uuid(c.uuid()) };
+            for (k, v) in c.options.iter().flatten() {
+                previous.append(k, v);
+            }
+            crate::oplog::log::command_op(
+                db,
+                Some(c.uuid()),
+                &rawdoc! { "collMod": name },
+                Some(&rawdoc! { "collectionOptions_old": previous }),
+            )
+        });
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.store.commit(batch)?))
     }
 
     /// Logs `dropDatabase` of `db` (after its collections' drops), when there is an oplog.

@@ -446,9 +446,12 @@ async fn run_op_query(query: &OpQuery, ctx: &mut ConnCtx, state: &ServerState) -
 
 /// The error reply of `e`, with the labels mongod adds (a retryable write's
 /// `RetryableWriteError` for a retryable code: `crate::labels`).
-fn labelled(req: &Request<'_>, e: &CommandError) -> RawDocumentBuf {
+fn labelled(req: &Request<'_>, e: &CommandError, change_stream: bool) -> RawDocumentBuf {
     let mut reply = e.to_document();
-    let labels = crate::labels::default_labels(req.name, req.body, Some(e.code.code()), None);
+    let mut labels = crate::labels::default_labels(req.name, req.body, Some(e.code.code()), None);
+    if change_stream && crate::labels::is_resumable_change_stream_error(req.name, e.code.code()) {
+        labels.push("ResumableChangeStreamError");
+    }
     if !labels.is_empty() {
         let mut list = bson::RawArrayBuf::new();
         for label in labels {
@@ -475,7 +478,8 @@ async fn run_command(
     };
     let wrote = result.is_ok() && commands::writes(req.name, req.body);
     let operation_time = commands::cluster_time::operation_time(rs, wrote);
-    let reply = result.unwrap_or_else(|e| labelled(req, &e));
+    let reply = result
+        .unwrap_or_else(|e| labelled(req, &e, commands::is_change_stream_request(req, state)));
     Ok(commands::cluster_time::append(rs, reply, operation_time))
 }
 
@@ -546,7 +550,7 @@ mod tests {
             sequences: &[],
         };
         let shutdown = CommandError::new(ErrorCode::InterruptedAtShutdown, "shutting down");
-        let reply = labelled(&req, &shutdown);
+        let reply = labelled(&req, &shutdown, false);
         let labels = reply.get_array("errorLabels").expect("labels");
         assert_eq!(
             labels
@@ -557,7 +561,7 @@ mod tests {
         );
         let bad = CommandError::bad_value("no");
         assert!(
-            labelled(&req, &bad)
+            labelled(&req, &bad, false)
                 .get("errorLabels")
                 .expect("bson")
                 .is_none()
@@ -568,7 +572,7 @@ mod tests {
             ..req
         };
         assert!(
-            labelled(&req, &shutdown)
+            labelled(&req, &shutdown, false)
                 .get("errorLabels")
                 .expect("bson")
                 .is_none()

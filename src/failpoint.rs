@@ -34,6 +34,10 @@ pub const FAIL_COMMAND: &str = "failCommand";
 /// `closeConnection` (default true) closes the client's connection, and
 /// `failBeforeCommitExceptionCode` fails the statement with that code, so it is not committed.
 pub const ON_PRIMARY_TRANSACTIONAL_WRITE: &str = "onPrimaryTransactionalWrite";
+/// mongod's fail point in `getMore` once the cursor is checked out: fails it with
+/// `errorCode` (the error then gets the labels mongod adds, e.g. `ResumableChangeStreamError`
+/// for a change stream's).
+pub const FAIL_GET_MORE_AFTER_CURSOR_CHECKOUT: &str = "failGetMoreAfterCursorCheckout";
 
 tokio::task_local! {
     /// Set by a command (a fired [`ON_PRIMARY_TRANSACTIONAL_WRITE`]) to close its connection
@@ -126,6 +130,9 @@ pub struct FailPoints {
     /// Whether `onPrimaryTransactionalWrite` may fire.
     txn_active: AtomicBool,
     transactional_write: Mutex<State>,
+    /// Whether `failGetMoreAfterCursorCheckout` may fire.
+    getmore_active: AtomicBool,
+    getmore_checkout: Mutex<State>,
 }
 
 /// The command a fail point is evaluated for.
@@ -142,6 +149,8 @@ pub struct Target<'a> {
     pub app_name: Option<&'a str>,
     /// The connection's id (`hello.connectionId`).
     pub connection_id: i64,
+    /// Whether it is a change stream's `aggregate` or `getMore`.
+    pub change_stream: bool,
     /// The command document.
     pub body: &'a RawDocument,
 }
@@ -181,6 +190,17 @@ impl FailPoints {
             close: data.close_connection,
             fail_code: data.error_code,
         })
+    }
+
+    /// Evaluates `failGetMoreAfterCursorCheckout` for a `getMore` that checked its cursor out:
+    /// the error it fails with, when it fires.
+    pub fn on_get_more_checkout(&self) -> Option<CommandError> {
+        let data = fire_in(&self.getmore_checkout, &self.getmore_active, |_| true)?;
+        let code = data.error_code.unwrap_or(ErrorCode::InternalError.code());
+        Some(CommandError::new(
+            ErrorCode::from_code(code),
+            "Failing command via 'failGetMoreAfterCursorCheckout' failpoint",
+        ))
     }
 
     /// Sets `failCommand`; returns how many times it fired before.
@@ -352,7 +372,12 @@ fn labels(
     if let Some(labels) = &data.error_labels {
         return (!labels.is_empty()).then(|| labels.clone());
     }
-    let found = crate::labels::default_labels(target.command, target.body, code, wc_code);
+    let mut found = crate::labels::default_labels(target.command, target.body, code, wc_code);
+    if target.change_stream
+        && code.is_some_and(|c| crate::labels::is_resumable_change_stream_error(target.command, c))
+    {
+        found.push("ResumableChangeStreamError");
+    }
     if found.is_empty() {
         return None;
     }
@@ -386,7 +411,10 @@ pub fn configure(failpoints: &FailPoints, body: &RawDocument) -> CommandResult {
         },
         None => String::new(),
     };
-    if name != FAIL_COMMAND && name != ON_PRIMARY_TRANSACTIONAL_WRITE {
+    if name != FAIL_COMMAND
+        && name != ON_PRIMARY_TRANSACTIONAL_WRITE
+        && name != FAIL_GET_MORE_AFTER_CURSOR_CHECKOUT
+    {
         return Err(CommandError::new(
             ErrorCode::FailPointSetFailed,
             format!("{name} not found"),
@@ -396,6 +424,13 @@ pub fn configure(failpoints: &FailPoints, body: &RawDocument) -> CommandResult {
     tracing::warn!(name, ?mode, "set failpoint");
     let count = if name == FAIL_COMMAND {
         failpoints.set(mode, data)
+    } else if name == FAIL_GET_MORE_AFTER_CURSOR_CHECKOUT {
+        set_in(
+            &failpoints.getmore_checkout,
+            &failpoints.getmore_active,
+            mode,
+            data,
+        )
     } else {
         // What onPrimaryTransactionalWrite reads of its data: closeConnection (true unless
         // given false) and failBeforeCommitExceptionCode.

@@ -44,6 +44,22 @@ pub fn default_labels(
     labels
 }
 
+/// Whether an error of a change stream's `aggregate` or `getMore` with `code` gets mongod's
+/// `ResumableChangeStreamError` label (`ErrorLabelBuilder::isResumableChangeStreamError`):
+/// retriable and network errors, those that need retargeting, `RetryChangeStream` and
+/// `FailedToSatisfyReadPreference`. Drivers resume the stream on it.
+pub fn is_resumable_change_stream_error(command: &str, code: i32) -> bool {
+    matches!(command, "aggregate" | "getMore")
+        && (is_retriable(code)
+            // Network errors: HostUnreachable, HostNotFound, NetworkTimeout, SocketException,
+            // NetworkInterfaceExceededTimeLimit.
+            || matches!(code, 6 | 7 | 89 | 9001 | 202)
+            // Needing retargeting: StaleShardVersion, StaleEpoch, StaleConfig, StaleDbVersion.
+            || matches!(code, 63 | 150 | 13388 | 249)
+            // RetryChangeStream, FailedToSatisfyReadPreference, ResumeTenantChangeStream.
+            || matches!(code, 234 | 133 | 299))
+}
+
 /// mongod's `RetriableError` category.
 fn is_retriable(code: i32) -> bool {
     matches!(

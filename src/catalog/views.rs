@@ -73,6 +73,20 @@ impl View {
         record
     }
 
+    /// The view's document in `system.views`, as mongod keeps it: `{_id: "db.name", viewOn,
+    /// pipeline, collation?}`.
+    fn definition(&self) -> RawDocumentBuf {
+        let mut doc = rawdoc! {
+            "_id": format!("{}.{}", self.db, self.name),
+            "viewOn": self.view_on.as_str(),
+            "pipeline": self.pipeline_array(),
+        };
+        if let Some(c) = &self.collation {
+            doc.append(bson::raw::cstr!("collation"), c.clone());
+        }
+        doc
+    }
+
     fn from_record(doc: &RawDocument) -> Result<Self, StorageError> {
         let text = |k: &str| doc.get_str(k).map(str::to_owned).map_err(corrupt);
         let mut pipeline = Vec::new();
@@ -365,11 +379,46 @@ impl Catalog {
             view_key(&view.db, &view.name),
             view.record().into_bytes(),
         );
+        // Logged as mongod logs its durable view catalog: a write to `db.system.views`.
+        if self.oplog().is_some() {
+            let definition = view.definition();
+            let ns = format!("{}.system.views", view.db);
+            let id = format!("{}.{}", view.db, view.name);
+            let op = if self.is_view(&view.db, &view.name) {
+                crate::oplog::log::update_op(
+                    &ns,
+                    system_views_uuid(&view.db),
+                    &definition,
+                    RawBsonRef::String(&id),
+                )
+            } else {
+                crate::oplog::log::insert_op(
+                    &ns,
+                    system_views_uuid(&view.db),
+                    &definition,
+                    RawBsonRef::String(&id),
+                )
+            };
+            self.log_op(&mut batch, &op);
+        }
         let ticket = self.store.commit(batch)?;
         info!(namespace = %format!("{}.{}", view.db, view.name), view_on = %view.view_on, "{what}");
         self.views_write()
             .insert((view.db.clone(), view.name.clone()), Arc::new(view));
         Ok(ticket)
+    }
+
+    /// Adds the oplog entry of the drop of view `db.name` (a delete from `db.system.views`).
+    fn log_view_drop(&self, batch: &mut Batch, db: &str, name: &str) {
+        if self.oplog().is_some() {
+            let id = format!("{db}.{name}");
+            let op = crate::oplog::log::delete_op(
+                &format!("{db}.system.views"),
+                system_views_uuid(db),
+                RawBsonRef::String(&id),
+            );
+            self.log_op(batch, &op);
+        }
     }
 
     /// Drops the view `db.name`; `None` if there is no such view.
@@ -380,6 +429,7 @@ impl Catalog {
         }
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, view_key(db, name));
+        self.log_view_drop(&mut batch, db, name);
         let ticket = self.store.commit(batch)?;
         self.views_write().remove(&(db.to_owned(), name.to_owned()));
         info!(namespace = %format!("{db}.{name}"), "dropped view");
@@ -396,6 +446,7 @@ impl Catalog {
         let mut batch = Batch::new();
         for name in &names {
             batch.delete(Keyspace::Catalog, view_key(db, name));
+            self.log_view_drop(&mut batch, db, name);
         }
         let ticket = self.store.commit(batch)?;
         let mut views = self.views_write();
@@ -404,6 +455,16 @@ impl Catalog {
         }
         Ok(Some(ticket))
     }
+}
+
+/// The UUID of `db.system.views` in the oplog: Ebb keeps views in its catalog, so it is made
+/// from the database's name (stable, and distinct from every collection's).
+fn system_views_uuid(db: &str) -> [u8; 16] {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(format!("{db}.system.views").as_bytes());
+    let mut uuid = [0_u8; 16];
+    uuid.copy_from_slice(&digest[..16]);
+    uuid
 }
 
 #[cfg(test)]

@@ -66,6 +66,16 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
     let (Some(_), Some(oplog)) = (&state.replset, state.catalog.oplog()) else {
         return Err(super::aggregate::change_stream_on_standalone(arg));
     };
+    // Change streams read at majority: another level named explicitly is refused.
+    if let Ok(Some(RawBsonRef::Document(rc))) = req.body.get("readConcern")
+        && let Ok(Some(RawBsonRef::String(level))) = rc.get("level")
+        && level != "majority"
+    {
+        return Err(CommandError::new(
+            ErrorCode::InvalidOptions,
+            "Change streams may only use 'majority' readConcern",
+        ));
+    }
     let spec = Spec::parse(arg)?;
     let collectionless = matches!(
         req.body.get("aggregate"),

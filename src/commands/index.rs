@@ -565,6 +565,9 @@ pub(super) async fn coll_mod(req: &Request<'_>, state: &ServerState) -> CommandR
         )?;
     }
     let Some(index) = index else {
+        if images.is_none() {
+            images_ticket = state.catalog.log_empty_coll_mod(req.db, name)?;
+        }
         concern.wait(state, images_ticket).await?;
         return Ok(rawdoc! { "ok": 1.0 });
     };

@@ -931,7 +931,14 @@ async fn run_checked(
     if state.failpoints.active() {
         let app = app_name(ctx, req);
         let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
-        let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
+        let target = failpoint_target(
+            spec,
+            req,
+            ctx.id,
+            app.as_deref(),
+            &is_alias,
+            is_change_stream_request(req, state),
+        );
         match state
             .failpoints
             .before_command(&target, &state.shutdown)
@@ -971,7 +978,14 @@ async fn run_checked(
     if spec.write_concern && state.failpoints.active() {
         let app = app_name(ctx, req);
         let is_alias = |name: &str| lookup(name).is_some_and(|other| spec.same_command(other));
-        let target = failpoint_target(spec, req, ctx.id, app.as_deref(), &is_alias);
+        let target = failpoint_target(
+            spec,
+            req,
+            ctx.id,
+            app.as_deref(),
+            &is_alias,
+            is_change_stream_request(req, state),
+        );
         return state.failpoints.after_command(&target, result);
     }
     result
@@ -991,6 +1005,13 @@ fn app_name(ctx: &ConnCtx, req: &Request<'_>) -> Option<String> {
     app.get_str("name").ok().map(str::to_owned)
 }
 
+/// Whether `req` is a change stream's `aggregate` (whose errors may get the
+/// `ResumableChangeStreamError` label). A `getMore`'s errors get it only once its cursor is
+/// checked out (mongod's label builder looks at the cursor): `read::get_more` adds it.
+pub fn is_change_stream_request(req: &Request<'_>, _state: &ServerState) -> bool {
+    req.name == "aggregate" && change_stream::starts_with_change_stream(req)
+}
+
 /// The command as `failCommand` sees it.
 fn failpoint_target<'a>(
     spec: &'a CommandSpec,
@@ -998,6 +1019,7 @@ fn failpoint_target<'a>(
     connection_id: i64,
     app_name: Option<&'a str>,
     is_alias: &'a (dyn Fn(&str) -> bool + Sync),
+    change_stream: bool,
 ) -> crate::failpoint::Target<'a> {
     let collection = crate::top::classify(req.name, req.body)
         .map(|(_, coll)| coll)
@@ -1016,6 +1038,7 @@ fn failpoint_target<'a>(
         app_name,
         connection_id,
         body: req.body,
+        change_stream,
     }
 }
 

@@ -622,6 +622,20 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
             .take_bounded(id, &ns, state.now_ms(), lsid_of(req).as_ref(), &|| {
                 crate::txn::current_view().unwrap_or_else(|| catalog.snapshot())
             })?;
+    // An error once the cursor is checked out kills it, as in mongod.
+    if let Some(mut e) = state.failpoints.on_get_more_checkout() {
+        // (The cursor is out of the table: the label mongod adds to a change stream's
+        // resumable errors is added here.)
+        if cursor.stream.is_some()
+            && crate::labels::is_resumable_change_stream_error("getMore", e.code.code())
+        {
+            e.info = Some(crate::error::ErrorInfo(
+                rawdoc! { "errorLabels": ["ResumableChangeStreamError"] },
+            ));
+        }
+        drop(cursor);
+        return Err(e);
+    }
     if cursor.stream.is_some() {
         return super::change_stream::get_more(req, state, id, ns, cursor, batch_size).await;
     }

@@ -16,6 +16,7 @@ fn target<'a>(
         app_name: app,
         connection_id: 7,
         body,
+        change_stream: false,
     }
 }
 
