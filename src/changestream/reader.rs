@@ -109,7 +109,8 @@ impl StreamReader {
 
     /// Reads the next events visible in `catalog`'s store, judging expiry at `now_ms`: at most
     /// `max_docs`, stopping before `max_bytes` (at least one event is returned when there is
-    /// one).
+    /// one). `oldest` is the oplog's oldest entry kept: a stream behind it lost history
+    /// (`ChangeStreamHistoryLost`).
     ///
     /// # Errors
     /// Storage errors, an entry that does not decode, the events' own errors (a `required`
@@ -119,6 +120,7 @@ impl StreamReader {
         &mut self,
         catalog: &Catalog,
         now_ms: i64,
+        oldest: u64,
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<RawDocumentBuf>> {
@@ -126,6 +128,10 @@ impl StreamReader {
         let mut bytes = 0;
         if self.drain(&mut out, &mut bytes, max_docs, max_bytes) {
             return Ok(out);
+        }
+        // The oplog's retention went past where the stream reads: events are lost.
+        if self.next < oldest {
+            return Err(super::resume::history_lost());
         }
         let snapshot = catalog.snapshot();
         let images = CatalogImages {

@@ -14,6 +14,7 @@ use crate::changestream::{Spec, scope, validate_pipeline};
 use crate::cursor::{Cursor, Source};
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
+use crate::replset::ts_to_u64;
 use crate::state::ServerState;
 
 /// How long a `getMore` waits for events when it gives no `maxTimeMS` (mongod's default for
@@ -130,11 +131,16 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
         None => format!("{}.$cmd.aggregate", req.db),
     };
     let mut reader = StreamReader::new(scope, spec, user_stages, split, oplog.latest());
+    // A start before the oldest entry kept: what happened in between may be gone.
+    let oldest = oplog.oldest();
+    if ts_to_u64(reader.next_time()) < oldest {
+        return Err(crate::changestream::history_lost());
+    }
     let catalog = std::sync::Arc::clone(&state.catalog);
     let now = state.now_ms();
     let max_docs = batch_size.unwrap_or(usize::MAX);
     let (docs, reader) = tokio::task::spawn_blocking(move || {
-        let docs = reader.read(&catalog, now, max_docs, MAX_BATCH_BYTES);
+        let docs = reader.read(&catalog, now, oldest, max_docs, MAX_BATCH_BYTES);
         (docs, reader)
     })
     .await
@@ -197,9 +203,10 @@ pub(super) async fn get_more(
     let docs = loop {
         changes.borrow_and_update();
         let now = state.now_ms();
+        let oldest = oplog.oldest();
         let catalog = std::sync::Arc::clone(&catalog);
         let (docs, back) = tokio::task::spawn_blocking(move || {
-            let docs = reader.read(&catalog, now, max_docs, MAX_BATCH_BYTES);
+            let docs = reader.read(&catalog, now, oldest, max_docs, MAX_BATCH_BYTES);
             (docs, reader)
         })
         .await
