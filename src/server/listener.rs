@@ -45,7 +45,10 @@ pub async fn run(
                     .await
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
-            catalog.set_oplog(Arc::clone(&replset.oplog));
+            // (A benchmark's baseline runs the same set without logging changes.)
+            if !config.bench_without_oplog {
+                catalog.set_oplog(Arc::clone(&replset.oplog));
+            }
             replset.oplog.retention().resize(
                 Some(crate::oplog::retention::configured_size(&config)),
                 config.oplog_min_retention_hours,
