@@ -51,7 +51,9 @@
 //! answers wrongly (a missing or unexpected event, a wrong count).
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every count and every slice's duration.
-//! `EBB_BENCH_ONLY=latency`, `throughput` or `keepup` runs one line alone (for profiling).
+//! `EBB_BENCH_ONLY=latency`, `throughput` or `keepup` runs one line alone (for profiling);
+//! `throughput-with` or `throughput-without` runs line 2 against one server only (a profile of
+//! one side), with no ratio.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -135,7 +137,12 @@ async fn bench() -> BenchResult {
     let scale = scale();
     header(scale);
     let only = std::env::var("EBB_BENCH_ONLY").unwrap_or_default();
-    let wanted = |line: &str| only.is_empty() || only == line;
+    let wanted = |line: &str| only.is_empty() || only == line || only.starts_with(line);
+    let sides = match only.as_str() {
+        "throughput-with" => [true, false],
+        "throughput-without" => [false, true],
+        _ => [true, true],
+    };
     let logged = Server::start_with(|c| c.repl_set = Some(SET_NAME.into()))?;
     let unlogged = if wanted("throughput") {
         Some(Server::start_with(|c| {
@@ -159,7 +166,7 @@ async fn bench() -> BenchResult {
         latency_line(logged.addr, scale).await?;
     }
     if let Some(unlogged) = &unlogged {
-        goals.extend(throughput_line(logged.addr, unlogged.addr, scale).await?);
+        goals.extend(throughput_line(logged.addr, unlogged.addr, sides, scale).await?);
     }
     if wanted("keepup") {
         goals.extend(keep_up_line(logged.addr, scale).await?);
@@ -484,6 +491,7 @@ async fn slice(
 async fn throughput_line(
     logged: SocketAddr,
     unlogged: SocketAddr,
+    sides: [bool; 2],
     scale: f64,
 ) -> BenchResult<Vec<Goal>> {
     let time = scaled_duration(SLICE, scale, MIN_SLICE);
@@ -542,7 +550,7 @@ async fn throughput_line(
                 [1, 0]
             };
             for side in order {
-                let Some(coll) = colls.get(side) else {
+                let Some(coll) = colls.get(side).filter(|_| sides[side]) else {
                     continue;
                 };
                 let cpu = Cpu::now();
@@ -555,7 +563,7 @@ async fn throughput_line(
                     *r = per_second(docs, took);
                 }
             }
-            if rates[1] > 0.0 {
+            if rates[0] > 0.0 && rates[1] > 0.0 {
                 ratios.push(rates[0] / rates[1]);
             }
         }
@@ -598,6 +606,9 @@ async fn throughput_line(
                 server,
                 client
             );
+        }
+        if ratios.is_empty() {
+            continue;
         }
         let ratio = median(&ratios);
         let totals = per_second(tallies[0].docs, tallies[0].took)
