@@ -10,9 +10,9 @@
 //!
 //! 1. **Event latency against `ping`.** A writer connection inserts `{_id: i}` with
 //!    `insert_one`, one at a time; a second connection has a `getMore` of a change stream on the
-//!    collection waiting (`maxAwaitTimeMS` 10 s, so it is always waiting when the insert lands:
-//!    after each sample the writer pauses [`SETTLE`] so that the stream's next `getMore` is at
-//!    the server). **Event latency** is the time from sending the insert to the arrival, at the
+//!    collection waiting (`maxAwaitTimeMS` 2 s, so it is almost always waiting when the insert
+//!    lands: after each sample the writer pauses [`SETTLE`] so that the stream's next `getMore`
+//!    is at the server). **Event latency** is the time from sending the insert to the arrival, at the
 //!    stream's client, of the `insert` event for `_id: i` (both clocks are the same monotonic
 //!    clock of this process). It covers a request's trip to the server, the commit, waking the
 //!    stream's `getMore`, reading the oplog entry, making the event and the reply's trip back:
@@ -87,6 +87,10 @@ const LATENCY_WARMUP: usize = 50;
 const SETTLE: Duration = Duration::from_millis(1);
 /// Line 1: most time one line may take (scaled); it stops early, after a whole block.
 const LATENCY_CAP: Duration = Duration::from_secs(20);
+/// Line 1: the stream's `maxAwaitTimeMS`. After the line, the run waits this long (and a bit)
+/// so that the stream's last `getMore`, left at the server when the stream is dropped, has
+/// ended before the next line: it would read every new oplog entry meanwhile.
+const LATENCY_AWAIT: Duration = Duration::from_secs(2);
 /// Longest wait for an event before the run fails.
 const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -291,7 +295,7 @@ async fn latency_line(addr: SocketAddr, scale: f64) -> BenchResult {
         .database(DB)
         .collection::<RawDocumentBuf>("latency")
         .watch()
-        .max_await_time(Duration::from_secs(10))
+        .max_await_time(LATENCY_AWAIT)
         .await?
         .with_type::<RawDocumentBuf>();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(i64, Instant)>();
@@ -367,6 +371,8 @@ async fn latency_line(addr: SocketAddr, scale: f64) -> BenchResult {
         }
     }
     reader.abort();
+    drop(streamer);
+    tokio::time::sleep(LATENCY_AWAIT + Duration::from_millis(500)).await;
 
     println!("  {:<40} {:>9} {:>9} {:>7}", "(us)", "p50", "p99", "n");
     sample_row("ping round trip", &pings);
