@@ -131,6 +131,12 @@ pub struct Config {
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
+    /// Benchmark-only switch, never on the command line: in replica-set mode, writes no oplog
+    /// (`local.oplog.rs` stays empty, change streams are refused as on a standalone), so that
+    /// `benches/change_streams.rs` can weigh what logging every change costs. Breaks change
+    /// streams and `local.oplog.rs`; nothing else should set it.
+    #[arg(skip)]
+    pub bench_without_oplog: bool,
 }
 
 /// Checks `--oplogMinRetentionHours`: a number of hours, 0 or more.
@@ -179,6 +185,7 @@ impl Default for Config {
             tls_allow_connections_without_certificates: false,
             auth: false,
             argv: vec!["ebb".into()],
+            bench_without_oplog: false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Fail points, for the drivers' own test suites: `configureFailPoint` (answered only with
-//! `--enable-test-commands`, as mongod answers it only with `enableTestCommands`) and the one
-//! fail point those suites rely on, `failCommand`.
+//! `--enable-test-commands`, as mongod answers it only with `enableTestCommands`) and the
+//! fail points those suites rely on: `failCommand`, `onPrimaryTransactionalWrite` and
+//! `failGetMoreAfterCursorCheckout`.
 //!
 //! Semantics follow mongod 7.0 (`src/mongo/util/fail_point.cpp`, `src/mongo/db/commands.cpp`,
 //! `src/mongo/db/service_entry_point_common.cpp`):
@@ -28,7 +29,7 @@ use bson::{RawArrayBuf, RawBson, RawBsonRef, RawDocument, RawDocumentBuf, rawdoc
 
 use crate::error::{CommandError, CommandResult, ErrorCode};
 
-/// The only fail point Ebb implements.
+/// mongod's fail point for any command, before it runs.
 pub const FAIL_COMMAND: &str = "failCommand";
 /// mongod's fail point at each statement of a retryable write, before its commit:
 /// `closeConnection` (default true) closes the client's connection, and

@@ -68,11 +68,11 @@ async fn configure_errors() -> TestResult {
     let err = run_command_err(
         &client,
         "admin",
-        doc! { "configureFailPoint": "failGetMoreAfterCursorCheckout", "mode": "alwaysOn" },
+        doc! { "configureFailPoint": "hangAfterStartingIndexBuild", "mode": "alwaysOn" },
     )
     .await?;
     assert_command_error(&err, 266, "FailPointSetFailed");
-    assert_eq!(err.message, "failGetMoreAfterCursorCheckout not found");
+    assert_eq!(err.message, "hangAfterStartingIndexBuild not found");
     let err = run_command_err(
         &client,
         "test",

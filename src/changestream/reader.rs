@@ -109,8 +109,8 @@ impl StreamReader {
 
     /// Reads the next events visible in `catalog`'s store, judging expiry at `now_ms`: at most
     /// `max_docs`, stopping before `max_bytes` (at least one event is returned when there is
-    /// one). `oldest` is the oplog's oldest entry kept: a stream behind it lost history
-    /// (`ChangeStreamHistoryLost`).
+    /// one). `oldest` is the oplog's oldest entry kept (a stream behind it lost history:
+    /// `ChangeStreamHistoryLost`), `visible` the last one readers may see (the last durable).
     ///
     /// # Errors
     /// Storage errors, an entry that does not decode, the events' own errors (a `required`
@@ -120,7 +120,7 @@ impl StreamReader {
         &mut self,
         catalog: &Catalog,
         now_ms: i64,
-        oldest: u64,
+        (oldest, visible): (u64, u64),
         max_docs: usize,
         max_bytes: usize,
     ) -> CommandResult<Vec<RawDocumentBuf>> {
@@ -139,11 +139,18 @@ impl StreamReader {
             snapshot: &*snapshot,
             now_ms,
         };
+        // Only what readers may see: entries up to `visible` (the durable ones).
+        if self.next > visible {
+            return Ok(out);
+        }
         let from = self.next.to_be_bytes();
+        let until = visible.checked_add(1).map(u64::to_be_bytes);
         let scan = snapshot.range(
             Keyspace::Oplog,
             Bound::Included(&from[..]),
-            Bound::Unbounded,
+            until
+                .as_ref()
+                .map_or(Bound::Unbounded, |u| Bound::Excluded(&u[..])),
             false,
         );
         for entry in scan.take(MAX_ENTRIES_PER_READ) {

@@ -136,11 +136,12 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
     if ts_to_u64(reader.next_time()) < oldest {
         return Err(crate::changestream::history_lost());
     }
+    let visible = oplog.visible();
     let catalog = std::sync::Arc::clone(&state.catalog);
     let now = state.now_ms();
     let max_docs = batch_size.unwrap_or(usize::MAX);
     let (docs, reader) = tokio::task::spawn_blocking(move || {
-        let docs = reader.read(&catalog, now, oldest, max_docs, MAX_BATCH_BYTES);
+        let docs = reader.read(&catalog, now, (oldest, visible), max_docs, MAX_BATCH_BYTES);
         (docs, reader)
     })
     .await
@@ -190,7 +191,7 @@ pub(super) async fn get_more(
     let Some(oplog) = state.catalog.oplog() else {
         return Err(CommandError::internal("a change stream without an oplog"));
     };
-    let mut changes = oplog.subscribe();
+    let mut changes = oplog.subscribe_visible();
     let max_docs = batch_size
         .filter(|&b| b > 0)
         .or(cursor.batch_size.filter(|&b| b > 0))
@@ -203,10 +204,10 @@ pub(super) async fn get_more(
     let docs = loop {
         changes.borrow_and_update();
         let now = state.now_ms();
-        let oldest = oplog.oldest();
+        let (oldest, visible) = (oplog.oldest(), oplog.visible());
         let catalog = std::sync::Arc::clone(&catalog);
         let (docs, back) = tokio::task::spawn_blocking(move || {
-            let docs = reader.read(&catalog, now, oldest, max_docs, MAX_BATCH_BYTES);
+            let docs = reader.read(&catalog, now, (oldest, visible), max_docs, MAX_BATCH_BYTES);
             (docs, reader)
         })
         .await

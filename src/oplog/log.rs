@@ -30,6 +30,9 @@ pub struct Oplog {
     clock: Arc<ClusterClock>,
     term: i64,
     latest: watch::Sender<u64>,
+    /// The time of the last entry made durable.
+    durable: watch::Sender<u64>,
+    waits_for_sync: std::sync::atomic::AtomicBool,
     /// Its bounds and what it holds (see [`super::retention`]).
     retention: super::retention::Retention,
 }
@@ -45,7 +48,40 @@ impl Oplog {
             clock,
             term,
             latest: watch::Sender::new(last.map_or(0, ts_to_u64)),
+            durable: watch::Sender::new(last.map_or(0, ts_to_u64)),
+            waits_for_sync: std::sync::atomic::AtomicBool::new(false),
             retention: super::retention::Retention::default(),
+        }
+    }
+
+    /// From now on readers see only entries made durable (on a durable store): a crash never
+    /// takes back an entry a change stream has shown.
+    pub fn set_waits_for_sync(&self, waits: bool) {
+        self.waits_for_sync
+            .store(waits, std::sync::atomic::Ordering::Release);
+    }
+
+    fn waits_for_sync(&self) -> bool {
+        self.waits_for_sync
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The time of the last entry readers may see: the last durable one (or, on a store that
+    /// keeps nothing across restarts, the last committed).
+    pub fn visible(&self) -> u64 {
+        if self.waits_for_sync() {
+            *self.durable.borrow()
+        } else {
+            self.latest()
+        }
+    }
+
+    /// A receiver that sees [`Oplog::visible`] move.
+    pub fn subscribe_visible(&self) -> watch::Receiver<u64> {
+        if self.waits_for_sync() {
+            self.durable.subscribe()
+        } else {
+            self.latest.subscribe()
         }
     }
 
@@ -73,6 +109,15 @@ impl Oplog {
     /// The term entries are written in.
     pub fn term(&self) -> i64 {
         self.term
+    }
+
+    /// [`Oplog::entry`] of an operation given by value: its fields are not copied again.
+    pub fn entry_of(&self, op: RawDocumentBuf, pre_image: Option<&RawDocument>) -> Stamped {
+        let mut entry = self.finish(op, false);
+        if let Some(pre) = pre_image {
+            entry.beside.push((0, pre.as_bytes().to_vec()));
+        }
+        entry
     }
 
     /// The entry of one operation (`{op, ns, ui?, o, o2?}`), its time left for the commit,
@@ -161,6 +206,20 @@ impl Stamper for Oplog {
             moved
         });
         Ok(last)
+    }
+
+    fn mark(&self) -> u64 {
+        self.latest()
+    }
+
+    fn synced(&self, mark: u64) {
+        self.durable.send_if_modified(|durable| {
+            let moved = mark > *durable;
+            if moved {
+                *durable = mark;
+            }
+            moved
+        });
     }
 }
 

@@ -380,8 +380,11 @@ fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<u64
     }
 }
 
-/// The retention task: after each new entry (and each resize, and once a minute), counts what
-/// came and truncates what is over the bounds, until `cancel`.
+/// The least time between two looks at the new entries.
+const OBSERVE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The retention task: after new entries (at most every [`OBSERVE_INTERVAL`]), each resize,
+/// and once a minute, counts what came and truncates what is over the bounds, until `cancel`.
 pub async fn retention_task(
     store: Arc<GroupCommit>,
     oplog: Arc<super::Oplog>,
@@ -405,6 +408,13 @@ pub async fn retention_task(
             Ok(Ok(n)) => tracing::debug!(entries = n, "oplog: truncated"),
             Ok(Err(e)) => tracing::warn!(error = %e, "oplog: truncation failed"),
             Err(e) => tracing::warn!(error = %e, "oplog: truncation task failed"),
+        }
+        // Entries are looked at in bunches, not one wake-up per write (each look reads the new
+        // entries again); a resize or a shutdown does not wait.
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = oplog.retention().wake.notified() => continue,
+            () = tokio::time::sleep(OBSERVE_INTERVAL) => {}
         }
         tokio::select! {
             () = cancel.cancelled() => return,

@@ -45,6 +45,7 @@ pub async fn run(
                     .await
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
+<<<<<<< HEAD
             catalog.set_oplog(Arc::clone(&replset.oplog));
             // mongod logs a no-op at each election ("new primary"): the oplog's history then
             // starts no later than any time a client is handed.
@@ -60,6 +61,12 @@ pub async fn run(
                 .durable(ticket)
                 .await
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
+=======
+            // (A benchmark's baseline runs the same set without logging changes.)
+            if !config.bench_without_oplog {
+                catalog.set_oplog(Arc::clone(&replset.oplog));
+            }
+>>>>>>> csbench
             replset.oplog.retention().resize(
                 Some(crate::oplog::retention::configured_size(&config)),
                 config.oplog_min_retention_hours,

@@ -17,6 +17,12 @@ pub trait Stamper: Send + Sync {
     /// commit with later stamps becomes visible after one with earlier stamps. Returns the last
     /// stamp.
     fn stamp(&self, n: u64, apply: &mut dyn FnMut(u64) -> StorageResult<()>) -> StorageResult<u64>;
+
+    /// The last stamp committed (every earlier one is committed too): read before a sync.
+    fn mark(&self) -> u64;
+
+    /// A sync that started after `mark` was read succeeded: every stamp up to it is durable.
+    fn synced(&self, mark: u64);
 }
 
 /// How long a relaxed (`j: false`) write may stay unsynced: MongoDB's journal interval.
@@ -26,7 +32,6 @@ pub const RELAXED_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// writers wait for the durable mark to pass their commit.
 pub struct GroupCommit {
     storage: Arc<dyn Storage>,
-    stamper: OnceLock<Arc<dyn Stamper>>,
     shared: Arc<Shared>,
     durable: watch::Receiver<u64>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -40,6 +45,8 @@ struct Shared {
     wake: Condvar,
     stop: AtomicBool,
     failed: Mutex<Option<StorageError>>,
+    /// Stamps [`Batch::stamped`] values, and learns which are durable.
+    stamper: OnceLock<Arc<dyn Stamper>>,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -59,6 +66,7 @@ impl GroupCommit {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
+            stamper: OnceLock::new(),
         });
         let (tx, rx) = watch::channel(0);
         let thread = {
@@ -71,7 +79,6 @@ impl GroupCommit {
         };
         GroupCommit {
             storage,
-            stamper: OnceLock::new(),
             shared,
             durable: rx,
             thread: Mutex::new(thread),
@@ -86,12 +93,12 @@ impl GroupCommit {
     /// From now on, [`Batch::stamped`] values are written under stamps `stamper` gives (before,
     /// they were dropped). Set once; a second call changes nothing.
     pub fn set_stamper(&self, stamper: Arc<dyn Stamper>) {
-        let _ = self.stamper.set(stamper);
+        let _ = self.shared.stamper.set(stamper);
     }
 
     /// Whether stamped values are written (an oplog is kept).
     pub fn stamps(&self) -> bool {
-        self.stamper.get().is_some()
+        self.shared.stamper.get().is_some()
     }
 
     /// Applies `batch` (blocking) and returns its ticket for [`GroupCommit::durable`].
@@ -105,7 +112,7 @@ impl GroupCommit {
             return Err(e);
         }
         let values = std::mem::take(&mut batch.stamped);
-        let last = match self.stamper.get() {
+        let last = match self.shared.stamper.get() {
             Some(stamper) if !values.is_empty() => {
                 let mut pending = Some((batch, values));
                 let storage = &self.storage;
@@ -219,6 +226,8 @@ fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) 
         }
         let target = shared.committed.load(Ordering::SeqCst);
         if target > synced {
+            // Read before the sync: every stamp up to it is in what the sync makes durable.
+            let mark = shared.stamper.get().map(|s| (s, s.mark()));
             if let Err(e) = storage.sync() {
                 error!(error = %e, "journal sync failed: refusing further writes");
                 *shared
@@ -230,6 +239,9 @@ fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) 
                 return;
             }
             synced = target;
+            if let Some((stamper, mark)) = mark {
+                stamper.synced(mark);
+            }
             durable.send_replace(synced);
         }
         if shared.stop.load(Ordering::SeqCst) && shared.committed.load(Ordering::SeqCst) == synced {

@@ -148,7 +148,7 @@ impl<'a> Writer<'a> {
         if self.txn.is_some() {
             self.ops.push((op, before.map(ToOwned::to_owned)));
         } else {
-            self.batch.stamped.push(oplog.entry(&op, before));
+            self.batch.stamped.push(oplog.entry_of(op, before));
         }
         if let Some(written) = self.expired_on_write.take()
             && let Ok(Some(id)) = written.get("_id")
@@ -158,7 +158,7 @@ impl<'a> Writer<'a> {
             if self.txn.is_some() {
                 self.ops.push((delete, before.map(ToOwned::to_owned)));
             } else {
-                self.batch.stamped.push(oplog.entry(&delete, before));
+                self.batch.stamped.push(oplog.entry_of(delete, before));
             }
         }
     }
