@@ -45,28 +45,24 @@ pub async fn run(
                     .await
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
-<<<<<<< HEAD
-            catalog.set_oplog(Arc::clone(&replset.oplog));
-            // mongod logs a no-op at each election ("new primary"): the oplog's history then
-            // starts no later than any time a client is handed.
-            let mut batch = crate::storage::Batch::new();
-            batch.stamped.push(replset.oplog.entry(
-                &bson::rawdoc! { "op": "n", "ns": "", "o": { "msg": "new primary" } },
-                None,
-            ));
-            let ticket = store
-                .commit(batch)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            store
-                .durable(ticket)
-                .await
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-=======
             // (A benchmark's baseline runs the same set without logging changes.)
             if !config.bench_without_oplog {
                 catalog.set_oplog(Arc::clone(&replset.oplog));
+                // mongod logs a no-op at each election ("new primary"): the oplog's history
+                // then starts no later than any time a client is handed.
+                let mut batch = crate::storage::Batch::new();
+                batch.stamped.push(replset.oplog.entry(
+                    &bson::rawdoc! { "op": "n", "ns": "", "o": { "msg": "new primary" } },
+                    None,
+                ));
+                let ticket = store
+                    .commit(batch)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                store
+                    .durable(ticket)
+                    .await
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
             }
->>>>>>> csbench
             replset.oplog.retention().resize(
                 Some(crate::oplog::retention::configured_size(&config)),
                 config.oplog_min_retention_hours,
