@@ -47,6 +47,9 @@ pub struct StreamReader {
     last_token: Option<ResumeTokenData>,
     /// An `invalidate` was returned: the stream is over.
     pub invalidated: bool,
+    /// The stream starts at a point of the client's (a resume token, `startAtOperationTime`)
+    /// and has not read yet: its first read checks that the point is still in the oplog.
+    check_history: bool,
 }
 
 impl std::fmt::Debug for StreamReader {
@@ -70,6 +73,7 @@ impl StreamReader {
         latest: u64,
     ) -> Self {
         let resume = Resume::new(&spec);
+        let check_history = resume.is_some() || spec.start_at_operation_time.is_some();
         let next = match (&resume, spec.start_at_operation_time) {
             (Some(resume), _) => ts_to_u64(resume.start_time()),
             (None, Some(at)) => ts_to_u64(at),
@@ -85,6 +89,7 @@ impl StreamReader {
             pending: VecDeque::new(),
             last_token: None,
             invalidated: false,
+            check_history,
         }
     }
 
@@ -126,6 +131,17 @@ impl StreamReader {
         let mut bytes = 0;
         if self.drain(&mut out, &mut bytes, max_docs, max_bytes) {
             return Ok(out);
+        }
+        if self.check_history {
+            // mongod's oplog scan fails with `OplogQueryMinTsMissing` when its first entry is
+            // after the start, which the resumability check answers as `ChangeStreamHistoryLost`.
+            if catalog
+                .oplog()
+                .is_some_and(|oplog| oplog.oldest() > self.next)
+            {
+                return Err(super::resume::history_lost());
+            }
+            self.check_history = false;
         }
         let snapshot = catalog.snapshot();
         let images = CatalogImages {
