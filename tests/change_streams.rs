@@ -11,7 +11,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bson::{Bson, Document, RawDocumentBuf, doc};
 use common::process::{EbbProcess, QUICK_DRAIN, data_dir};
-use common::{TestResult, TestServer, assert_command_error, command_error, run_command};
+use common::{
+    TestResult, TestServer, assert_command_error, command_error, run_command, run_command_err,
+};
 use mongodb::change_stream::ChangeStream;
 use mongodb::change_stream::event::ResumeToken;
 use mongodb::options::{FullDocumentBeforeChangeType, FullDocumentType};
@@ -648,6 +650,8 @@ async fn database_and_cluster_streams_see_their_namespaces_only() -> TestResult 
         ("dba", "c1", 1),
         ("dbb", "c2", 2),
         ("admin", "c3", 3),
+        ("local", "c5", 5),
+        ("config", "c6", 6),
         ("dba", "c4", 4),
     ];
     for (db, coll, id) in writes {
@@ -681,7 +685,7 @@ async fn database_and_cluster_streams_see_their_namespaces_only() -> TestResult 
             ("dbb".to_owned(), "c2".to_owned(), Bson::Int32(2)),
             ("dba".to_owned(), "c4".to_owned(), Bson::Int32(4)),
         ],
-        "the cluster stream (nothing of admin)"
+        "the cluster stream (nothing of admin, local, config)"
     );
     assert_quiet(&mut cluster, Duration::from_millis(400)).await?;
     let mut got = Vec::new();
@@ -719,6 +723,20 @@ async fn start_after_an_invalidate_sees_the_new_collection() -> TestResult {
     let invalidate = next_event(&mut stream).await?;
     assert_eq!(body(&invalidate), doc! { "operationType": "invalidate" });
     coll.insert_one(doc! { "_id": 2 }).await?;
+    // `resumeAfter` cannot go past an invalidate (mongod: InvalidResumeToken, "Attempting to
+    // resume a change stream using 'resumeAfter' is not allowed from an invalidate
+    // notification").
+    let err = run_command_err(
+        &client,
+        "cs",
+        doc! {
+            "aggregate": "again",
+            "pipeline": [{ "$changeStream": { "resumeAfter": invalidate.get_document("_id")? } }],
+            "cursor": {},
+        },
+    )
+    .await?;
+    assert_command_error(&err, 260, "InvalidResumeToken");
     let mut after: ChangeStream<Document> = coll
         .watch()
         .start_after(token_of(&invalidate)?)
@@ -837,7 +855,9 @@ async fn resuming_from_before_the_history_is_history_lost_286() -> TestResult {
     let coll = client.database("hl").collection::<Document>("c");
     let mut stream = watch(&coll).await?;
     coll.insert_one(doc! { "_id": "first" }).await?;
-    let token = next_event(&mut stream).await?.get_document("_id")?.clone();
+    let first = next_event(&mut stream).await?;
+    let token = first.get_document("_id")?.clone();
+    let first_time = first.get_timestamp("clusterTime")?;
     drop(stream);
     // 4 MB of entries in a 1 MB oplog.
     let filler = "x".repeat(10_000);
@@ -867,6 +887,26 @@ async fn resuming_from_before_the_history_is_history_lost_286() -> TestResult {
                     command_error(&err).ok_or_else(|| format!("not a command error: {err}"))?;
                 assert_command_error(ce, 286, "ChangeStreamHistoryLost");
                 println!("  history lost after {written} documents");
+                // So is a start time before the history; a stream from now is not.
+                let err = run_command_err(
+                    &client,
+                    "hl",
+                    doc! {
+                        "aggregate": "c",
+                        "pipeline": [{ "$changeStream": {
+                            "startAtOperationTime": first_time,
+                        } }],
+                        "cursor": {},
+                    },
+                )
+                .await?;
+                assert_command_error(&err, 286, "ChangeStreamHistoryLost");
+                let mut fresh = watch(&coll).await?;
+                coll.insert_one(doc! { "_id": "last" }).await?;
+                assert_eq!(
+                    key_id(&next_event(&mut fresh).await?)?,
+                    Bson::String("last".into())
+                );
                 return Ok(());
             }
             Ok(reply) => {
@@ -1180,5 +1220,63 @@ async fn ttl_lengthened_emits_nothing_and_announced_stays_deleted() -> TestResul
         .filter_map(|d| d.get("_id").cloned())
         .collect();
     assert_eq!(ids, [Bson::String("late".into())]);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field order
+// ---------------------------------------------------------------------------------------------
+
+fn keys(event: &Document) -> Vec<&str> {
+    event.keys().map(String::as_str).collect()
+}
+
+/// The events' fields come in mongod's order (`ChangeStreamDefaultEventTransformation`: `to`,
+/// `txnNumber` and `lsid` are added before the resume token, then `operationType`,
+/// `clusterTime`, `wallTime`, `fullDocument`, `ns`, `documentKey`, `updateDescription`).
+#[tokio::test]
+async fn events_fields_come_in_mongods_order() -> TestResult {
+    let server = TestServer::start_replset(SET).await?;
+    let client = direct(&server).await?;
+    let coll = client.database("order").collection::<Document>("o");
+    coll.insert_one(doc! { "_id": 0 }).await?;
+    let mut stream = watch(&coll).await?;
+    coll.insert_one(doc! { "_id": 1 }).await?;
+    coll.update_one(doc! { "_id": 1 }, doc! { "$set": { "a": 1 } })
+        .await?;
+    coll.replace_one(doc! { "_id": 1 }, doc! { "b": 1 }).await?;
+    coll.delete_one(doc! { "_id": 1 }).await?;
+    let mut session = client.start_session().await?;
+    session.start_transaction().await?;
+    coll.insert_one(doc! { "_id": 2 })
+        .session(&mut session)
+        .await?;
+    session.commit_transaction().await?;
+    run_command(
+        &client,
+        "admin",
+        doc! { "renameCollection": "order.o", "to": "order.p" },
+    )
+    .await?;
+    let common = ["_id", "operationType", "clusterTime", "wallTime"];
+    let with = |rest: &[&'static str]| -> Vec<&'static str> {
+        common.iter().chain(rest).copied().collect()
+    };
+    let expected = [
+        with(&["fullDocument", "ns", "documentKey"]),
+        with(&["ns", "documentKey", "updateDescription"]),
+        with(&["fullDocument", "ns", "documentKey"]),
+        with(&["ns", "documentKey"]),
+        ["txnNumber", "lsid"]
+            .into_iter()
+            .chain(with(&["fullDocument", "ns", "documentKey"]))
+            .collect(),
+        ["to"].into_iter().chain(with(&["ns"])).collect(),
+        with(&[]),
+    ];
+    for want in expected {
+        let event = next_event(&mut stream).await?;
+        assert_eq!(keys(&event), want, "{event}");
+    }
     Ok(())
 }
