@@ -1280,3 +1280,78 @@ async fn events_fields_come_in_mongods_order() -> TestResult {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// getMore
+// ---------------------------------------------------------------------------------------------
+
+/// A `getMore` waiting up to `maxAwaitTimeMS` answers as soon as an event is written, not at
+/// the end of the wait; an empty one answers after the wait with a high-water mark token that
+/// resumes without repeating anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_more_answers_when_an_event_arrives() -> TestResult {
+    let server = TestServer::start_replset(SET).await?;
+    let client = direct(&server).await?;
+    let coll = client.database("gm").collection::<Document>("w");
+    coll.insert_one(doc! { "_id": 0 }).await?;
+    let mut stream: ChangeStream<Document> = coll
+        .watch()
+        .max_await_time(Duration::from_secs(5))
+        .await?
+        .with_type();
+    let writer = coll.clone();
+    let wrote = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        writer
+            .insert_one(doc! { "_id": 1 })
+            .await
+            .map(|_| Instant::now())
+    });
+    let event = next_event(&mut stream).await?;
+    let arrived = Instant::now();
+    let wrote = wrote.await??;
+    assert_eq!(key_id(&event)?, Bson::Int32(1));
+    let waited = arrived.saturating_duration_since(wrote);
+    println!("  event arrived {waited:?} after the insert was acknowledged");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the getMore waited {waited:?} after the insert"
+    );
+
+    // An empty wait: the token moves on to a high-water mark past the last event.
+    let mut quiet: ChangeStream<Document> = coll
+        .watch()
+        .start_after(token_of(&event)?)
+        .max_await_time(Duration::from_millis(300))
+        .await?
+        .with_type();
+    // (The first call only consumes the aggregate's empty first batch.)
+    assert!(quiet.next_if_any().await?.is_none());
+    let began = Instant::now();
+    assert!(quiet.next_if_any().await?.is_none());
+    assert!(
+        began.elapsed() >= Duration::from_millis(250),
+        "an empty getMore answered after {:?}",
+        began.elapsed()
+    );
+    let mark = quiet
+        .resume_token()
+        .ok_or("no resume token after an empty batch")?;
+    assert_ne!(
+        mark,
+        token_of(&event)?,
+        "the token did not move past the event"
+    );
+    drop(quiet);
+    coll.insert_one(doc! { "_id": 2 }).await?;
+    let mut resumed: ChangeStream<Document> = coll
+        .watch()
+        .resume_after(mark)
+        .max_await_time(AWAIT)
+        .await?
+        .with_type();
+    let event = next_event(&mut resumed).await?;
+    assert_eq!(key_id(&event)?, Bson::Int32(2), "{event}");
+    assert_quiet(&mut resumed, Duration::from_millis(400)).await?;
+    Ok(())
+}
