@@ -1355,3 +1355,83 @@ async fn get_more_answers_when_an_event_arrives() -> TestResult {
     assert_quiet(&mut resumed, Duration::from_millis(400)).await?;
     Ok(())
 }
+
+/// A TTL expiry of either model is a `delete` event with its pre-image when the collection keeps
+/// them, arriving within 1 s after the instant (a few documents, where the 100k tests above
+/// measure the load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_deletes_of_both_models_carry_pre_images_on_time() -> TestResult {
+    let server = TestServer::start_with(|c| {
+        c.repl_set = Some(SET.to_owned());
+        c.enable_test_commands = true;
+    })
+    .await?;
+    let client = direct(&server).await?;
+    for (name, key, expire) in [("dates", "at", 0), ("cosmos", "_ts", -1)] {
+        run_command(
+            &client,
+            "ttlimg",
+            doc! { "create": name, "changeStreamPreAndPostImages": { "enabled": true } },
+        )
+        .await?;
+        run_command(
+            &client,
+            "ttlimg",
+            doc! { "createIndexes": name, "indexes": [
+                { "key": { key: 1 }, "name": "ttl", "expireAfterSeconds": expire },
+            ] },
+        )
+        .await?;
+    }
+    let db = client.database("ttlimg");
+    let mut stream: ChangeStream<Document> = db
+        .watch()
+        .pipeline([doc! { "$match": { "operationType": "delete" } }])
+        .full_document_before_change(FullDocumentBeforeChangeType::Required)
+        .max_await_time(Duration::from_millis(100))
+        .await?
+        .with_type();
+    // One modification time for the Cosmos document: the clock is frozen while it is written.
+    let t0 = common::advance_clock(&client, 0).await?.timestamp_millis();
+    let cosmos_doc = doc! { "_id": "c", "ttl": 2, "v": "cosmos" };
+    db.collection::<Document>("cosmos")
+        .insert_one(cosmos_doc.clone())
+        .await?;
+    run_command(
+        &client,
+        "admin",
+        doc! { "ebbAdvanceClock": 0, "freeze": false },
+    )
+    .await?;
+    let date_instant = now_ms() + 1_000;
+    let date_doc = doc! { "_id": "d", "at": bson::DateTime::from_millis(date_instant) };
+    db.collection::<Document>("dates")
+        .insert_one(date_doc.clone())
+        .await?;
+    let expected = [
+        ("dates", date_doc, date_instant),
+        ("cosmos", cosmos_doc, t0 + 2_000),
+    ];
+    for (coll, doc, instant) in expected {
+        let event = next_event(&mut stream).await?;
+        let arrived = now_ms();
+        let id = doc.get("_id").cloned().ok_or("no _id")?;
+        assert_eq!(
+            body(&event),
+            doc! {
+                "operationType": "delete",
+                "ns": ns("ttlimg", coll),
+                "documentKey": { "_id": id },
+                "fullDocumentBeforeChange": doc,
+            },
+            "{event}"
+        );
+        let late = arrived - instant;
+        println!("  {coll}: delete arrived {late} ms after the instant");
+        assert!(
+            (0..=1_000).contains(&late),
+            "{coll}: {late} ms after the instant"
+        );
+    }
+    Ok(())
+}
