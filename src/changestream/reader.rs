@@ -129,7 +129,8 @@ impl StreamReader {
         if self.drain(&mut out, &mut bytes, max_docs, max_bytes) {
             return Ok(out);
         }
-        // The oplog's retention went past where the stream reads: events are lost.
+        // The oplog's retention went past where the stream reads (or it starts before the
+        // oplog's history: mongod's `OplogQueryMinTsMissing`): events are lost.
         if self.next < oldest {
             return Err(super::resume::history_lost());
         }
