@@ -39,6 +39,8 @@ pub struct Step {
     pub announced: usize,
     /// Whether more are due (the batch filled up).
     pub more: bool,
+    /// The commit's ticket, when it logged something.
+    pub ticket: Option<u64>,
 }
 
 /// Logs the deletion of up to [`ANNOUNCE_BATCH`] documents of `collection` expired at or before
@@ -124,12 +126,16 @@ pub fn announce_step(
         // were live (see `crate::clock`).
         Catalog::note_expired_at(&mut batch, now_ms);
     }
-    catalog.store().commit(batch)?;
+    let ticket = catalog.store().commit(batch)?;
     *collection
         .announced
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(through);
-    Ok(Step { announced, more })
+    Ok(Step {
+        announced,
+        more,
+        ticket: (announced > 0).then_some(ticket),
+    })
 }
 
 /// The earliest expiry instant after the last announced of `collection`, if any.
@@ -153,15 +159,27 @@ fn next_due(catalog: &Catalog, collection: &Collection) -> Result<Option<i64>, S
     Ok(first.and_then(|(key, _)| crate::ttl::instant_of(&key)))
 }
 
-/// One pass over every collection: announces everything due at `now_ms`. Returns how many
-/// deletions it logged and the next instant something falls due.
-pub fn announce_pass(catalog: &Catalog, now_ms: i64) -> Result<(usize, Option<i64>), StorageError> {
+/// What one [`announce_pass`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Deletions logged.
+    pub announced: usize,
+    /// The next instant something falls due.
+    pub next: Option<i64>,
+    /// The ticket of its last commit that logged something.
+    pub ticket: Option<u64>,
+}
+
+/// One pass over every collection: announces everything due at `now_ms`.
+pub fn announce_pass(catalog: &Catalog, now_ms: i64) -> Result<Pass, StorageError> {
     let mut total = 0;
     let mut next: Option<i64> = None;
+    let mut ticket = None;
     for collection in catalog.all_collections() {
         loop {
             let step = announce_step(catalog, &collection, now_ms)?;
             total += step.announced;
+            ticket = step.ticket.or(ticket);
             if !step.more {
                 break;
             }
@@ -170,7 +188,11 @@ pub fn announce_pass(catalog: &Catalog, now_ms: i64) -> Result<(usize, Option<i6
             next = Some(next.map_or(due, |n| n.min(due)));
         }
     }
-    Ok((total, next))
+    Ok(Pass {
+        announced: total,
+        next,
+        ticket,
+    })
 }
 
 /// The announcer: a pass whenever something falls due (or the clock was moved), at normal
@@ -187,12 +209,19 @@ pub async fn announce_task(
             tokio::task::spawn_blocking(move || announce_pass(&catalog, now)).await
         };
         let next = match pass {
-            Ok(Ok((announced, next))) => {
-                if announced > 0 {
-                    debug!(announced, "TTL deletions logged");
+            Ok(Ok(pass)) => {
+                if pass.announced > 0 {
+                    debug!(announced = pass.announced, "TTL deletions logged");
                     clock.raise_floor(now);
                 }
-                next
+                // Change streams show durable entries only: the sync is asked for now, not
+                // left to the journal interval.
+                if let Some(ticket) = pass.ticket
+                    && let Err(e) = catalog.store().durable(ticket).await
+                {
+                    warn!(error = %e, "syncing logged TTL deletions failed");
+                }
+                pass.next
             }
             Ok(Err(e)) => {
                 warn!(error = %e, "logging TTL deletions failed");
@@ -284,13 +313,18 @@ mod tests {
         for (id, at) in [(1, 300), (2, 100), (3, 200), (4, 10_000)] {
             write(&store, &c, id, at);
         }
-        assert_eq!(announce_pass(&catalog, 50).unwrap(), (0, Some(100)));
+        let pass = announce_pass(&catalog, 50).unwrap();
+        assert_eq!(
+            (pass.announced, pass.next, pass.ticket),
+            (0, Some(100), None)
+        );
         assert!(logged(&store).is_empty());
-        let (n, next) = announce_pass(&catalog, 300).unwrap();
-        assert_eq!((n, next), (3, Some(10_000)));
+        let pass = announce_pass(&catalog, 300).unwrap();
+        assert_eq!((pass.announced, pass.next), (3, Some(10_000)));
+        assert!(pass.ticket.is_some());
         assert_eq!(logged(&store), [vec![2, 3, 1]]);
         // Nothing twice.
-        assert_eq!(announce_pass(&catalog, 400).unwrap().0, 0);
+        assert_eq!(announce_pass(&catalog, 400).unwrap().announced, 0);
         assert_eq!(logged(&store).len(), 1);
         // The mark is stored with the batch.
         let stored = store
@@ -327,8 +361,8 @@ mod tests {
         for id in 0..n {
             write(&store, &c, id, 100);
         }
-        let (announced, _) = announce_pass(&catalog, 100).unwrap();
-        assert_eq!(announced, usize::try_from(n).unwrap());
+        let pass = announce_pass(&catalog, 100).unwrap();
+        assert_eq!(pass.announced, usize::try_from(n).unwrap());
         let batches = logged(&store);
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -349,7 +383,7 @@ mod tests {
         reopened.set_oplog(Arc::new(crate::oplog::Oplog::new(clock, 2, last)));
         let c = reopened.get("db", "c").unwrap();
         assert!(c.announced_through(&expiry_key(c.id, 100, 2)));
-        assert_eq!(announce_pass(&reopened, 250).unwrap().0, 1);
+        assert_eq!(announce_pass(&reopened, 250).unwrap().announced, 1);
         assert_eq!(logged(&store), [vec![1], vec![2]]);
     }
 }
