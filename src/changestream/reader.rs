@@ -93,6 +93,11 @@ impl StreamReader {
         ts_from_u64(self.next)
     }
 
+    /// [`StreamReader::next_time`] as an oplog key's number.
+    pub fn next_time_u64(&self) -> u64 {
+        self.next
+    }
+
     /// `postBatchResumeToken`: the last event's token when nothing was read after its entry
     /// (or events wait, or it was the `invalidate`), else a high-water mark at the next time to
     /// read.

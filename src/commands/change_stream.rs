@@ -217,6 +217,14 @@ pub(super) async fn get_more(
         if !docs.is_empty() || reader.invalidated || Instant::now() >= deadline {
             break docs;
         }
+        // A read stops after so many entries: what is left is read at once, not after the
+        // next write. (Between reads, shutdown and the deadline are looked at.)
+        if reader.next_time_u64() <= visible {
+            if state.shutdown.is_cancelled() {
+                break docs;
+            }
+            continue;
+        }
         tokio::select! {
             moved = changes.changed() => {
                 if moved.is_err() {
