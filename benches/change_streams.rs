@@ -66,8 +66,8 @@ use std::time::{Duration, Instant};
 
 use bson::{RawDocumentBuf, doc, rawdoc};
 use common::{
-    BenchResult, Samples, Server, median, per_second, run_bench, scale, scaled, scaled_duration,
-    to_f64, to_f64_u64, verdict,
+    BenchResult, Cpu, Samples, Server, median, per_second, run_bench, scale, scaled,
+    scaled_duration, to_f64, verdict,
 };
 use mongodb::error::ErrorKind;
 use mongodb::options::ClientOptions;
@@ -640,72 +640,6 @@ async fn throughput_line(
         });
     }
     Ok(goals)
-}
-
-/// CPU time the process used, in clock ticks of `/proc` (`USER_HZ`, 100 a second on Linux):
-/// all of it, and the client runtime's threads' (tokio's default names, `tokio-rt-worker` or,
-/// before tokio 1.50, `tokio-runtime-w…`; the servers' are `ebb-…` or the store's own).
-#[derive(Debug, Clone, Copy, Default)]
-struct Cpu {
-    total: u64,
-    client: u64,
-}
-
-/// `/proc`'s clock ticks a second.
-const USER_HZ: f64 = 100.0;
-
-impl Cpu {
-    /// Now, or zeros where `/proc` cannot tell.
-    fn now() -> Cpu {
-        let total = std::fs::read_to_string("/proc/self/stat")
-            .ok()
-            .and_then(|s| stat_ticks(&s))
-            .unwrap_or(0);
-        let mut client = 0;
-        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-            for task in tasks.flatten() {
-                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-                if comm.starts_with("tokio-r") {
-                    client += std::fs::read_to_string(task.path().join("stat"))
-                        .ok()
-                        .and_then(|s| stat_ticks(&s))
-                        .unwrap_or(0);
-                }
-            }
-        }
-        Cpu { total, client }
-    }
-
-    fn since(self, earlier: Cpu) -> Cpu {
-        Cpu {
-            total: self.total.saturating_sub(earlier.total),
-            client: self.client.saturating_sub(earlier.client),
-        }
-    }
-
-    fn add(&mut self, other: Cpu) {
-        self.total += other.total;
-        self.client += other.client;
-    }
-
-    /// Server (everything but the client runtime) and client CPU microseconds per operation.
-    fn per_op_us(self, ops: usize) -> (f64, f64) {
-        let per = |ticks: u64| to_f64_u64(ticks) / USER_HZ * 1e6 / to_f64(ops.max(1));
-        (
-            per(self.total.saturating_sub(self.client)),
-            per(self.client),
-        )
-    }
-}
-
-/// `utime + stime` of a `/proc/.../stat` line.
-fn stat_ticks(stat: &str) -> Option<u64> {
-    // The command name, in parentheses, may hold spaces: count fields after its end.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -834,8 +834,8 @@ impl Catalog {
 
     /// Adds to `batch` the oplog entry of the operation `op` makes, when there is an oplog.
     fn log(&self, batch: &mut Batch, op: impl FnOnce() -> RawDocumentBuf) {
-        if let Some(oplog) = self.oplog() {
-            batch.stamped.push(oplog.entry(&op(), None));
+        if self.oplog().is_some() {
+            self.log_op(batch, &op());
         }
     }
 

@@ -478,8 +478,8 @@ async fn run_command(
     };
     let wrote = result.is_ok() && commands::writes(req.name, req.body);
     let operation_time = commands::cluster_time::operation_time(rs, wrote);
-    let reply = result
-        .unwrap_or_else(|e| labelled(req, &e, commands::is_change_stream_request(req, state)));
+    let reply =
+        result.unwrap_or_else(|e| labelled(req, &e, commands::is_change_stream_request(req)));
     Ok(commands::cluster_time::append(rs, reply, operation_time))
 }
 

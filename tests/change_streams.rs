@@ -948,6 +948,37 @@ const TTL_DOCS: i32 = 100_000;
 /// release build, 3-6 s in a debug one).
 const TTL_LEAD_SECS: i64 = if cfg!(debug_assertions) { 20 } else { 5 };
 
+/// Checks that the stream gets the delete of each of the `TTL_DOCS` documents once, on time
+/// against `instant` (see [`check_lateness`]), nothing after them, and that none is left.
+async fn all_deleted_once<T: Send + Sync>(
+    stream: &mut ChangeStream<RawDocumentBuf>,
+    coll: &Collection<T>,
+    instant: i64,
+    model: &str,
+) -> TestResult {
+    let deletes =
+        collect_deletes(stream, usize::try_from(TTL_DOCS)?, Duration::from_secs(120)).await?;
+    let ids: BTreeSet<i32> = deletes.iter().map(|&(id, _, _)| id).collect();
+    assert_eq!(ids.len(), deletes.len(), "a document deleted twice");
+    assert_eq!(ids, (0..TTL_DOCS).collect(), "every document, once");
+    check_lateness(
+        model,
+        deletes.iter().map(|&(_, _, wall)| wall - instant).collect(),
+        deletes
+            .iter()
+            .map(|&(_, arrived, _)| arrived - instant)
+            .collect(),
+    );
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_millis(500) {
+        if let Some(event) = stream.next_if_any().await? {
+            return Err(format!("an event after the deletes: {event:?}").into());
+        }
+    }
+    assert_eq!(coll.count_documents(doc! {}).await?, 0);
+    Ok(())
+}
+
 /// Reads `count` delete events (the stream has only deletes) and returns, for each, the
 /// document's `_id`, when it arrived (client wall clock, ms) and its `wallTime` (when the
 /// server logged it, ms).
@@ -1065,31 +1096,7 @@ async fn ttl_date_index_100k_deletes_within_a_second() -> TestResult {
         now_ms() < instant - 1_000,
         "the inserts took too long to measure"
     );
-    let deletes = collect_deletes(
-        &mut stream,
-        usize::try_from(TTL_DOCS)?,
-        Duration::from_secs(120),
-    )
-    .await?;
-    let ids: BTreeSet<i32> = deletes.iter().map(|&(id, _, _)| id).collect();
-    assert_eq!(ids.len(), deletes.len(), "a document deleted twice");
-    assert_eq!(ids, (0..TTL_DOCS).collect(), "every document, once");
-    check_lateness(
-        "date-field index",
-        deletes.iter().map(|&(_, _, wall)| wall - instant).collect(),
-        deletes
-            .iter()
-            .map(|&(_, arrived, _)| arrived - instant)
-            .collect(),
-    );
-    let began = Instant::now();
-    while began.elapsed() < Duration::from_millis(500) {
-        if let Some(event) = stream.next_if_any().await? {
-            return Err(format!("an event after the deletes: {event:?}").into());
-        }
-    }
-    assert_eq!(coll.count_documents(doc! {}).await?, 0);
-    Ok(())
+    all_deleted_once(&mut stream, &coll, instant, "date-field index").await
 }
 
 /// The Cosmos model: `{_ts: 1}` with `expireAfterSeconds`. The server's clock is frozen while
@@ -1145,31 +1152,7 @@ async fn ttl_cosmos_ts_100k_deletes_within_a_second() -> TestResult {
         now_ms() < instant - 1_000,
         "the inserts took too long to measure"
     );
-    let deletes = collect_deletes(
-        &mut stream,
-        usize::try_from(TTL_DOCS)?,
-        Duration::from_secs(120),
-    )
-    .await?;
-    let ids: BTreeSet<i32> = deletes.iter().map(|&(id, _, _)| id).collect();
-    assert_eq!(ids.len(), deletes.len(), "a document deleted twice");
-    assert_eq!(ids, (0..TTL_DOCS).collect(), "every document, once");
-    check_lateness(
-        "Cosmos _ts",
-        deletes.iter().map(|&(_, _, wall)| wall - instant).collect(),
-        deletes
-            .iter()
-            .map(|&(_, arrived, _)| arrived - instant)
-            .collect(),
-    );
-    let began = Instant::now();
-    while began.elapsed() < Duration::from_millis(500) {
-        if let Some(event) = stream.next_if_any().await? {
-            return Err(format!("an event after the deletes: {event:?}").into());
-        }
-    }
-    assert_eq!(coll.count_documents(doc! {}).await?, 0);
-    Ok(())
+    all_deleted_once(&mut stream, &coll, instant, "Cosmos _ts").await
 }
 
 /// A TTL lengthened by `collMod` before the instant emits nothing; a document already

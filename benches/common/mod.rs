@@ -325,3 +325,69 @@ pub fn scaled_duration(base: Duration, scale: f64, floor: Duration) -> Duration 
 pub fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
+
+/// CPU time the process used, in clock ticks of `/proc` (`USER_HZ`, 100 a second on Linux):
+/// all of it, and the client runtime's threads' (tokio's default names, `tokio-rt-worker` or,
+/// before tokio 1.50, `tokio-runtime-w…`; the server's are `ebb-…` or the store's own).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cpu {
+    pub total: u64,
+    pub client: u64,
+}
+
+/// `/proc`'s clock ticks a second.
+pub const USER_HZ: f64 = 100.0;
+
+impl Cpu {
+    /// Now, or zeros where `/proc` cannot tell.
+    pub fn now() -> Cpu {
+        let total = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| stat_ticks(&s))
+            .unwrap_or(0);
+        let mut client = 0;
+        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+            for task in tasks.flatten() {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                if comm.starts_with("tokio-r") {
+                    client += std::fs::read_to_string(task.path().join("stat"))
+                        .ok()
+                        .and_then(|s| stat_ticks(&s))
+                        .unwrap_or(0);
+                }
+            }
+        }
+        Cpu { total, client }
+    }
+
+    pub fn since(self, earlier: Cpu) -> Cpu {
+        Cpu {
+            total: self.total.saturating_sub(earlier.total),
+            client: self.client.saturating_sub(earlier.client),
+        }
+    }
+
+    pub fn add(&mut self, other: Cpu) {
+        self.total += other.total;
+        self.client += other.client;
+    }
+
+    /// Server (everything but the client runtime) and client CPU microseconds per operation.
+    pub fn per_op_us(self, ops: usize) -> (f64, f64) {
+        let per = |ticks: u64| to_f64_u64(ticks) / USER_HZ * 1e6 / to_f64(ops.max(1));
+        (
+            per(self.total.saturating_sub(self.client)),
+            per(self.client),
+        )
+    }
+}
+
+/// `utime + stime` of a `/proc/.../stat` line.
+pub fn stat_ticks(stat: &str) -> Option<u64> {
+    // The command name, in parentheses, may hold spaces: count fields after its end.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}

@@ -937,7 +937,7 @@ async fn run_checked(
             ctx.id,
             app.as_deref(),
             &is_alias,
-            is_change_stream_request(req, state),
+            is_change_stream_request(req),
         );
         match state
             .failpoints
@@ -984,7 +984,7 @@ async fn run_checked(
             ctx.id,
             app.as_deref(),
             &is_alias,
-            is_change_stream_request(req, state),
+            is_change_stream_request(req),
         );
         return state.failpoints.after_command(&target, result);
     }
@@ -1008,7 +1008,7 @@ fn app_name(ctx: &ConnCtx, req: &Request<'_>) -> Option<String> {
 /// Whether `req` is a change stream's `aggregate` (whose errors may get the
 /// `ResumableChangeStreamError` label). A `getMore`'s errors get it only once its cursor is
 /// checked out (mongod's label builder looks at the cursor): `read::get_more` adds it.
-pub fn is_change_stream_request(req: &Request<'_>, _state: &ServerState) -> bool {
+pub fn is_change_stream_request(req: &Request<'_>) -> bool {
     req.name == "aggregate" && change_stream::starts_with_change_stream(req)
 }
 

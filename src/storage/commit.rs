@@ -114,9 +114,10 @@ impl GroupCommit {
         let values = std::mem::take(&mut batch.stamped);
         let last = match self.shared.stamper.get() {
             Some(stamper) if !values.is_empty() => {
+                let n = values.len() as u64;
                 let mut pending = Some((batch, values));
                 let storage = &self.storage;
-                Some(stamper.stamp(stamped_len(pending.as_ref()), &mut |first| {
+                Some(stamper.stamp(n, &mut |first| {
                     let Some((mut batch, entries)) = pending.take() else {
                         return Err(StorageError::Engine("a stamped commit ran twice".into()));
                     };
@@ -201,10 +202,6 @@ impl Drop for GroupCommit {
     fn drop(&mut self) {
         self.shutdown();
     }
-}
-
-fn stamped_len(pending: Option<&(Batch, Vec<super::Stamped>)>) -> u64 {
-    pending.map_or(0, |(_, s)| s.len() as u64)
 }
 
 fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) {

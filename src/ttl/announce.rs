@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::catalog::{Catalog, Collection, announced_key};
-use crate::storage::{Batch, Keyspace, StorageError, prefix_end, record};
+use crate::storage::{Batch, Keyspace, StorageError, record};
 
 /// Deletions logged per commit (one `applyOps` entry). Each is an `_id` (and, when the
 /// collection keeps them, a pre-image): a thousand make an entry of some tens of kilobytes.
@@ -140,23 +140,12 @@ pub fn announce_step(
 
 /// The earliest expiry instant after the last announced of `collection`, if any.
 fn next_due(catalog: &Catalog, collection: &Collection) -> Result<Option<i64>, StorageError> {
-    let prefix = collection.id.to_be_bytes();
-    let upper = prefix_end(&prefix).unwrap_or_default();
     let last = collection
         .announced
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let lower = match &last {
-        Some(key) => Bound::Excluded(&key[..]),
-        None => Bound::Included(&prefix[..]),
-    };
-    let snapshot = catalog.snapshot();
-    let first = snapshot
-        .range(Keyspace::Expiry, lower, Bound::Excluded(&upper[..]), false)
-        .next()
-        .transpose()?;
-    Ok(first.and_then(|(key, _)| crate::ttl::instant_of(&key)))
+    super::next_due(catalog, collection, last.as_deref())
 }
 
 /// What one [`announce_pass`] did.

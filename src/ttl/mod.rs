@@ -456,7 +456,7 @@ pub type Remover<'a> = &'a dyn Fn(&Arc<Collection>, Due) -> Result<usize, Storag
 
 /// The earliest expiry instant pending in `collection` after `start_after` (or from its
 /// start), if any.
-fn next_due(
+pub(crate) fn next_due(
     catalog: &Catalog,
     collection: &Collection,
     start_after: Option<&[u8]>,

@@ -140,26 +140,27 @@ impl<'a> Writer<'a> {
         before: Option<&RawDocument>,
         op: impl FnOnce(&str, [u8; 16]) -> RawDocumentBuf,
     ) {
-        let Some(oplog) = &self.oplog else { return };
-        let (ns, ui) = (self.collection.namespace(), self.collection.uuid());
-        let op = op(&ns, ui);
-        let images = self.collection.records_images();
-        let before = before.filter(|_| images);
-        if self.txn.is_some() {
-            self.ops.push((op, before.map(ToOwned::to_owned)));
-        } else {
-            self.batch.stamped.push(oplog.entry_of(op, before));
+        if self.oplog.is_none() {
+            return;
         }
+        let (ns, ui) = (self.collection.namespace(), self.collection.uuid());
+        let images = self.collection.records_images();
+        self.push_op(op(&ns, ui), before.filter(|_| images));
         if let Some(written) = self.expired_on_write.take()
             && let Ok(Some(id)) = written.get("_id")
         {
             let delete = crate::oplog::log::delete_op(&ns, ui, id);
-            let before = images.then_some(&*written);
-            if self.txn.is_some() {
-                self.ops.push((delete, before.map(ToOwned::to_owned)));
-            } else {
-                self.batch.stamped.push(oplog.entry_of(delete, before));
-            }
+            self.push_op(delete, images.then_some(&*written));
+        }
+    }
+
+    /// Adds `op` (with its pre-image) to what this writer logs: to the transaction's
+    /// operations in one, else to the batch as an entry.
+    fn push_op(&mut self, op: RawDocumentBuf, before: Option<&RawDocument>) {
+        if self.txn.is_some() {
+            self.ops.push((op, before.map(ToOwned::to_owned)));
+        } else if let Some(oplog) = &self.oplog {
+            self.batch.stamped.push(oplog.entry_of(op, before));
         }
     }
 
