@@ -329,7 +329,7 @@ pub(super) async fn aggregate_explained(
     state: &crate::state::ServerState,
     explain: Option<Verbosity>,
 ) -> CommandResult {
-    if explain.is_none() && super::change_stream::starts_with_change_stream(req) {
+    if explain.is_none() && super::change_stream::has_change_stream(req, state.replset.is_some()) {
         return super::change_stream::open(req, state).await;
     }
     let started = std::time::Instant::now();

@@ -24,16 +24,52 @@ const DEFAULT_AWAIT: Duration = Duration::from_secs(1);
 /// Largest batch of events, in bytes (mongod's 16 MiB reply limit, less room for the rest).
 const MAX_BATCH_BYTES: usize = 16 * 1024 * 1024 - 16 * 1024;
 
-/// Whether `req` (an `aggregate`) starts with `$changeStream`.
-pub(super) fn starts_with_change_stream(req: &Request<'_>) -> bool {
+/// Whether `req` (an `aggregate`) is [`open`]'s: its first stage is `$changeStream`, or, on a
+/// replica set (`anywhere`), any stage is (`open` answers mongod's error for it elsewhere; a
+/// standalone's pipeline parser refuses the stage wherever it stands).
+pub(super) fn has_change_stream(req: &Request<'_>, anywhere: bool) -> bool {
     let Ok(Some(RawBsonRef::Array(stages))) = req.body.get("pipeline") else {
         return false;
     };
+    let is_change_stream = |stage: Result<RawBsonRef<'_>, _>| {
+        matches!(
+            stage,
+            Ok(RawBsonRef::Document(d)) if matches!(stage_of(d), Some(("$changeStream", _)))
+        )
+    };
+    let mut stages = stages.into_iter();
+    if anywhere {
+        stages.any(is_change_stream)
+    } else {
+        stages.next().is_some_and(is_change_stream)
+    }
+}
+
+/// Whether `stage` is one the pipeline parser does not know: `$changeStream` and its split
+/// stage (this module's), and those the aggregate command answers (`$out` and the like).
+fn is_command_layer_stage(stage: &RawDocument) -> bool {
     matches!(
-        stages.into_iter().next(),
-        Some(Ok(RawBsonRef::Document(first)))
-            if matches!(first.iter().next(), Some(Ok((name, _))) if name.as_str() == "$changeStream")
+        stage_of(stage),
+        Some((
+            "$changeStream"
+                | SPLIT_STAGE
+                | "$out"
+                | "$merge"
+                | "$documents"
+                | "$listLocalSessions"
+                | "$listSessions",
+            _
+        ))
     )
+}
+
+/// The name and argument of a pipeline stage.
+fn stage_of(stage: &RawDocument) -> Option<(&str, RawBsonRef<'_>)> {
+    stage
+        .iter()
+        .next()
+        .and_then(Result::ok)
+        .map(|(k, v)| (k.as_str(), v))
 }
 
 /// `aggregate` with `$changeStream` first: opens the stream.
@@ -58,12 +94,19 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
     let Some((first, rest)) = docs.split_first() else {
         return Err(CommandError::internal("an empty change stream pipeline"));
     };
-    let arg = first
-        .iter()
-        .next()
-        .and_then(Result::ok)
-        .map(|(_, v)| v)
-        .ok_or_else(|| CommandError::internal("an empty $changeStream stage"))?;
+    let Some(("$changeStream", arg)) = stage_of(first) else {
+        // mongod parses every stage before it checks where `$changeStream` stands.
+        let vars = variables(req, state.now_ms())?;
+        for stage in &docs {
+            if !is_command_layer_stage(stage) {
+                crate::pipeline::parse_stage(stage, &vars)?;
+            }
+        }
+        return Err(CommandError::new(
+            ErrorCode::Location(40602),
+            "$changeStream is only valid as the first stage in a pipeline",
+        ));
+    };
     let (Some(_), Some(oplog)) = (&state.replset, state.catalog.oplog()) else {
         return Err(super::aggregate::change_stream_on_standalone(arg));
     };
@@ -103,10 +146,9 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
     let vars = variables(req, state.now_ms())?;
     let mut user_stages = Vec::new();
     for stage in rest {
-        if matches!(
-            stage.iter().next(),
-            Some(Ok((name, _))) if name.as_str() == "$changeStream" || name.as_str() == SPLIT_STAGE
-        ) {
+        // (Stages the command layer answers, `$out` and the like, are for the check below to
+        // refuse.)
+        if is_command_layer_stage(stage) {
             continue;
         }
         user_stages.push(crate::pipeline::parse_stage(stage, &vars)?);

@@ -1009,7 +1009,7 @@ fn app_name(ctx: &ConnCtx, req: &Request<'_>) -> Option<String> {
 /// `ResumableChangeStreamError` label). A `getMore`'s errors get it only once its cursor is
 /// checked out (mongod's label builder looks at the cursor): `read::get_more` adds it.
 pub fn is_change_stream_request(req: &Request<'_>) -> bool {
-    req.name == "aggregate" && change_stream::starts_with_change_stream(req)
+    req.name == "aggregate" && change_stream::has_change_stream(req, false)
 }
 
 /// The command as `failCommand` sees it.
