@@ -44,6 +44,60 @@ impl TlsMode {
     }
 }
 
+/// Which product the server behaves as (`--profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Profile {
+    /// MongoDB: what Ebb is without a profile.
+    #[default]
+    #[value(name = "mongodb")]
+    MongoDb,
+    /// An Azure Cosmos DB for MongoDB (RU) account, as `crate::cosmos` describes.
+    #[value(name = "cosmos")]
+    Cosmos,
+}
+
+/// The API version a Cosmos DB for MongoDB (RU) account serves (`--cosmos-server-version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, clap::ValueEnum)]
+pub enum CosmosVersion {
+    /// API 4.2.
+    #[value(name = "4.2")]
+    V4_2,
+    /// API 5.0.
+    #[value(name = "5.0")]
+    V5_0,
+    /// API 6.0.
+    #[value(name = "6.0")]
+    V6_0,
+    /// API 7.0.
+    #[default]
+    #[value(name = "7.0")]
+    V7_0,
+}
+
+impl CosmosVersion {
+    /// The version as written on the command line and in Cosmos DB's pages (`"4.2"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CosmosVersion::V4_2 => "4.2",
+            CosmosVersion::V5_0 => "5.0",
+            CosmosVersion::V6_0 => "6.0",
+            CosmosVersion::V7_0 => "7.0",
+        }
+    }
+}
+
+/// Whether the Cosmos DB profile throttles past a budget (`--cosmos-throttle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Switch {
+    /// On.
+    #[default]
+    #[value(name = "on")]
+    On,
+    /// Off.
+    #[value(name = "off")]
+    Off,
+}
+
 /// Everything the server is started with.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(
@@ -128,6 +182,30 @@ pub struct Config {
     /// loopback interface may create the first one (the localhost exception).
     #[arg(long)]
     pub auth: bool,
+    /// Behave as another product on the wire: `cosmos` is a local Azure Cosmos DB for
+    /// MongoDB (RU) account (see `crate::cosmos`). Without it, Ebb is a MongoDB server.
+    #[arg(long, value_enum, default_value_t = Profile::MongoDb)]
+    pub profile: Profile,
+    /// The Cosmos DB profile's account name: the one user, and the connection string's
+    /// `appName=@ACCOUNT@`.
+    #[arg(long, value_name = "ACCOUNT", default_value = "localhost")]
+    pub cosmos_account: String,
+    /// The Cosmos DB profile's account key: the user's password. By default a fixed
+    /// development key, printed at start.
+    #[arg(long, value_name = "KEY")]
+    pub cosmos_key: Option<String>,
+    /// The API version the Cosmos DB profile serves: what `hello`/`buildInfo` report and which
+    /// features are refused.
+    #[arg(long, value_enum, value_name = "VERSION", default_value_t = CosmosVersion::V7_0)]
+    pub cosmos_server_version: CosmosVersion,
+    /// Whether the Cosmos DB profile answers `16500 TooManyRequests` past a budget of
+    /// request units (`off` for functional tests).
+    #[arg(long, value_enum, value_name = "on|off", default_value_t = Switch::On)]
+    pub cosmos_throttle: Switch,
+    /// How long, in seconds, the Cosmos DB profile retries a throttled request inside the
+    /// server before answering 16500 (Cosmos DB's server-side retry; 0: answer at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub cosmos_server_retries: u64,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -184,6 +262,12 @@ impl Default for Config {
             tls_ca_file: None,
             tls_allow_connections_without_certificates: false,
             auth: false,
+            profile: Profile::MongoDb,
+            cosmos_account: "localhost".into(),
+            cosmos_key: None,
+            cosmos_server_version: CosmosVersion::V7_0,
+            cosmos_throttle: Switch::On,
+            cosmos_server_retries: 0,
             argv: vec!["ebb".into()],
             bench_without_oplog: false,
         }

@@ -40,6 +40,8 @@ pub struct ConnCtx {
     last_reply_id: i32,
     /// Who is logged in, and a login in progress.
     pub auth: crate::auth::session::AuthSession,
+    /// What the Cosmos DB profile keeps for the connection.
+    pub cosmos: crate::cosmos::ConnState,
 }
 
 /// The request an exhaust stream answers again (mongod's "next invocation").
@@ -68,6 +70,7 @@ impl ConnCtx {
             exhaust: None,
             last_reply_id: 0,
             auth: crate::auth::session::AuthSession::new(peer.ip().is_loopback()),
+            cosmos: crate::cosmos::ConnState::default(),
         }
     }
 
@@ -500,10 +503,10 @@ async fn run_timed(
     // only when they will be logged (timing costs more than a ping on some machines).
     let on_collection = crate::top::classify(req.name, req.body);
     if on_collection.is_none() && !tracing::enabled!(tracing::Level::DEBUG) {
-        return commands::run(req, ctx, state).await;
+        return run_one(req, ctx, state).await;
     }
     let started = Instant::now();
-    let result = commands::run(req, ctx, state).await;
+    let result = run_one(req, ctx, state).await;
     let micros = started.elapsed().as_micros();
     if let Some((kind, coll)) = on_collection {
         let micros = u64::try_from(micros).unwrap_or(u64::MAX);
@@ -524,6 +527,18 @@ async fn run_timed(
         ),
     }
     result
+}
+
+/// Runs `req` through the Cosmos DB profile's hook when the server has the profile.
+async fn run_one(
+    req: &Request<'_>,
+    ctx: &mut ConnCtx,
+    state: &ServerState,
+) -> Result<RawDocumentBuf, CommandError> {
+    match &state.cosmos {
+        Some(cosmos) => Box::pin(crate::cosmos::run(cosmos, req, ctx, state)).await,
+        None => commands::run(req, ctx, state).await,
+    }
 }
 
 /// The first key of a command document.

@@ -21,6 +21,7 @@ pub mod clock;
 pub mod commands;
 pub mod compactor;
 pub mod config;
+pub mod cosmos;
 pub mod cursor;
 pub mod dispatch;
 pub mod error;

@@ -68,6 +68,8 @@ pub struct Inner {
     pub tls: Option<Arc<crate::server::Tls>>,
     /// Users and roles.
     pub auth: Arc<crate::auth::store::AuthStore>,
+    /// The Cosmos DB profile (`--profile cosmos`), `None` for a MongoDB server.
+    pub cosmos: Option<Arc<crate::cosmos::Cosmos>>,
 }
 
 /// Counters reported by `serverStatus`.
@@ -157,7 +159,6 @@ impl ServerState {
             ));
         }
         ServerState(Arc::new(Inner {
-            config,
             started: Instant::now(),
             started_at: bson::DateTime::now(),
             process_id,
@@ -177,6 +178,8 @@ impl ServerState {
             history: crate::txn::History::default(),
             failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
+            cosmos: crate::cosmos::Cosmos::from_config(&config).map(Arc::new),
+            config,
             tls,
             auth,
         }))
