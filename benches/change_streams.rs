@@ -54,7 +54,7 @@
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every count and every slice's duration.
 //! `EBB_BENCH_ONLY=latency`, `throughput` or `keepup` runs one line alone (for profiling);
 //! `throughput-with` or `throughput-without` runs line 2 against one server only (a profile of
-//! one side), with no ratio.
+//! one side), with no ratio. `EBB_BENCH_SHAPE=singles` or `batches` runs one shape of line 2.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -530,7 +530,12 @@ async fn throughput_line(
     }
 
     let mut goals = Vec::new();
-    for shape in [Shape::Singles, Shape::Batches] {
+    let shapes = match std::env::var("EBB_BENCH_SHAPE").as_deref() {
+        Ok("singles") => vec![Shape::Singles],
+        Ok("batches") => vec![Shape::Batches],
+        _ => vec![Shape::Singles, Shape::Batches],
+    };
+    for shape in shapes {
         let colls: Vec<Collection<RawDocumentBuf>> = clients
             .iter()
             .map(|c| c.database(DB).collection(shape.name()))

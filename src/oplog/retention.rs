@@ -116,6 +116,36 @@ struct Chunks {
     /// The bytes and entries of every chunk.
     bytes: u64,
     count: u64,
+    /// Whether the oplog was observed once since the start (the chunks rebuilt).
+    observed: bool,
+    /// Entries committed before that, in commit order: `(key, entry bytes, bytes beside it,
+    /// wall ms)`.
+    pending: Vec<(u64, u64, u64, i64)>,
+}
+
+impl Chunks {
+    /// Counts the entry under `key` of `bytes` (its pre-images' `beside`), written at `wall`.
+    fn add(&mut self, key: u64, bytes: u64, beside: u64, wall: i64, chunk_size: u64) {
+        self.last_seen = Some(key);
+        self.bytes += bytes + beside;
+        self.count += 1;
+        let open = self.open.get_or_insert(Chunk {
+            first: key,
+            last: key,
+            bytes: 0,
+            count: 0,
+            last_wall_ms: wall,
+        });
+        open.last = key;
+        open.bytes += bytes + beside;
+        open.count += 1;
+        open.last_wall_ms = wall;
+        if open.bytes >= chunk_size
+            && let Some(full) = self.open.take()
+        {
+            self.sealed.push_back(full);
+        }
+    }
 }
 
 /// The oplog's bounds and the running figures of what it holds.
@@ -228,14 +258,35 @@ impl Retention {
         Ok(())
     }
 
-    /// Counts the entries committed since the last call (all of them the first time).
+    /// Counts entries as their commit tells them (`sizes`: each entry's bytes and those kept
+    /// beside it, under consecutive keys from `first`), so that [`Retention::observe`] need not
+    /// read them back. Entries it already counted are skipped; before its first call (the
+    /// rebuild after a start), they wait for it.
+    pub fn record(&self, first: u64, sizes: &[(u64, u64)], wall_ms: i64) {
+        let chunk_size = chunk_bytes(self.max_bytes());
+        let mut chunks = self.chunks();
+        for (key, &(bytes, beside)) in (first..).zip(sizes) {
+            if !chunks.observed {
+                chunks.pending.push((key, bytes, beside, wall_ms));
+            } else if chunks.last_seen.is_none_or(|seen| key > seen) {
+                chunks.add(key, bytes, beside, wall_ms, chunk_size);
+            }
+        }
+    }
+
+    /// Counts the entries committed since the last call (all of them the first time) that
+    /// [`Retention::record`] was not told of.
     pub fn observe(&self, snapshot: &dyn Snapshot) -> StorageResult<()> {
         let started = std::time::Instant::now();
         let mut chunks = self.chunks();
-        let first = chunks.last_seen.is_none();
-        let after = chunks.last_seen.map(u64::to_be_bytes);
+        let first = !chunks.observed;
+        // After the last entry seen and what is kept beside it (its key followed by more bytes).
+        let after = chunks
+            .last_seen
+            .map(|k| k.checked_add(1).map(u64::to_be_bytes));
         let lower = match &after {
-            Some(k) => Bound::Excluded(&k[..]),
+            Some(Some(k)) => Bound::Included(&k[..]),
+            Some(None) => return Ok(()),
             None => Bound::Unbounded,
         };
         let chunk_size = chunk_bytes(self.max_bytes());
@@ -252,24 +303,14 @@ impl Retention {
                 .ok()
                 .and_then(|d| d.get_datetime("wall").ok())
                 .map_or(0, bson::DateTime::timestamp_millis);
-            chunks.last_seen = Some(key);
-            chunks.bytes += bytes;
-            chunks.count += 1;
-            let open = chunks.open.get_or_insert(Chunk {
-                first: key,
-                last: key,
-                bytes: 0,
-                count: 0,
-                last_wall_ms: wall,
-            });
-            open.last = key;
-            open.bytes += bytes;
-            open.count += 1;
-            open.last_wall_ms = wall;
-            if open.bytes >= chunk_size
-                && let Some(full) = chunks.open.take()
-            {
-                chunks.sealed.push_back(full);
+            chunks.add(key, bytes, 0, wall, chunk_size);
+        }
+        if !chunks.observed {
+            chunks.observed = true;
+            for (key, bytes, beside, wall) in std::mem::take(&mut chunks.pending) {
+                if chunks.last_seen.is_none_or(|seen| key > seen) {
+                    chunks.add(key, bytes, beside, wall, chunk_size);
+                }
             }
         }
         let first_key = chunks
@@ -472,6 +513,30 @@ mod tests {
         assert_eq!(chunk_bytes(MB), MB / 10);
         assert_eq!(chunk_bytes(990 * MB), 990 * MB / 61);
         assert_eq!(chunk_bytes(50 * 1024 * MB), 512 * MB);
+    }
+
+    #[test]
+    fn commits_told_are_counted_once_without_reading_them_back() {
+        let store = store();
+        let retention = Retention::new(1_000_000, 0.0);
+        write(&store, 1..11, 100, 0);
+        // Told before the rebuild: 9 and 10 are also in the snapshot it reads, 11 and 12 not.
+        retention.record(9, &[(1, 0), (1, 0), (50, 7), (50, 0)], 5);
+        let size_of_one = {
+            let snap = store.storage().snapshot();
+            let (_, v) = snap.prefix(Keyspace::Oplog, &[]).next().unwrap().unwrap();
+            v.len() as u64
+        };
+        retention.observe(&*store.storage().snapshot()).unwrap();
+        assert_eq!(retention.figures(), (10 * size_of_one + 107, 12));
+        // After it: counted as told, once; what was seen already is skipped.
+        retention.record(13, &[(10, 0)], 6);
+        retention.record(12, &[(10, 0)], 6);
+        assert_eq!(retention.figures(), (10 * size_of_one + 117, 13));
+        // A later look finds nothing new (no read of what was told, nor of what lies beside
+        // the last entry).
+        retention.observe(&*store.storage().snapshot()).unwrap();
+        assert_eq!(retention.figures(), (10 * size_of_one + 117, 13));
     }
 
     #[test]

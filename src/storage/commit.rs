@@ -23,6 +23,13 @@ pub trait Stamper: Send + Sync {
 
     /// A sync that started after `mark` was read succeeded: every stamp up to it is durable.
     fn synced(&self, mark: u64);
+
+    /// The values stamped `first`, `first + 1`… were committed, with these sizes (each value's
+    /// bytes, and those of the values kept beside it). Called in stamp order, inside
+    /// [`Stamper::stamp`].
+    fn committed(&self, first: u64, sizes: &[(u64, u64)]) {
+        let _ = (first, sizes);
+    }
 }
 
 /// How long a relaxed (`j: false`) write may stay unsynced: MongoDB's journal interval.
@@ -122,7 +129,10 @@ impl GroupCommit {
                         return Err(StorageError::Engine("a stamped commit ran twice".into()));
                     };
                     batch.ops.reserve(entries.len());
+                    let mut sizes = Vec::with_capacity(entries.len());
                     for (stamp, mut s) in (first..).zip(entries) {
+                        let beside: usize = s.beside.iter().map(|(_, v)| v.len()).sum();
+                        sizes.push((s.value.len() as u64, beside as u64));
                         if let Some(at) = s.value.get_mut(s.ts_at..s.ts_at + 8) {
                             at.copy_from_slice(&stamp.to_le_bytes());
                         }
@@ -139,7 +149,9 @@ impl GroupCommit {
                                 .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
                         }
                     }
-                    storage.commit(batch)
+                    storage.commit(batch)?;
+                    stamper.committed(first, &sizes);
+                    Ok(())
                 })?)
             }
             _ => {

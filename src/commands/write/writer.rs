@@ -492,8 +492,17 @@ impl<'a> Writer<'a> {
     }
 
     fn log_insert(&mut self, doc: &RawDocument) {
-        if let Ok(Some(id)) = doc.get("_id") {
-            self.log(None, |ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id));
+        let Ok(Some(id)) = doc.get("_id") else { return };
+        match &self.oplog {
+            // The common case, built in one go: outside a transaction, with no deletion of an
+            // expired document to log first.
+            Some(oplog) if self.txn.is_none() && self.expired_on_write.is_none() => {
+                let (ns, ui) = (self.collection.namespace(), self.collection.uuid());
+                self.batch
+                    .stamped
+                    .push(oplog.insert_entry(&ns, ui, doc, id));
+            }
+            _ => self.log(None, |ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id)),
         }
     }
 
