@@ -25,7 +25,8 @@ const FORMAT_KEY: [u8; 1] = [0x05];
 // (`0x08`: see `EXPIRED_AT_KEY`; `0x09`: views, see `views::VIEW_PREFIX`; `0x0A`: key-format
 // migration markers, `migrate`; `0x0B`: the replica set's identity, `crate::replset`; `0x0C`
 // and `0x0D`: users and roles, `crate::auth::store`; `0x0E` collection id: the last expiry key
-// whose deletion is logged, `crate::ttl::announce`.)
+// whose deletion is logged, `crate::ttl::announce`; `0x0F`: Cosmos DB offers, see
+// `offer_key`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
 /// Key format 3: documents are keyed by record id (insertion order) and reached by `_id`
@@ -1085,6 +1086,18 @@ impl Catalog {
         name: &str,
         options: RawDocumentBuf,
     ) -> Result<(Arc<Collection>, u64), CommandError> {
+        self.create_with(db, name, options, None)
+    }
+
+    /// [`Catalog::create`], writing `offer` (the Cosmos DB profile's record of the collection,
+    /// see [`offer_key`]) in the same atomic commit.
+    pub fn create_with(
+        &self,
+        db: &str,
+        name: &str,
+        options: RawDocumentBuf,
+        offer: Option<Vec<u8>>,
+    ) -> Result<(Arc<Collection>, u64), CommandError> {
         validate_writable(db, name)?;
         let _ddl = self.ddl();
         self.check_free(db, name)?;
@@ -1096,6 +1109,9 @@ impl Catalog {
             record_key(db, name),
             Self::record(&collection).into_bytes(),
         );
+        if let Some(offer) = offer {
+            batch.put(Keyspace::Catalog, offer_key(db, Some(name)), offer);
+        }
         self.log(&mut batch, || {
             crate::oplog::log::create_op(db, name, collection.uuid(), &collection.options)
         });
@@ -1562,6 +1578,7 @@ impl Catalog {
         let mut batch = Batch::new();
         batch.delete(Keyspace::Catalog, record_key(db, name));
         mark_dropped(&mut batch, &collection);
+        self.drop_offer(&mut batch, db, Some(name))?;
         self.log(&mut batch, || {
             crate::oplog::log::command_op(
                 db,
@@ -1620,6 +1637,16 @@ impl Catalog {
         let mut batch = Batch::new();
         if let Some(t) = &target {
             mark_dropped(&mut batch, t);
+            self.drop_offer(&mut batch, to.0, Some(to.1))?;
+        }
+        // The Cosmos DB profile's record goes with the collection.
+        if let Some(offer) = self.offer(from.0, Some(from.1))? {
+            batch.delete(Keyspace::Catalog, offer_key(from.0, Some(from.1)));
+            batch.put(
+                Keyspace::Catalog,
+                offer_key(to.0, Some(to.1)),
+                offer.to_vec(),
+            );
         }
         batch.delete(Keyspace::Catalog, record_key(from.0, from.1));
         batch.put(
@@ -1650,6 +1677,82 @@ impl Catalog {
         names.remove(&(from.0.to_owned(), from.1.to_owned()));
         names.insert((to.0.to_owned(), to.1.to_owned()), Arc::new(renamed));
         Ok(ticket)
+    }
+}
+
+/// The catalog key of the Cosmos DB profile's record of database `db` (`collection` `None`) or
+/// of collection `db.collection`: its provisioned throughput and shard key
+/// (`crate::cosmos::offers`). `0x0F` db `0x00` collection (empty for the database: no
+/// collection name is empty). Outside the profile no such key is ever written.
+pub fn offer_key(db: &str, collection: Option<&str>) -> Vec<u8> {
+    let name = collection.unwrap_or("");
+    let mut key = Vec::with_capacity(2 + db.len() + name.len());
+    key.push(0x0F);
+    key.extend_from_slice(db.as_bytes());
+    key.push(0);
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+impl Catalog {
+    /// The Cosmos DB profile's record at [`offer_key`]`(db, collection)`, if there is one.
+    pub fn offer(
+        &self,
+        db: &str,
+        collection: Option<&str>,
+    ) -> Result<Option<bytes::Bytes>, StorageError> {
+        self.snapshot()
+            .get(Keyspace::Catalog, &offer_key(db, collection))
+    }
+
+    /// Adds to `batch` the removal of the record at [`offer_key`]`(db, collection)`, when there
+    /// is one (so that a drop outside the Cosmos DB profile writes nothing more).
+    fn drop_offer(
+        &self,
+        batch: &mut Batch,
+        db: &str,
+        collection: Option<&str>,
+    ) -> Result<(), StorageError> {
+        if self.offer(db, collection)?.is_some() {
+            batch.delete(Keyspace::Catalog, offer_key(db, collection));
+        }
+        Ok(())
+    }
+
+    /// Changes the record at [`offer_key`]`(db, collection)` under the DDL lock: `change` gets
+    /// the stored record and whether the collection exists (for a database: whether it holds
+    /// a collection or a view), and returns the record to store (`None`: no change). Returns
+    /// the commit's ticket, if anything was written.
+    pub fn change_offer(
+        &self,
+        db: &str,
+        collection: Option<&str>,
+        change: impl FnOnce(Option<&[u8]>, bool) -> Result<Option<Vec<u8>>, CommandError>,
+    ) -> Result<Option<u64>, CommandError> {
+        let _ddl = self.ddl();
+        let exists = match collection {
+            Some(name) => self.get(db, name).is_some(),
+            None => !self.collections(db).is_empty() || !self.views(db).is_empty(),
+        };
+        let stored = self.offer(db, collection)?;
+        let Some(record) = change(stored.as_deref(), exists)? else {
+            return Ok(None);
+        };
+        let mut batch = Batch::new();
+        batch.put(Keyspace::Catalog, offer_key(db, collection), record);
+        Ok(Some(self.store.commit(batch)?))
+    }
+
+    /// Removes the Cosmos DB profile's record of database `db` (`dropDatabase`, after its
+    /// collections). Returns the commit's ticket, if there was one.
+    pub fn drop_database_offer(&self, db: &str) -> Result<Option<u64>, CommandError> {
+        let _ddl = self.ddl();
+        let mut batch = Batch::new();
+        self.drop_offer(&mut batch, db, None)?;
+        if batch.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.store.commit(batch)?))
     }
 }
 

@@ -158,6 +158,7 @@ impl ServerState {
                 local_addr.ip()
             ));
         }
+        let cosmos = crate::cosmos::Cosmos::from_config(&config, &catalog).map(Arc::new);
         ServerState(Arc::new(Inner {
             started: Instant::now(),
             started_at: bson::DateTime::now(),
@@ -178,7 +179,7 @@ impl ServerState {
             history: crate::txn::History::default(),
             failpoints: crate::failpoint::FailPoints::default(),
             shutdown: CancellationToken::new(),
-            cosmos: crate::cosmos::Cosmos::from_config(&config).map(Arc::new),
+            cosmos,
             config,
             tls,
             auth,

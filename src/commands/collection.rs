@@ -178,6 +178,10 @@ pub(super) async fn drop_database(req: &Request<'_>, state: &ServerState) -> Com
     if let Some(t) = state.catalog.drop_views(req.db)? {
         last = last.max(Some(t));
     }
+    // (The Cosmos DB profile's database record: its shared throughput.)
+    if let Some(t) = state.catalog.drop_database_offer(req.db)? {
+        last = last.max(Some(t));
+    }
     if last.is_some()
         && let Some(t) = state.catalog.log_drop_database(req.db)?
     {

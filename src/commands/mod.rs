@@ -112,6 +112,8 @@ enum Cmd {
     GrantRolesToRole,
     RevokeRolesFromRole,
     Authenticate,
+    CustomAction,
+    GetLastRequestStatistics,
 }
 
 /// One implemented command name, and everything the server declares about it: routing, the
@@ -152,6 +154,8 @@ impl CommandSpec {
     pub fn available(&self, state: &ServerState) -> bool {
         match self.cmd {
             Cmd::AdvanceClock | Cmd::ConfigureFailPoint => state.config.enable_test_commands,
+            // Cosmos DB's extension commands: outside the profile, unknown as on mongod.
+            Cmd::CustomAction | Cmd::GetLastRequestStatistics => state.cosmos.is_some(),
             _ => true,
         }
     }
@@ -360,6 +364,14 @@ pub static COMMANDS: &[CommandSpec] = &[
     )
     .v1()
     .on_view(OnView::Refuse),
+    // Cosmos DB's extension commands (`--profile cosmos` only; see `CommandSpec::available`).
+    C::write(
+        "customAction",
+        Cmd::CustomAction,
+        &spec::Args::LOOSE,
+        "Azure Cosmos DB extension commands: create, update and get databases and collections \
+         with their provisioned throughput",
+    ),
     C::read("dbStats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
     C::read("dbstats", Cmd::DbStats, &spec::Args::LOOSE, "Get stats on a database."),
     C::write("delete", Cmd::Delete, &fields::DELETE, "delete documents")
@@ -447,6 +459,12 @@ pub static COMMANDS: &[CommandSpec] = &[
     .v1()
     .on_view(OnView::Refuse),
     C::other("getCmdLineOpts", Cmd::GetCmdLineOpts, &fields::NONE, "get argv").admin(),
+    C::other(
+        "getLastRequestStatistics",
+        Cmd::GetLastRequestStatistics,
+        &spec::Args::LOOSE,
+        "Azure Cosmos DB: the request charge and duration of the connection's last command",
+    ),
     C::other(
         "getLog",
         Cmd::GetLog,
@@ -1284,6 +1302,12 @@ async fn run_handler(
         Cmd::ReplSetGetStatus => repl::repl_set_get_status(state),
         Cmd::ReplSetGetConfig => repl::repl_set_get_config(req, state),
         Cmd::ReplSetResizeOplog => oplog_collection::repl_set_resize_oplog(req, state),
+        Cmd::CustomAction => {
+            let (reply, ticket) = crate::cosmos::custom_action::run(req, state)?;
+            args::WriteConcern::parse(req)?.wait(state, ticket).await?;
+            Ok(reply)
+        }
+        Cmd::GetLastRequestStatistics => crate::cosmos::stats::get_last_request_statistics(ctx),
     }
 }
 

@@ -11,12 +11,16 @@
 //! - extension commands (`customAction`, `getLastRequestStatistics`);
 //! - request units and throttling.
 
+pub mod custom_action;
 pub mod offers;
+pub mod stats;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bson::RawDocumentBuf;
 
+use crate::catalog::Catalog;
 use crate::config::{Config, CosmosVersion, Profile, Switch};
 use crate::dispatch::{ConnCtx, Request};
 use crate::error::CommandError;
@@ -38,14 +42,15 @@ pub struct Cosmos {
 }
 
 impl Cosmos {
-    /// The profile's state for `config`, or `None` outside the profile.
-    pub fn from_config(config: &Config) -> Option<Cosmos> {
+    /// The profile's state for `config` (its offers kept in `catalog`), or `None` outside the
+    /// profile.
+    pub fn from_config(config: &Config, catalog: &Arc<Catalog>) -> Option<Cosmos> {
         (config.profile == Profile::Cosmos).then(|| Cosmos {
             account: config.cosmos_account.clone(),
             version: config.cosmos_server_version,
             throttle: config.cosmos_throttle == Switch::On,
             server_retry_ms: config.cosmos_server_retries.saturating_mul(1000),
-            offers: offers::Offers::default(),
+            offers: offers::Offers::new(Arc::clone(catalog)),
         })
     }
 }

@@ -195,6 +195,9 @@ fn required_at(
         "whatsmyuri" => Ok(Required::authenticated()),
         // Ebb's test-only clock, enabled like `configureFailPoint` by a command-line flag.
         "ebbAdvanceClock" => Ok(Required::authenticated()),
+        // Azure Cosmos DB's extension commands (`--profile cosmos` only): any logged-in user
+        // (the profile's one account user).
+        "customAction" | "getLastRequestStatistics" => Ok(Required::authenticated()),
 
         // Users and roles (`user_management_commands_common.cpp`).
         "createUser" => Ok(Required::rule(
