@@ -11,6 +11,7 @@
 //! - extension commands (`customAction`, `getLastRequestStatistics`);
 //! - request units and throttling.
 
+pub mod features;
 pub mod offers;
 
 use std::time::Instant;
@@ -76,6 +77,7 @@ pub async fn run(
     ctx: &mut ConnCtx,
     state: &ServerState,
 ) -> Result<RawDocumentBuf, CommandError> {
+    features::check(cosmos.version, req)?;
     let _ = cosmos;
     let started = Instant::now();
     let result = crate::commands::run(req, ctx, state).await;
