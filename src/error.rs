@@ -100,6 +100,7 @@ error_codes! {
     UnsatisfiableWriteConcern = 100,
     NotExactValueField = 111,
     WriteConflict = 112,
+    CommandNotSupported = 115,
     ConflictingOperationInProgress = 117,
     NotAReplicaSet = 123,
     CommandFailed = 125,

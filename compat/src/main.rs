@@ -20,6 +20,10 @@
 //!   script. Examples listed in `aggregation/pending.txt` (with the reason) are reported as
 //!   `PENDING` when they fail, and fail the run when they pass, so the list stays true; the
 //!   run prints their count on an `aggregation:` line before the summary.
+//! - `cosmos/*.json`: a Cosmos DB profile case (see [`cosmos`]: the TTL cases' format), run
+//!   three times, each on its own fresh server with `--profile cosmos` and test commands:
+//!   through the `mongodb` crate (`… via mongodb-crate`), through mongosh by `ttl/run_case.js`
+//!   (`… via mongosh`), and through pymongo by `cosmos/run_case.py` (`… via pymongo`).
 //! - `conformance/*.json`: the rules of one command (see `conformance/run_case.py`), each a
 //!   command sent through pymongo with the exact reply fields or error code mongod gives; the
 //!   file passes when every rule holds, and a failure lists the rules that did not.
@@ -30,6 +34,7 @@
 //! `--jobs=N` runs N cases at a time (default: the number of CPUs), each on its own server.
 
 mod aggregation;
+mod cosmos;
 mod ttl;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +60,12 @@ enum Kind {
     AggDriver,
     /// An `aggregation/*/*.json` example run by a generated mongosh script.
     AggMongosh,
+    /// A `cosmos/*.json` case replayed through the `mongodb` crate on a profile server.
+    CosmosDriver,
+    /// A `cosmos/*.json` case replayed in mongosh by `ttl/run_case.js` on a profile server.
+    CosmosMongosh,
+    /// A `cosmos/*.json` case replayed through pymongo by `cosmos/run_case.py`.
+    CosmosPython,
 }
 
 struct Case {
@@ -201,11 +212,13 @@ enum Outcome {
 
 fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) -> Outcome {
     let client = match case.kind {
-        Kind::MongoshScript | Kind::MongoshEval | Kind::TtlMongosh | Kind::AggMongosh => {
-            clients.mongosh.as_deref()
-        }
-        Kind::Python | Kind::Conformance => clients.python.as_deref(),
-        Kind::TtlDriver | Kind::AggDriver => Some("mongodb crate"),
+        Kind::MongoshScript
+        | Kind::MongoshEval
+        | Kind::TtlMongosh
+        | Kind::AggMongosh
+        | Kind::CosmosMongosh => clients.mongosh.as_deref(),
+        Kind::Python | Kind::Conformance | Kind::CosmosPython => clients.python.as_deref(),
+        Kind::TtlDriver | Kind::AggDriver | Kind::CosmosDriver => Some("mongodb crate"),
     };
     let Some(client) = client else {
         return Outcome::Missing;
@@ -217,6 +230,9 @@ fn run_one(runtime: &tokio::runtime::Runtime, case: &Case, clients: &Clients) ->
         Kind::Conformance => run_conformance(runtime, case, client),
         Kind::AggDriver => run_agg_driver(runtime, case),
         Kind::AggMongosh => run_agg_mongosh(runtime, case, client),
+        Kind::CosmosDriver => run_cosmos_driver(runtime, case),
+        Kind::CosmosMongosh => run_cosmos_mongosh(runtime, case, client),
+        Kind::CosmosPython => run_cosmos_python(runtime, case, client),
         Kind::MongoshScript | Kind::MongoshEval | Kind::Python => run_case(runtime, case, client),
     };
     match (result, &case.pending) {
@@ -261,6 +277,21 @@ fn discover(root: &Path) -> Result<Vec<Case>> {
         for (kind, via) in [
             (Kind::TtlDriver, "mongodb-crate"),
             (Kind::TtlMongosh, "mongosh"),
+        ] {
+            cases.push(Case {
+                name: format!("{base} via {via}"),
+                path: path.clone(),
+                kind,
+                pending: None,
+            });
+        }
+    }
+    for path in json_files(&root.join("cosmos"))? {
+        let base = relative(root, &path);
+        for (kind, via) in [
+            (Kind::CosmosDriver, "mongodb-crate"),
+            (Kind::CosmosMongosh, "mongosh"),
+            (Kind::CosmosPython, "pymongo"),
         ] {
             cases.push(Case {
                 name: format!("{base} via {via}"),
@@ -349,20 +380,50 @@ struct Server {
 
 impl Server {
     fn start(runtime: &tokio::runtime::Runtime, enable_test_commands: bool) -> Result<Server> {
+        Self::start_with(
+            runtime,
+            |config| config.enable_test_commands = enable_test_commands,
+            |port| {
+                format!(
+                    "mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
+                )
+            },
+        )
+    }
+
+    /// A fresh server with the Cosmos DB profile (and test commands, for the clock), which
+    /// clients reach through [`cosmos::uri`].
+    fn start_cosmos(runtime: &tokio::runtime::Runtime) -> Result<Server> {
+        Self::start_with(
+            runtime,
+            |config| {
+                config.profile = ebb::config::Profile::Cosmos;
+                config.enable_test_commands = true;
+            },
+            |port| cosmos::uri(port, &cosmos::Access::default()),
+        )
+    }
+
+    fn start_with(
+        runtime: &tokio::runtime::Runtime,
+        configure: impl FnOnce(&mut ebb::Config),
+        uri: impl FnOnce(u16) -> String,
+    ) -> Result<Server> {
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
         let port = listener.local_addr()?.port();
-        let config = ebb::Config {
+        let mut config = ebb::Config {
             port,
             argv: vec!["ebb-compat".into()],
-            enable_test_commands,
             ..ebb::Config::default()
         };
+        configure(&mut config);
         let stop = tokio_util::sync::CancellationToken::new();
         let task = runtime.spawn(ebb::run(listener, config, stop.clone().cancelled_owned()));
-        let uri = format!(
-            "mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
-        );
-        Ok(Server { uri, stop, task })
+        Ok(Server {
+            uri: uri(port),
+            stop,
+            task,
+        })
     }
 
     fn stop(self, runtime: &tokio::runtime::Runtime) -> Result<()> {
@@ -398,7 +459,10 @@ fn run_case(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Res
         | Kind::TtlMongosh
         | Kind::Conformance
         | Kind::AggDriver
-        | Kind::AggMongosh => {
+        | Kind::AggMongosh
+        | Kind::CosmosDriver
+        | Kind::CosmosMongosh
+        | Kind::CosmosPython => {
             let mut c = Command::new(client);
             c.arg(&case.path);
             c
@@ -475,6 +539,75 @@ fn run_ttl_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str)
     match output.lines().find(|l| l.starts_with("ebb-ttl-case: FAIL")) {
         Some(line) => bail!("{}", line.trim_start_matches("ebb-ttl-case: FAIL").trim()),
         None => bail!("mongosh failed:\n{}", indent(&output)),
+    }
+}
+
+/// Replays a Cosmos DB profile case through the `mongodb` crate on a fresh profile server.
+fn run_cosmos_driver(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<()> {
+    let cosmos_case = cosmos::load(&case.path)?;
+    let server = Server::start_cosmos(runtime)?;
+    let result = runtime.block_on(async {
+        tokio::time::timeout(
+            CASE_TIMEOUT,
+            cosmos::run_with_driver(&cosmos_case, &server.uri),
+        )
+        .await
+        .unwrap_or_else(|_| bail!("timed out after {} s", CASE_TIMEOUT.as_secs()))
+    });
+    server.stop(runtime)?;
+    result
+}
+
+/// Replays a Cosmos DB profile case in mongosh on a fresh profile server, with the TTL cases'
+/// interpreter (`ttl/run_case.js`: the format is theirs).
+fn run_cosmos_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
+    cosmos::load(&case.path)?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ttl/run_case.js");
+    let server = Server::start_cosmos(runtime)?;
+    let mut cmd = Command::new(client);
+    cmd.arg(&server.uri)
+        .arg("--quiet")
+        .arg("--norc")
+        .arg("--file")
+        .arg(&script)
+        .env("EBB_TTL_CASE", &case.path);
+    client_env(&mut cmd, &server.uri, false);
+    let result = run_with_timeout(cmd, None, CASE_TIMEOUT);
+    server.stop(runtime)?;
+    let (ok, output) = result?;
+    if ok && output.lines().any(|l| l.trim() == ttl::MONGOSH_PASS) {
+        return Ok(());
+    }
+    match output.lines().find(|l| l.starts_with("ebb-ttl-case: FAIL")) {
+        Some(line) => bail!("{}", line.trim_start_matches("ebb-ttl-case: FAIL").trim()),
+        None => bail!("mongosh failed:\n{}", indent(&output)),
+    }
+}
+
+/// Replays a Cosmos DB profile case through pymongo (`cosmos/run_case.py`, which reads the file
+/// named by `EBB_COSMOS_CASE` and the server from `EBB_URI`) on a fresh profile server.
+fn run_cosmos_python(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
+    cosmos::load(&case.path)?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cosmos/run_case.py");
+    let server = Server::start_cosmos(runtime)?;
+    let mut cmd = Command::new(client);
+    cmd.arg(&script).env("EBB_COSMOS_CASE", &case.path);
+    client_env(&mut cmd, &server.uri, false);
+    let result = run_with_timeout(cmd, None, CASE_TIMEOUT);
+    server.stop(runtime)?;
+    let (ok, output) = result?;
+    if ok && output.lines().any(|l| l.trim() == cosmos::PYTHON_PASS) {
+        return Ok(());
+    }
+    match output
+        .lines()
+        .find(|l| l.starts_with("ebb-cosmos-case: FAIL"))
+    {
+        Some(line) => bail!(
+            "{}",
+            line.trim_start_matches("ebb-cosmos-case: FAIL").trim()
+        ),
+        None => bail!("pymongo failed:\n{}", indent(&output)),
     }
 }
 

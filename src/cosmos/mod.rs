@@ -12,6 +12,7 @@
 //! - request units and throttling.
 
 pub mod custom_action;
+pub mod features;
 pub mod offers;
 pub mod stats;
 
@@ -81,6 +82,7 @@ pub async fn run(
     ctx: &mut ConnCtx,
     state: &ServerState,
 ) -> Result<RawDocumentBuf, CommandError> {
+    features::check(cosmos.version, req)?;
     let _ = cosmos;
     let started = Instant::now();
     let result = crate::commands::run(req, ctx, state).await;
