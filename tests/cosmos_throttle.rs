@@ -188,6 +188,7 @@ async fn a_client_honouring_retry_after_completes_every_write_at_the_budgets_rat
         * INSERT_RU;
     #[expect(clippy::cast_precision_loss, reason = "a few seconds")]
     let rate = accepted / seconds as f64;
+    eprintln!("accepted {rate} RU/s over {seconds} s; {elapsed:?} in all");
     assert!(
         (rate - BUDGET).abs() <= BUDGET * 0.1,
         "accepted {rate} RU/s over {seconds} s against {BUDGET}"
