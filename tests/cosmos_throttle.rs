@@ -358,6 +358,42 @@ async fn point_reads_cost_less_than_scans() -> TestResult {
     let scan = charged(usage(&client, "shape").await?) - before - point;
     // 2 + 50 × 0.1 + 50 documents of about 600 bytes × 9/99 RU a KB.
     assert!((9.0..10.0).contains(&scan), "{scan}");
+
+    // Each step's charge, from the collection's total.
+    let mut total = charged(usage(&client, "shape").await?);
+    let mut step = async || -> TestResult<f64> {
+        let now = charged(usage(&client, "shape").await?);
+        let delta = now - total;
+        total = now;
+        Ok(delta)
+    };
+    // An update by `_id`: a point read and a write of the document (its index entry stays).
+    coll.update_one(doc! { "_id": 3 }, doc! { "$set": { "pad": "y" } })
+        .await?;
+    assert!((step().await? - 6.0).abs() < 1e-6);
+    // A delete by `_id`: a point read, the document and its `_id` entry removed.
+    coll.delete_one(doc! { "_id": 4 }).await?;
+    assert!((step().await? - 6.0).abs() < 1e-6);
+    // A secondary index: each insert writes one more index entry.
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! { "k": 1 }).build())
+        .await?;
+    step().await?;
+    coll.insert_one(doc! { "_id": 100, "k": 1 }).await?;
+    assert!((step().await? - 5.5).abs() < 1e-6);
+    // A cursor: the `getMore` is charged for the documents it reads.
+    let db = client.database(DB);
+    let first = db
+        .run_command(doc! { "find": "shape", "filter": {}, "batchSize": 10 })
+        .await?;
+    let find = step().await?;
+    let id = first.get_document("cursor")?.get_i64("id")?;
+    db.run_command(doc! { "getMore": id, "collection": "shape" })
+        .await?;
+    let get_more = step().await?;
+    assert!(
+        find >= 2.0 && get_more > find,
+        "find {find}, getMore {get_more}"
+    );
     server.stop().await?;
 
     let plain = TestServer::start().await?;
