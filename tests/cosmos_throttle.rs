@@ -403,3 +403,19 @@ async fn point_reads_cost_less_than_scans() -> TestResult {
     plain.stop().await?;
     Ok(())
 }
+
+/// `--cosmos-ru NAME=VALUE` sets a constant of the formula.
+#[tokio::test]
+async fn the_formulas_constants_are_settable() -> TestResult {
+    let (server, client) = start_cosmos(|c| {
+        c.cosmos_ru = vec![("write".into(), 10.0), ("point_read".into(), 2.5)];
+    })
+    .await?;
+    let coll = client.database(DB).collection::<Document>("rates");
+    coll.insert_one(doc_numbered(1)).await?;
+    coll.find_one(doc! { "_id": 1 }).await?;
+    let used = usage(&client, "rates").await?;
+    assert!((used.get_f64("requestCharge")? - 12.5).abs() < 1e-6);
+    server.stop().await?;
+    Ok(())
+}
