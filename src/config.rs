@@ -206,6 +206,11 @@ pub struct Config {
     /// server before answering 16500 (Cosmos DB's server-side retry; 0: answer at once).
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     pub cosmos_server_retries: u64,
+    /// A constant of the Cosmos DB profile's request-charge formula (see
+    /// `docs/cosmos-request-units.md`): `point_read`, `read_kb`, `query`, `query_doc`,
+    /// `index_read`, `write`, `write_kb` or `index_write`, in request units. Repeatable.
+    #[arg(long = "cosmos-ru", value_name = "NAME=VALUE", value_parser = crate::cosmos::ru::parse_setting)]
+    pub cosmos_ru: Vec<(String, f64)>,
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
@@ -268,6 +273,7 @@ impl Default for Config {
             cosmos_server_version: CosmosVersion::V7_0,
             cosmos_throttle: Switch::On,
             cosmos_server_retries: 0,
+            cosmos_ru: Vec::new(),
             argv: vec!["ebb".into()],
             bench_without_oplog: false,
         }

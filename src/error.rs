@@ -147,6 +147,9 @@ error_codes! {
     DuplicateKey = 11000,
     InterruptedAtShutdown = 11600,
     DatabaseDifferCase = 13297,
+    // Not a mongod code: Azure Cosmos DB for MongoDB's rate limiting (`--profile cosmos`),
+    // with the codeName its replies carry.
+    RequestRateTooLarge = 16500,
     KeyTooLong = 17280,
     MergeStageNoMatchingDocument = 13113,
     SearchNotEnabled = 31082,

@@ -424,7 +424,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         "ebb": { "storage": storage_garbage(state) },
         "ok": 1.0,
     };
-    match &state.replset {
+    let status = match &state.replset {
         // A replica set member reports `repl`: what `hello` reports of the set.
         Some(rs) => {
             let mut repl = RawDocumentBuf::new();
@@ -437,6 +437,22 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
                         out.append(cstr!("oplogTruncation"), t);
                     }
                     out.append(cstr!("repl"), repl.clone());
+                }
+                if let Ok(value) = elem.value() {
+                    out.append(elem.key(), value);
+                }
+            }
+            out
+        }
+        None => status,
+    };
+    match &state.cosmos {
+        // The Cosmos DB profile reports its request units before `ok`.
+        Some(cosmos) => {
+            let mut out = RawDocumentBuf::new();
+            for elem in status.iter_elements().map_while(Result::ok) {
+                if elem.key().as_str() == "ok" {
+                    out.append(cstr!("cosmos"), crate::cosmos::server_status(cosmos));
                 }
                 if let Ok(value) = elem.value() {
                     out.append(elem.key(), value);

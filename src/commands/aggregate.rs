@@ -577,9 +577,9 @@ pub(super) async fn aggregate_explained(
         let ctx = pipeline_context(state, req, &vars, allow_disk_use, name);
         let stages = pipeline::stages::coalesce(stages);
         // Sub-pipelines read in the command's transaction, if it runs in one.
-        tokio::task::spawn_blocking(crate::txn::carry(move || {
+        tokio::task::spawn_blocking(crate::cosmos::ru::carry(crate::txn::carry(move || {
             pipeline::run(&stages, docs, &ctx)
-        }))
+        })))
         .await
         .map_err(|e| CommandError::internal(e.to_string()))??
     };
@@ -639,10 +639,10 @@ async fn measure(
     docs: Vec<pipeline::Doc>,
 ) -> CommandResult<Vec<StageStats>> {
     let stages = pipeline::stages::coalesce(stages);
-    tokio::task::spawn_blocking(crate::txn::carry(move || {
+    tokio::task::spawn_blocking(crate::cosmos::ru::carry(crate::txn::carry(move || {
         let (out, stats) = pipeline::run_measured(&stages, docs, &ctx);
         out.map(|_| stats)
-    }))
+    })))
     .await
     .map_err(|e| CommandError::internal(e.to_string()))?
 }
@@ -850,7 +850,7 @@ async fn run_pushed(
     limits: crate::sorter::SortLimits,
 ) -> CommandResult<(Vec<(RawDocumentBuf, i64)>, crate::cursor::ScanStats)> {
     let (skip, limit) = (push.skip, push.limit);
-    tokio::task::spawn_blocking(move || -> CommandResult<_> {
+    tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<_> {
         let Some(sort) = blocking else {
             let docs = source.drain()?;
             return Ok((docs, source.stats()));
@@ -871,7 +871,7 @@ async fn run_pushed(
         let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
         let docs = results.into_iter().skip(skip).take(take).collect();
         Ok((docs, source.stats()))
-    })
+    }))
     .await
     .map_err(|e| CommandError::internal(e.to_string()))?
 }

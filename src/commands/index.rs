@@ -222,6 +222,8 @@ pub(super) async fn create_indexes(req: &Request<'_>, state: &ServerState) -> Co
     let catalog = std::sync::Arc::clone(&state.catalog);
     let (db, coll, now_ms) = (req.db.to_owned(), name.to_owned(), state.now_ms());
     // Building over existing documents takes a while: off the runtime's workers.
+    // Not carried into `--profile cosmos`'s request charge: Cosmos DB builds indexes in the
+    // background, on throughput requests leave unused, and charges no request for it.
     let built = tokio::task::spawn_blocking(move || {
         catalog.change_indexes(&db, &coll, true, now_ms, move |c, indexes| {
             add_requested(c, indexes, requested)

@@ -171,10 +171,10 @@ pub(crate) async fn first_batch(
         let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, source)
     } else {
-        tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || {
             let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
             (docs, source)
-        })
+        }))
         .await
         .map_err(|e| CommandError::internal(e.to_string()))?
     };
@@ -424,8 +424,8 @@ pub(super) async fn find_explained(
             let limits = state.config.sort_limits(allow_disk_use);
             let keep = limit.map(|l| usize::try_from(l.saturating_add(skip)).unwrap_or(usize::MAX));
             let count = explained.is_some();
-            let (sorted, n, source) =
-                tokio::task::spawn_blocking(move || -> CommandResult<(Source, usize, Source)> {
+            let (sorted, n, source) = tokio::task::spawn_blocking(crate::cosmos::ru::carry(
+                move || -> CommandResult<(Source, usize, Source)> {
                     let mut sorter = Sorter::new(sort, keep, limits);
                     loop {
                         let batch = source.next_entries(SORT_READ_BATCH, usize::MAX)?;
@@ -461,10 +461,11 @@ pub(super) async fn find_explained(
                         _ => 0,
                     };
                     Ok((out, n, source))
-                })
-                .await
-                .map_err(|e| CommandError::internal(e.to_string()))?
-                .map_err(|e| executor_error(e, "find"))?;
+                },
+            ))
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))?
+            .map_err(|e| executor_error(e, "find"))?;
             if let Some((verbosity, stages)) = explained {
                 let mut report = Explain::planned(
                     ns,
@@ -647,10 +648,10 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .or(cursor.batch_size.filter(|&b| b > 0))
         .unwrap_or(usize::MAX);
     let now = state.now_ms();
-    let (docs, cursor) = tokio::task::spawn_blocking(move || {
+    let (docs, cursor) = tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || {
         let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, cursor)
-    })
+    }))
     .await
     .map_err(|e| CommandError::internal(e.to_string()))?;
     let docs = docs?;
@@ -707,12 +708,13 @@ pub(crate) async fn collect_planned(
 ) -> CommandResult<(Plan, Vec<(RawDocumentBuf, i64)>, ScanStats)> {
     let (plan, mut source) = open_planned(state, collection, filter, sort, hint)?;
     collection.note_plan(&plan.access);
-    let (docs, read) = tokio::task::spawn_blocking(move || -> CommandResult<_> {
-        let docs = source.drain()?;
-        Ok((docs, source.stats()))
-    })
-    .await
-    .map_err(|e| CommandError::internal(e.to_string()))??;
+    let (docs, read) =
+        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<_> {
+            let docs = source.drain()?;
+            Ok((docs, source.stats()))
+        }))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok((plan, docs, read))
 }
 
@@ -802,18 +804,19 @@ pub(super) async fn count_explained(
         };
         return explain_run(state, req, input, source).await;
     }
-    let n = tokio::task::spawn_blocking(move || -> CommandResult<usize> {
-        let mut n = 0;
-        loop {
-            let batch = source.next_entries(10_000, usize::MAX)?;
-            if batch.is_empty() {
-                return Ok(n);
+    let n =
+        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<usize> {
+            let mut n = 0;
+            loop {
+                let batch = source.next_entries(10_000, usize::MAX)?;
+                if batch.is_empty() {
+                    return Ok(n);
+                }
+                n += batch.len();
             }
-            n += batch.len();
-        }
-    })
-    .await
-    .map_err(|e| CommandError::internal(e.to_string()))??;
+        }))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok(rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX), "ok": 1.0 })
 }
 
