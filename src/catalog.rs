@@ -945,7 +945,7 @@ impl Catalog {
     /// A snapshot of the store.
     pub fn snapshot(&self) -> Box<dyn Snapshot> {
         // Under `--profile cosmos`, what a command reads counts towards its request charge.
-        crate::cosmos::ru::counted(self.store.storage().snapshot())
+        crate::storage::tally::counted(self.store.storage().snapshot())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Names> {

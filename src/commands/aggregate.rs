@@ -577,7 +577,7 @@ pub(super) async fn aggregate_explained(
         let ctx = pipeline_context(state, req, &vars, allow_disk_use, name);
         let stages = pipeline::stages::coalesce(stages);
         // Sub-pipelines read in the command's transaction, if it runs in one.
-        tokio::task::spawn_blocking(crate::cosmos::ru::carry(crate::txn::carry(move || {
+        tokio::task::spawn_blocking(crate::storage::tally::carry(crate::txn::carry(move || {
             pipeline::run(&stages, docs, &ctx)
         })))
         .await
@@ -639,7 +639,7 @@ async fn measure(
     docs: Vec<pipeline::Doc>,
 ) -> CommandResult<Vec<StageStats>> {
     let stages = pipeline::stages::coalesce(stages);
-    tokio::task::spawn_blocking(crate::cosmos::ru::carry(crate::txn::carry(move || {
+    tokio::task::spawn_blocking(crate::storage::tally::carry(crate::txn::carry(move || {
         let (out, stats) = pipeline::run_measured(&stages, docs, &ctx);
         out.map(|_| stats)
     })))
@@ -850,7 +850,7 @@ async fn run_pushed(
     limits: crate::sorter::SortLimits,
 ) -> CommandResult<(Vec<(RawDocumentBuf, i64)>, crate::cursor::ScanStats)> {
     let (skip, limit) = (push.skip, push.limit);
-    tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<_> {
+    tokio::task::spawn_blocking(crate::storage::tally::carry(move || -> CommandResult<_> {
         let Some(sort) = blocking else {
             let docs = source.drain()?;
             return Ok((docs, source.stats()));

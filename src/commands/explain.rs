@@ -264,7 +264,7 @@ pub(crate) struct Run {
 /// Runs `source` to its end off the runtime (what the executing verbosities measure): how many
 /// documents it returned, and what it read.
 pub(crate) async fn drain(mut source: crate::cursor::Source) -> CommandResult<(usize, ScanStats)> {
-    tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<_> {
+    tokio::task::spawn_blocking(crate::storage::tally::carry(move || -> CommandResult<_> {
         let n = source.drain()?.len();
         Ok((n, source.stats()))
     }))

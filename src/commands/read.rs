@@ -171,7 +171,7 @@ pub(crate) async fn first_batch(
         let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, source)
     } else {
-        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || {
+        tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
             let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
             (docs, source)
         }))
@@ -424,7 +424,7 @@ pub(super) async fn find_explained(
             let limits = state.config.sort_limits(allow_disk_use);
             let keep = limit.map(|l| usize::try_from(l.saturating_add(skip)).unwrap_or(usize::MAX));
             let count = explained.is_some();
-            let (sorted, n, source) = tokio::task::spawn_blocking(crate::cosmos::ru::carry(
+            let (sorted, n, source) = tokio::task::spawn_blocking(crate::storage::tally::carry(
                 move || -> CommandResult<(Source, usize, Source)> {
                     let mut sorter = Sorter::new(sort, keep, limits);
                     loop {
@@ -648,7 +648,7 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .or(cursor.batch_size.filter(|&b| b > 0))
         .unwrap_or(usize::MAX);
     let now = state.now_ms();
-    let (docs, cursor) = tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || {
+    let (docs, cursor) = tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
         let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES, now);
         (docs, cursor)
     }))
@@ -709,7 +709,7 @@ pub(crate) async fn collect_planned(
     let (plan, mut source) = open_planned(state, collection, filter, sort, hint)?;
     collection.note_plan(&plan.access);
     let (docs, read) =
-        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<_> {
+        tokio::task::spawn_blocking(crate::storage::tally::carry(move || -> CommandResult<_> {
             let docs = source.drain()?;
             Ok((docs, source.stats()))
         }))
@@ -804,8 +804,8 @@ pub(super) async fn count_explained(
         };
         return explain_run(state, req, input, source).await;
     }
-    let n =
-        tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || -> CommandResult<usize> {
+    let n = tokio::task::spawn_blocking(crate::storage::tally::carry(
+        move || -> CommandResult<usize> {
             let mut n = 0;
             loop {
                 let batch = source.next_entries(10_000, usize::MAX)?;
@@ -814,9 +814,10 @@ pub(super) async fn count_explained(
                 }
                 n += batch.len();
             }
-        }))
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))??;
+        },
+    ))
+    .await
+    .map_err(|e| CommandError::internal(e.to_string()))??;
     Ok(rawdoc! { "n": i32::try_from(n).unwrap_or(i32::MAX), "ok": 1.0 })
 }
 

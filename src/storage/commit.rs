@@ -118,8 +118,8 @@ impl GroupCommit {
         if let Some(e) = self.failure() {
             return Err(e);
         }
-        // Under `--profile cosmos`, what a command writes counts towards its request charge.
-        crate::cosmos::ru::note_batch(&batch);
+        // What the running command writes counts in its tally, if it has one (`storage::tally`).
+        super::tally::note_batch(&batch);
         let values = std::mem::take(&mut batch.stamped);
         let last = match self.shared.stamper.get() {
             Some(stamper) if !values.is_empty() => {

@@ -11,6 +11,7 @@ pub mod garbage;
 mod hot;
 mod memory;
 pub mod record;
+pub mod tally;
 
 use std::ops::Bound;
 

@@ -475,7 +475,7 @@ pub(super) async fn out(
 ) -> CommandResult<()> {
     let catalog = std::sync::Arc::clone(&state.catalog);
     let now_ms = state.now_ms();
-    let ticket = tokio::task::spawn_blocking(crate::cosmos::ru::carry(move || {
+    let ticket = tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
         let ((), ticket) = catalog.replace_collection(&target.db, &target.coll, |collection| {
             let mut w = Writer::new(collection, &catalog, now_ms);
             for doc in &docs {
