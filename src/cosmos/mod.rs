@@ -11,7 +11,10 @@
 //! - extension commands (`customAction`, `getLastRequestStatistics`);
 //! - request units and throttling.
 
+pub mod cert;
+pub mod identity;
 pub mod offers;
+pub mod profile;
 
 use std::time::Instant;
 
@@ -35,6 +38,8 @@ pub struct Cosmos {
     pub server_retry_ms: u64,
     /// Provisioned throughput of databases and collections.
     pub offers: offers::Offers,
+    /// What the account reports about itself for [`Cosmos::version`].
+    pub identity: identity::Identity,
 }
 
 impl Cosmos {
@@ -46,6 +51,7 @@ impl Cosmos {
             throttle: config.cosmos_throttle == Switch::On,
             server_retry_ms: config.cosmos_server_retries.saturating_mul(1000),
             offers: offers::Offers::default(),
+            identity: identity::of(config.cosmos_server_version),
         })
     }
 }
