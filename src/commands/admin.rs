@@ -16,16 +16,25 @@ fn key(name: &str) -> CommandResult<&CStr> {
     <&CStr>::try_from(name).map_err(|e| CommandError::bad_value(e.to_string()))
 }
 
-pub(super) fn build_info() -> RawDocumentBuf {
+pub(super) fn build_info(state: &ServerState) -> RawDocumentBuf {
     let mut version_array = RawArrayBuf::new();
-    for part in crate::MONGODB_VERSION
-        .split('.')
-        .chain(std::iter::once("0"))
-    {
-        version_array.push(part.parse::<i32>().unwrap_or(0));
-    }
+    // A Cosmos DB account reports the API version it serves (`crate::cosmos::identity`).
+    let version = if let Some(cosmos) = &state.cosmos {
+        for part in cosmos.identity.version_array {
+            version_array.push(part);
+        }
+        cosmos.identity.version
+    } else {
+        for part in crate::MONGODB_VERSION
+            .split('.')
+            .chain(std::iter::once("0"))
+        {
+            version_array.push(part.parse::<i32>().unwrap_or(0));
+        }
+        crate::MONGODB_VERSION
+    };
     rawdoc! {
-        "version": crate::MONGODB_VERSION,
+        "version": version,
         "gitVersion": format!("ebb-{}", crate::EBB_VERSION),
         "modules": RawArrayBuf::new(),
         "allocator": "system",
@@ -379,7 +388,7 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
     let (resident, virt) = memory_mb();
     let status = rawdoc! {
         "host": format!("{}:{}", hostname(), state.local_addr.port()),
-        "version": crate::MONGODB_VERSION,
+        "version": state.cosmos.as_ref().map_or(crate::MONGODB_VERSION, |c| c.identity.version),
         "process": "ebb",
         "pid": i64::from(std::process::id()),
         "uptime": uptime.as_secs_f64().floor(),

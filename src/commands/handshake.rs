@@ -145,15 +145,27 @@ pub(super) async fn hello(
             state.topology.version(),
         );
     }
-    reply.append(
-        bson::raw::cstr!("maxBsonObjectSize"),
-        crate::commands::limit_i32(MAX_BSON_OBJECT_SIZE),
-    );
-    reply.append(
-        bson::raw::cstr!("maxMessageSizeBytes"),
-        crate::commands::limit_i32(MAX_MESSAGE_SIZE),
-    );
-    reply.append(bson::raw::cstr!("maxWriteBatchSize"), MAX_WRITE_BATCH_SIZE);
+    // A Cosmos DB account announces its own limits and the wire version of the API it serves
+    // (`crate::cosmos::identity`).
+    let (max_bson, max_message, max_batch, max_wire) = match &state.cosmos {
+        Some(cosmos) => (
+            crate::cosmos::identity::MAX_BSON_OBJECT_SIZE,
+            // (Not the 4 MiB an account reports: drivers refuse replies larger than this, and
+            // Ebb's cursor batches are not cut at 4 MB as an account's are.)
+            crate::commands::limit_i32(MAX_MESSAGE_SIZE),
+            crate::cosmos::identity::MAX_WRITE_BATCH_SIZE,
+            cosmos.identity.max_wire_version,
+        ),
+        None => (
+            crate::commands::limit_i32(MAX_BSON_OBJECT_SIZE),
+            crate::commands::limit_i32(MAX_MESSAGE_SIZE),
+            MAX_WRITE_BATCH_SIZE,
+            crate::MAX_WIRE_VERSION,
+        ),
+    };
+    reply.append(bson::raw::cstr!("maxBsonObjectSize"), max_bson);
+    reply.append(bson::raw::cstr!("maxMessageSizeBytes"), max_message);
+    reply.append(bson::raw::cstr!("maxWriteBatchSize"), max_batch);
     reply.append(bson::raw::cstr!("localTime"), bson::DateTime::now());
     reply.append(
         bson::raw::cstr!("logicalSessionTimeoutMinutes"),
@@ -164,7 +176,7 @@ pub(super) async fn hello(
         i32::try_from(ctx.id).unwrap_or(i32::MAX),
     );
     reply.append(bson::raw::cstr!("minWireVersion"), 0);
-    reply.append(bson::raw::cstr!("maxWireVersion"), crate::MAX_WIRE_VERSION);
+    reply.append(bson::raw::cstr!("maxWireVersion"), max_wire);
     reply.append(bson::raw::cstr!("readOnly"), false);
     super::auth::hello_fields(req, ctx, state, &mut reply)?;
     reply.append(bson::raw::cstr!("ok"), 1.0);

@@ -1216,7 +1216,7 @@ async fn run_handler(
         Cmd::Hello => handshake::hello(req, ctx, state, handshake::Flavor::Hello).await,
         Cmd::IsMaster => handshake::hello(req, ctx, state, handshake::Flavor::IsMaster).await,
         Cmd::Ping => Ok(bson::rawdoc! { "ok": 1.0 }),
-        Cmd::BuildInfo => Ok(admin::build_info()),
+        Cmd::BuildInfo => Ok(admin::build_info(state)),
         Cmd::GetParameter => admin::get_parameter(req, state),
         Cmd::GetCmdLineOpts => Ok(admin::get_cmd_line_opts(state)),
         Cmd::HostInfo => Ok(admin::host_info()),

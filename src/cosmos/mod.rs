@@ -11,9 +11,12 @@
 //! - extension commands (`customAction`, `getLastRequestStatistics`);
 //! - request units and throttling.
 
+pub mod cert;
 pub mod custom_action;
 pub mod features;
+pub mod identity;
 pub mod offers;
+pub mod profile;
 pub mod ru;
 pub mod stats;
 pub mod throttle;
@@ -46,6 +49,8 @@ pub struct Cosmos {
     pub rates: ru::Rates,
     /// The budgets in force and what they were charged.
     pub throttler: throttle::Throttle,
+    /// What the account reports about itself for [`Cosmos::version`].
+    pub identity: identity::Identity,
 }
 
 impl Cosmos {
@@ -61,6 +66,7 @@ impl Cosmos {
             // The flags were checked one by one as they were parsed.
             rates: ru::Rates::from_settings(&config.cosmos_ru).unwrap_or_default(),
             throttler: throttle::Throttle::default(),
+            identity: identity::of(config.cosmos_server_version),
         })
     }
 }

@@ -27,6 +27,20 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let local_addr = listener.local_addr()?;
+    // `--profile cosmos` implies a replica set, access control and TLS (see
+    // `crate::cosmos::profile`); `main` has already applied it, and applying it again changes
+    // nothing.
+    let mut config = config;
+    if let Some(resolved) = config.resolve_profile()? {
+        info!(
+            account = %config.cosmos_account,
+            version = config.cosmos_server_version.name(),
+            ca_file = %resolved.ca_file.display(),
+            certificate_created = resolved.cert_created,
+            development_key = resolved.default_key,
+            "Cosmos DB profile: TLS required, clients trust the CA file (or allow invalid certificates)"
+        );
+    }
     let tls = super::Tls::from_config(&config).map_err(|e| std::io::Error::other(e.errmsg))?;
     let timeout = Duration::from_secs(config.shutdown_timeout_secs);
     let limit = Arc::new(Semaphore::new(config.max_connections));
@@ -81,6 +95,19 @@ pub async fn run(
         crate::auth::store::AuthStore::open(Arc::clone(&store))
             .map_err(|e| std::io::Error::other(e.to_string()))?,
     );
+    // The account user exists, durably, before the first connection is accepted.
+    if config.profile == crate::config::Profile::Cosmos
+        && let Some(key) = config.cosmos_key.as_deref()
+    {
+        let ticket = crate::cosmos::profile::ensure_account(&auth, &config.cosmos_account, key)
+            .map_err(|e| crate::cosmos::profile::account_error(&e))?;
+        if let Some(ticket) = ticket {
+            store
+                .durable(ticket)
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
+    }
     let state = ServerState::new(config, local_addr, Arc::clone(&catalog), replset, tls, auth);
     // Sessions with records on disk were last used when the last clean shutdown says, or now
     // (see `crate::sessions`).

@@ -90,6 +90,10 @@ fn locked<T>(
         };
         let mut writer = Writer::new(&collection, &state.catalog, state.now_ms());
         writer.interrupt = Some(state.interrupt());
+        writer.max_document = state
+            .cosmos
+            .as_ref()
+            .map(|_| crate::cosmos::identity::MAX_DOCUMENT_BYTES);
         writer.owner = Some(std::sync::Arc::clone(&collection));
         let result = f(&mut writer);
         // What it wrote before it met a transaction's key is whole: committed as it is.

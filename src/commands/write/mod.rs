@@ -269,6 +269,10 @@ async fn retryable(
     if crate::txn::active().is_some() {
         return Ok(None);
     }
+    // A Cosmos DB account without the retryable-writes capability refuses them.
+    if state.cosmos.is_some() {
+        return Err(crate::cosmos::identity::retryable_writes_refused());
+    }
     let Some(lsid) = super::read::lsid_of(req) else {
         return Ok(None);
     };

@@ -44,6 +44,10 @@ pub(crate) struct Writer<'a> {
     multikey_set: bool,
     /// Cancelled at shutdown: the writer's scans then fail with `InterruptedAtShutdown`.
     pub interrupt: Option<crate::interrupt::Interrupt>,
+    /// The largest document this writer stores, when smaller than `maxBsonObjectSize` (the
+    /// Cosmos DB profile's 2 MB, `crate::cosmos::identity`): a larger one, inserted or written
+    /// over a document, fails with the account's error.
+    pub(super) max_document: Option<usize>,
     /// The transaction this writer writes in (the running command's): its changes stay
     /// pending in it, and each key it changes is claimed first (see `crate::txn`).
     txn: Option<std::sync::Arc<crate::txn::Transaction>>,
@@ -121,6 +125,7 @@ impl<'a> Writer<'a> {
             unique_removed: HashSet::new(),
             multikey_set: false,
             interrupt: None,
+            max_document: None,
             arena: catalog
                 .store()
                 .storage()
@@ -394,6 +399,16 @@ impl<'a> Writer<'a> {
         self.multikey_set = false;
     }
 
+    /// Refuses a document over [`Writer::max_document`].
+    fn check_size(&self, doc: &RawDocument) -> Result<(), Fail> {
+        match self.max_document {
+            Some(max) if doc.as_bytes().len() > max => {
+                Err((crate::cosmos::identity::document_too_large(), None))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Inserts a new document (already `_id`-first and checked), failing on a duplicate `_id`.
     pub(super) fn insert(&mut self, doc: &RawDocument) -> Result<(), Fail> {
         self.insert_checked(doc, false)
@@ -413,6 +428,7 @@ impl<'a> Writer<'a> {
         id_key: Vec<u8>,
         fresh_id: bool,
     ) -> Result<(), Fail> {
+        self.check_size(doc)?;
         let stored = if fresh_id {
             None
         } else {
@@ -528,6 +544,7 @@ impl<'a> Writer<'a> {
         doc: &RawDocument,
         old: Option<(i64, Option<&RawDocument>)>,
     ) -> Result<(), Fail> {
+        self.check_size(doc)?;
         let expires = self.collection.ttl.expiry(doc, self.now_ms);
         self.expired_on_write = (self.oplog.is_some()
             && expires <= self.now_ms
