@@ -214,6 +214,11 @@ pub struct Config {
     /// The arguments the process was started with (`getCmdLineOpts.argv`).
     #[arg(skip)]
     pub argv: Vec<String>,
+    /// Test-only switch, never on the command line: the Cosmos DB profile without its TLS and
+    /// access control (a plain port, no user), so that tests of what the profile answers can
+    /// speak raw bytes. The profile's own connection is tested without it.
+    #[arg(skip)]
+    pub cosmos_plain: bool,
     /// Benchmark-only switch, never on the command line: in replica-set mode, writes no oplog
     /// (`local.oplog.rs` stays empty, change streams are refused as on a standalone), so that
     /// `benches/change_streams.rs` can weigh what logging every change costs. Breaks change
@@ -275,6 +280,7 @@ impl Default for Config {
             cosmos_server_retries: 0,
             cosmos_ru: Vec::new(),
             argv: vec!["ebb".into()],
+            cosmos_plain: false,
             bench_without_oplog: false,
         }
     }

@@ -7,14 +7,14 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{TestResult, TestServer, assert_error, number, run_command, run_command_err};
+use common::{TestResult, TestServer, assert_error, number, run_command_err};
 use ebb::config::{Config, Profile};
 use mongodb::Client;
 use mongodb::bson::{Bson, Document, doc};
 use mongodb::options::ClientOptions;
 
-/// The one place test servers get the profile (TLS and authentication may join it at merge
-/// time): an in-memory server, or a durable one in `durable`.
+/// The one place test servers get the profile (with its TLS and account user: `TestServer`'s
+/// clients log in): an in-memory server, or a durable one in `durable`.
 async fn cosmos_server(
     durable: Option<&Path>,
     configure: impl FnOnce(&mut Config),
@@ -32,11 +32,25 @@ async fn cosmos_server(
 /// A client of `server` with one connection, so that `getLastRequestStatistics` reports the
 /// command before it.
 async fn single_connection_client(server: &TestServer) -> TestResult<Client> {
-    let uri = format!("mongodb://{}/?directConnection=true", server.addr());
+    let uri = format!(
+        "mongodb://{}{}/?directConnection=true{}",
+        server.cosmos_credentials(),
+        server.addr(),
+        server.cosmos_options()
+    );
     let mut options = ClientOptions::parse(uri).await?;
     options.max_pool_size = Some(1);
     options.app_name = Some("ebb-cosmos-extensions".into());
     Ok(Client::with_options(options)?)
+}
+
+/// `common::run_command` without the replica set's gossip (`$clusterTime`, `operationTime`)
+/// that ends every reply of the profile's `globaldb` set, so replies compare with the pages'.
+async fn run_command(client: &Client, db: &str, command: Document) -> TestResult<Document> {
+    let mut reply = common::run_command(client, db, command).await?;
+    reply.remove("$clusterTime");
+    reply.remove("operationTime");
+    Ok(reply)
 }
 
 fn action(name: &str, rest: Document) -> Document {
@@ -134,7 +148,7 @@ fn case_files() -> TestResult<Vec<PathBuf>> {
 
 #[tokio::test]
 async fn documented_examples_replay() -> TestResult {
-    let server = cosmos_server(None, |_| {}).await?;
+    let server = cosmos_server(None, |c| c.enable_test_commands = true).await?;
     let client = single_connection_client(&server).await?;
     let files = case_files()?;
     assert!(files.len() >= 13, "the cases: {files:?}");
@@ -211,7 +225,12 @@ async fn get_replies_have_the_documented_shapes() -> TestResult {
     )
     .await?;
     let reply = run_command(&client, "test", action("GetDatabase", doc! {})).await?;
-    let keys: Vec<&str> = reply.keys().map(String::as_str).collect();
+    // (The replica set's gossip, `$clusterTime` and `operationTime`, ends every reply.)
+    let keys: Vec<&str> = reply
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !matches!(*k, "$clusterTime" | "operationTime"))
+        .collect();
     assert_eq!(
         keys,
         [
@@ -597,7 +616,9 @@ async fn last_request_statistics_report_the_previous_command() -> TestResult {
 
 #[tokio::test]
 async fn last_request_statistics_without_a_request() -> TestResult {
-    let server = cosmos_server(None, |_| {}).await?;
+    // Raw bytes, on the profile without TLS and the account user (with them, a connection's
+    // first commands are its login).
+    let server = cosmos_server(None, |c| c.cosmos_plain = true).await?;
     let mut raw = server.raw().await?;
     let reply = raw
         .command("admin", doc! { "getLastRequestStatistics": 1 })

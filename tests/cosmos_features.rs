@@ -23,6 +23,9 @@ async fn profile_server(version: CosmosVersion) -> TestResult<(TestServer, RawCo
     let server = TestServer::start_with(|c| {
         c.profile = Profile::Cosmos;
         c.cosmos_server_version = version;
+        // Raw bytes: the profile without its TLS and account user (tested in
+        // `tests/cosmos_connection.rs`); what it refuses is the same.
+        c.cosmos_plain = true;
     })
     .await?;
     let conn = server.raw().await?;

@@ -51,7 +51,8 @@ pub fn uri(port: u16, access: &Access) -> String {
         "127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
     );
     if access.user.is_some() {
-        uri.push_str("&authSource=admin");
+        // As Cosmos DB's connection string: the account does not take retryable writes.
+        uri.push_str("&authSource=admin&retryWrites=false");
     }
     if let Some(ca) = &access.ca_file {
         uri.push_str("&tls=true&tlsCAFile=");
@@ -118,7 +119,7 @@ mod tests {
         assert_eq!(
             uri(10255, &access),
             "mongodb://localhost:a%2Bb%2Fc%3D%3D@127.0.0.1:10255/?directConnection=true\
-             &serverSelectionTimeoutMS=5000&authSource=admin&tls=true&tlsCAFile=%2Fdata%2Fca.pem"
+             &serverSelectionTimeoutMS=5000&authSource=admin&retryWrites=false&tls=true&tlsCAFile=%2Fdata%2Fca.pem"
         );
     }
 }

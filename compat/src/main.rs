@@ -383,7 +383,7 @@ impl Server {
         Self::start_with(
             runtime,
             |config| config.enable_test_commands = enable_test_commands,
-            |port| {
+            |port, _| {
                 format!(
                     "mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
                 )
@@ -399,15 +399,30 @@ impl Server {
             |config| {
                 config.profile = ebb::config::Profile::Cosmos;
                 config.enable_test_commands = true;
+                // Functional cases: no 400 RU/s budget slowing them down.
+                config.cosmos_throttle = ebb::config::Switch::Off;
             },
-            |port| cosmos::uri(port, &cosmos::Access::default()),
+            // The account's user and the generated CA, as a Cosmos DB connection string gives
+            // them (the profile requires TLS and a login).
+            |port, config| {
+                cosmos::uri(
+                    port,
+                    &cosmos::Access {
+                        user: config
+                            .cosmos_key
+                            .clone()
+                            .map(|key| (config.cosmos_account.clone(), key)),
+                        ca_file: config.tls_ca_file.clone(),
+                    },
+                )
+            },
         )
     }
 
     fn start_with(
         runtime: &tokio::runtime::Runtime,
         configure: impl FnOnce(&mut ebb::Config),
-        uri: impl FnOnce(u16) -> String,
+        uri: impl FnOnce(u16, &ebb::Config) -> String,
     ) -> Result<Server> {
         let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))?;
         let port = listener.local_addr()?.port();
@@ -417,13 +432,12 @@ impl Server {
             ..ebb::Config::default()
         };
         configure(&mut config);
+        // As `ebb::run` does (idempotent), so that the URI knows a profile's key and CA.
+        config.resolve_profile()?;
+        let uri = uri(port, &config);
         let stop = tokio_util::sync::CancellationToken::new();
         let task = runtime.spawn(ebb::run(listener, config, stop.clone().cancelled_owned()));
-        Ok(Server {
-            uri: uri(port),
-            stop,
-            task,
-        })
+        Ok(Server { uri, stop, task })
     }
 
     fn stop(self, runtime: &tokio::runtime::Runtime) -> Result<()> {

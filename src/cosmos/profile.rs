@@ -67,6 +67,9 @@ impl Config {
         if self.repl_set.is_none() {
             self.repl_set = Some(SET_NAME.to_owned());
         }
+        if self.cosmos_plain {
+            return Ok(None);
+        }
         self.auth = true;
         let key = self
             .cosmos_key

@@ -162,6 +162,9 @@ impl TestServer {
             ..Config::default()
         };
         configure(&mut config);
+        // As `ebb::run` does (idempotent): the test then knows the Cosmos DB profile's key and
+        // CA file.
+        config.resolve_profile()?;
         let (tx, rx) = oneshot::channel::<()>();
         let handle = tokio::spawn(ebb::run(listener, config.clone(), async move {
             // A dropped sender means the test is over: shut down too.
@@ -223,10 +226,12 @@ impl TestServer {
         compressors: Option<Vec<Compressor>>,
     ) -> mongodb::error::Result<Client> {
         let uri = format!(
-            "mongodb://{}/?directConnection=true&serverSelectionTimeoutMS={}&connectTimeoutMS={}",
+            "mongodb://{}{}/?directConnection=true&serverSelectionTimeoutMS={}&connectTimeoutMS={}{}",
+            self.cosmos_credentials(),
             self.addr,
             IO_TIMEOUT.as_millis(),
             IO_TIMEOUT.as_millis(),
+            self.cosmos_options(),
         );
         let mut options = ClientOptions::parse(uri).await?;
         options.compressors = compressors;
@@ -253,6 +258,32 @@ impl TestServer {
         let mut options = ClientOptions::parse(uri).await?;
         options.app_name = Some("ebb-integration-tests".into());
         Client::with_options(options)
+    }
+
+    /// `ACCOUNT:KEY@` for a server with the Cosmos DB profile (TLS and the account user), else
+    /// nothing.
+    pub fn cosmos_credentials(&self) -> String {
+        match (&self.config.profile, &self.config.cosmos_key) {
+            (ebb::config::Profile::Cosmos, Some(key)) if !self.config.cosmos_plain => format!(
+                "{}:{}@",
+                self.config.cosmos_account,
+                key.replace('+', "%2B")
+                    .replace('/', "%2F")
+                    .replace('=', "%3D")
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// The URI options a Cosmos DB profile server needs (TLS, trusting its CA file), else
+    /// nothing.
+    pub fn cosmos_options(&self) -> String {
+        match (&self.config.profile, &self.config.tls_ca_file) {
+            (ebb::config::Profile::Cosmos, Some(ca)) if !self.config.cosmos_plain => {
+                format!("&tls=true&tlsCAFile={}&retryWrites=false", ca.display())
+            }
+            _ => String::new(),
+        }
     }
 
     /// A new raw TCP connection.
