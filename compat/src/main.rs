@@ -393,14 +393,22 @@ impl Server {
 
     /// A fresh server with the Cosmos DB profile (and test commands, for the clock), which
     /// clients reach through [`cosmos::uri`].
-    fn start_cosmos(runtime: &tokio::runtime::Runtime) -> Result<Server> {
+    /// Throttling is on only for the rate-limiting cases (`cosmos/ratelimit_*.json`): the
+    /// others are functional, and a 400 RU/s budget would only slow them down.
+    fn start_cosmos(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<Server> {
+        let throttle = case
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("ratelimit_"));
         Self::start_with(
             runtime,
             |config| {
                 config.profile = ebb::config::Profile::Cosmos;
                 config.enable_test_commands = true;
-                // Functional cases: no 400 RU/s budget slowing them down.
-                config.cosmos_throttle = ebb::config::Switch::Off;
+                if !throttle {
+                    config.cosmos_throttle = ebb::config::Switch::Off;
+                }
             },
             // The account's user and the generated CA, as a Cosmos DB connection string gives
             // them (the profile requires TLS and a login).
@@ -559,7 +567,7 @@ fn run_ttl_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str)
 /// Replays a Cosmos DB profile case through the `mongodb` crate on a fresh profile server.
 fn run_cosmos_driver(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<()> {
     let cosmos_case = cosmos::load(&case.path)?;
-    let server = Server::start_cosmos(runtime)?;
+    let server = Server::start_cosmos(runtime, case)?;
     let result = runtime.block_on(async {
         tokio::time::timeout(
             CASE_TIMEOUT,
@@ -577,7 +585,7 @@ fn run_cosmos_driver(runtime: &tokio::runtime::Runtime, case: &Case) -> Result<(
 fn run_cosmos_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
     cosmos::load(&case.path)?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("ttl/run_case.js");
-    let server = Server::start_cosmos(runtime)?;
+    let server = Server::start_cosmos(runtime, case)?;
     let mut cmd = Command::new(client);
     cmd.arg(&server.uri)
         .arg("--quiet")
@@ -603,7 +611,7 @@ fn run_cosmos_mongosh(runtime: &tokio::runtime::Runtime, case: &Case, client: &s
 fn run_cosmos_python(runtime: &tokio::runtime::Runtime, case: &Case, client: &str) -> Result<()> {
     cosmos::load(&case.path)?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cosmos/run_case.py");
-    let server = Server::start_cosmos(runtime)?;
+    let server = Server::start_cosmos(runtime, case)?;
     let mut cmd = Command::new(client);
     cmd.arg(&script).env("EBB_COSMOS_CASE", &case.path);
     client_env(&mut cmd, &server.uri, false);
