@@ -37,25 +37,26 @@ pub struct Access {
     pub ca_file: Option<PathBuf>,
 }
 
-/// The connection string every client of a profile case uses.
+/// The connection string every client of a profile case uses. With the account's user, it is
+/// Cosmos DB's own (as Azure's portal gives it, with only the host changed): `ssl=true`,
+/// `replicaSet=globaldb` (clients discover the member from `hello`), `retrywrites=false`,
+/// `maxIdleTimeMS=120000`, `appName=@ACCOUNT@` (its `@` written `%40`, as the Node driver
+/// wants), plus the CA file to trust.
 pub fn uri(port: u16, access: &Access) -> String {
-    let mut uri = String::from("mongodb://");
-    if let Some((user, key)) = &access.user {
-        uri.push_str(&percent_encode(user));
-        uri.push(':');
-        uri.push_str(&percent_encode(key));
-        uri.push('@');
-    }
-    let _ = write!(
-        uri,
-        "127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
+    let Some((user, key)) = &access.user else {
+        return format!(
+            "mongodb://127.0.0.1:{port}/?directConnection=true&serverSelectionTimeoutMS=5000"
+        );
+    };
+    let mut uri = format!(
+        "mongodb://{}:{}@localhost:{port}/?ssl=true&replicaSet=globaldb&retrywrites=false\
+         &maxIdleTimeMS=120000&appName=%40{}%40&serverSelectionTimeoutMS=5000",
+        percent_encode(user),
+        percent_encode(key),
+        percent_encode(user),
     );
-    if access.user.is_some() {
-        // As Cosmos DB's connection string: the account does not take retryable writes.
-        uri.push_str("&authSource=admin&retryWrites=false");
-    }
     if let Some(ca) = &access.ca_file {
-        uri.push_str("&tls=true&tlsCAFile=");
+        uri.push_str("&tlsCAFile=");
         uri.push_str(&percent_encode(&ca.display().to_string()));
     }
     uri
@@ -118,8 +119,9 @@ mod tests {
         };
         assert_eq!(
             uri(10255, &access),
-            "mongodb://localhost:a%2Bb%2Fc%3D%3D@127.0.0.1:10255/?directConnection=true\
-             &serverSelectionTimeoutMS=5000&authSource=admin&retryWrites=false&tls=true&tlsCAFile=%2Fdata%2Fca.pem"
+            "mongodb://localhost:a%2Bb%2Fc%3D%3D@localhost:10255/?ssl=true&replicaSet=globaldb\
+             &retrywrites=false&maxIdleTimeMS=120000&appName=%40localhost%40\
+             &serverSelectionTimeoutMS=5000&tlsCAFile=%2Fdata%2Fca.pem"
         );
     }
 }
