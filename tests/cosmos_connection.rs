@@ -203,6 +203,19 @@ async fn a_wrong_key_or_account_is_refused() -> TestResult {
         .await
         .unwrap_err();
     assert_eq!(server_code(&e), Some(13), "{e}");
+    // Access control comes before what the account does not support.
+    let e = anonymous
+        .database("shop")
+        .run_command(doc! { "collMod": "orders" })
+        .await
+        .unwrap_err();
+    assert_eq!(server_code(&e), Some(13), "{e}");
+    let e = client
+        .database("shop")
+        .run_command(doc! { "collMod": "orders" })
+        .await
+        .unwrap_err();
+    assert_eq!(server_code(&e), Some(115), "{e}");
     server.stop().await?;
     Ok(())
 }

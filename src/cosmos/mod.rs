@@ -100,8 +100,12 @@ pub async fn run(
 ) -> Result<RawDocumentBuf, CommandError> {
     let started = Instant::now();
     // What the API version served does not support is refused before anything runs or is
-    // charged (and is the connection's last request all the same).
-    if let Err(e) = features::check(cosmos.version, req) {
+    // charged (and is the connection's last request all the same) — to a client that may run
+    // commands: one not logged in is answered by access control (13) first, as by an account.
+    let logged_out = state.config.auth
+        && ctx.auth.user_name().is_none()
+        && crate::commands::lookup(req.name).is_some_and(|c| c.requires_auth);
+    if !logged_out && let Err(e) = features::check(cosmos.version, req) {
         record(ctx, req, 0.0, started);
         return Err(e);
     }
