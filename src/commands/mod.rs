@@ -26,6 +26,7 @@ mod users;
 mod validate;
 mod views;
 mod write;
+pub use write::every_statement_refused;
 mod x509;
 
 use crate::dispatch::{ConnCtx, Request};

@@ -65,21 +65,12 @@ pub(super) fn refused_statements(
     }
     let ordered = opt_bool(req, "ordered")?.unwrap_or(true);
     let refused = not_a_collection(req.db, name);
-    let mut errors = RawArrayBuf::new();
-    for index in 0..if ordered { 1 } else { statements } {
-        errors.push(rawdoc! {
-            "index": i32::try_from(index).unwrap_or(i32::MAX),
-            "code": refused.code.code(),
-            "errmsg": refused.errmsg.as_str(),
-        });
-    }
-    let mut reply = rawdoc! { "n": 0 };
-    if array == "updates" {
-        reply.append(cstr!("nModified"), 0);
-    }
-    reply.append(cstr!("writeErrors"), errors);
-    reply.append(cstr!("ok"), 1.0);
-    Ok(Some(reply))
+    Ok(Some(crate::commands::every_statement_refused(
+        &refused,
+        statements,
+        ordered,
+        array == "updates",
+    )))
 }
 
 /// An aggregate on a view, rewritten to run over the view's collection.

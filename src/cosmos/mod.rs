@@ -24,7 +24,7 @@ pub mod throttle;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bson::{RawArrayBuf, RawBsonRef, RawDocumentBuf, cstr, rawdoc};
+use bson::{RawBsonRef, RawDocumentBuf, rawdoc};
 
 use crate::catalog::Catalog;
 use crate::config::{Config, CosmosVersion, Profile, Switch};
@@ -219,21 +219,12 @@ fn throttled(req: &Request<'_>, retry_after_ms: u64) -> Result<RawDocumentBuf, C
         req.body.get("ordered"),
         Ok(Some(RawBsonRef::Boolean(false)))
     );
-    let mut errors = RawArrayBuf::new();
-    for index in 0..if ordered { 1 } else { statements } {
-        errors.push(rawdoc! {
-            "index": i32::try_from(index).unwrap_or(i32::MAX),
-            "code": error.code.code(),
-            "errmsg": error.errmsg.as_str(),
-        });
-    }
-    let mut reply = rawdoc! { "n": 0 };
-    if array == "updates" {
-        reply.append(cstr!("nModified"), 0);
-    }
-    reply.append(cstr!("writeErrors"), errors);
-    reply.append(cstr!("ok"), 1.0);
-    Ok(reply)
+    Ok(crate::commands::every_statement_refused(
+        &error,
+        statements,
+        ordered,
+        array == "updates",
+    ))
 }
 
 /// `serverStatus.cosmos` (only with the profile): the request units charged and the requests

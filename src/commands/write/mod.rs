@@ -362,3 +362,29 @@ fn with_dup_info(
         None => error,
     }
 }
+
+/// The reply of a write command none of whose statements ran, each refused with `error` (the
+/// first alone when `ordered`, as an ordered batch stops there): `{n: 0, nModified: 0 (for
+/// updates), writeErrors, ok: 1}`.
+pub fn every_statement_refused(
+    error: &CommandError,
+    statements: usize,
+    ordered: bool,
+    updates: bool,
+) -> RawDocumentBuf {
+    let mut errors = RawArrayBuf::new();
+    for index in 0..if ordered { 1 } else { statements } {
+        errors.push(rawdoc! {
+            "index": i32::try_from(index).unwrap_or(i32::MAX),
+            "code": error.code.code(),
+            "errmsg": error.errmsg.as_str(),
+        });
+    }
+    let mut reply = rawdoc! { "n": 0 };
+    if updates {
+        reply.append(cstr!("nModified"), 0);
+    }
+    reply.append(cstr!("writeErrors"), errors);
+    reply.append(cstr!("ok"), 1.0);
+    reply
+}
