@@ -186,6 +186,82 @@ async fn natural_order_ts_ranges_count_and_aggregate() -> TestResult {
     Ok(())
 }
 
+type Events = mongodb::change_stream::ChangeStream<
+    mongodb::change_stream::event::ChangeStreamEvent<Document>,
+>;
+
+/// The next event of `stream`, failing after 10 s.
+async fn next_event(
+    stream: &mut Events,
+) -> TestResult<mongodb::change_stream::event::ChangeStreamEvent<Document>> {
+    let began = Instant::now();
+    loop {
+        if let Some(event) = stream.next_if_any().await? {
+            return Ok(event);
+        }
+        if !stream.is_alive() || began.elapsed() > Duration::from_secs(10) {
+            return Err("no event came".into());
+        }
+    }
+}
+
+/// A batch's entries are kept together (one run, `storage::runs`) and read as they would be one
+/// by one: both natural orders with `getMore` inside the batch, `ts` ranges and an exact `ts`
+/// that fall inside it, and a change stream resumed after one of its events.
+#[tokio::test]
+async fn a_batch_of_inserts_reads_entry_by_entry() -> TestResult {
+    let server = TestServer::start_replset(SET).await?;
+    let client = direct(&server).await?;
+    let coll = client.database("order").collection::<Document>("batch");
+    let mut stream = coll.watch().await?;
+    coll.insert_many((0..10).map(|i| doc! { "_id": i })).await?;
+    coll.insert_one(doc! { "_id": 10 }).await?;
+    let forward = entries(&client, doc! { "ns": "order.batch" }, 1).await?;
+    let ids: Vec<i32> = forward
+        .iter()
+        .map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap())
+        .collect();
+    assert_eq!(ids, (0..11).collect::<Vec<_>>());
+    let times: Vec<(u32, u32)> = forward.iter().map(|e| key(ts(e))).collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    let mut backward = entries(&client, doc! { "ns": "order.batch" }, -1).await?;
+    backward.reverse();
+    assert_eq!(backward, forward);
+    let (from, to) = (ts(&forward[3]), ts(&forward[6]));
+    let range = entries(&client, doc! { "ts": { "$gt": from, "$lte": to } }, 1).await?;
+    assert_eq!(range, forward[4..=6].to_vec());
+    let range = entries(&client, doc! { "ts": { "$gte": from } }, -1).await?;
+    assert_eq!(range.len(), 8);
+    assert_eq!(range.last(), Some(&forward[3]));
+    let exact = entries(&client, doc! { "ts": to }, 1).await?;
+    assert_eq!(exact, forward[6..=6].to_vec());
+
+    let mut tokens = Vec::new();
+    for i in 0..11 {
+        let event = next_event(&mut stream).await?;
+        assert_eq!(
+            event
+                .document_key
+                .as_ref()
+                .and_then(|k| k.get_i32("_id").ok()),
+            Some(i)
+        );
+        tokens.push(event.id);
+    }
+    let mut resumed = coll.watch().resume_after(tokens[3].clone()).await?;
+    for i in 4..11 {
+        let event = next_event(&mut resumed).await?;
+        assert_eq!(
+            event
+                .document_key
+                .as_ref()
+                .and_then(|k| k.get_i32("_id").ok()),
+            Some(i)
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn listed_and_measured_as_a_capped_collection() -> TestResult {
     let server = TestServer::start_with(|c| {

@@ -24,7 +24,7 @@ use std::time::Duration;
 use bson::RawDocument;
 use tokio_util::sync::CancellationToken;
 
-use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageResult};
+use crate::storage::{Batch, GroupCommit, Keyspace, Snapshot, StorageResult, runs};
 
 /// One MiB.
 pub const MB: u64 = 1024 * 1024;
@@ -120,12 +120,22 @@ struct Chunks {
     observed: bool,
     /// Entries committed before that, in commit order: `(key, entry bytes, bytes beside it,
     /// wall ms)`.
-    pending: Vec<(u64, u64, u64, i64)>,
+    pending: Vec<(u64, u64, u64, i64, bool)>,
 }
 
 impl Chunks {
     /// Counts the entry under `key` of `bytes` (its pre-images' `beside`), written at `wall`.
-    fn add(&mut self, key: u64, bytes: u64, beside: u64, wall: i64, chunk_size: u64) {
+    /// Counts the entry `key`; `ends_run`: the last of its commit's run (`storage::runs`),
+    /// after which a chunk may end (a chunk holds whole runs, as truncation removes them).
+    fn add(
+        &mut self,
+        key: u64,
+        bytes: u64,
+        beside: u64,
+        wall: i64,
+        chunk_size: u64,
+        ends_run: bool,
+    ) {
         self.last_seen = Some(key);
         self.bytes += bytes + beside;
         self.count += 1;
@@ -140,7 +150,8 @@ impl Chunks {
         open.bytes += bytes + beside;
         open.count += 1;
         open.last_wall_ms = wall;
-        if open.bytes >= chunk_size
+        if ends_run
+            && open.bytes >= chunk_size
             && let Some(full) = self.open.take()
         {
             self.sealed.push_back(full);
@@ -265,11 +276,12 @@ impl Retention {
     pub fn record(&self, first: u64, sizes: &[(u64, u64)], wall_ms: i64) {
         let chunk_size = chunk_bytes(self.max_bytes());
         let mut chunks = self.chunks();
-        for (key, &(bytes, beside)) in (first..).zip(sizes) {
+        for (i, (key, &(bytes, beside))) in (first..).zip(sizes).enumerate() {
+            let ends_run = i + 1 == sizes.len();
             if !chunks.observed {
-                chunks.pending.push((key, bytes, beside, wall_ms));
+                chunks.pending.push((key, bytes, beside, wall_ms, ends_run));
             } else if chunks.last_seen.is_none_or(|seen| key > seen) {
-                chunks.add(key, bytes, beside, wall_ms, chunk_size);
+                chunks.add(key, bytes, beside, wall_ms, chunk_size, ends_run);
             }
         }
     }
@@ -290,26 +302,30 @@ impl Retention {
             None => Bound::Unbounded,
         };
         let chunk_size = chunk_bytes(self.max_bytes());
-        for entry in snapshot.range(Keyspace::Oplog, lower, Bound::Unbounded, false) {
+        // Runs as stored: a chunk ends only where one does.
+        for entry in snapshot.stored_range(Keyspace::Oplog, lower, Bound::Unbounded, false) {
             let (key, value) = entry?;
             let Ok(key) = <[u8; 8]>::try_from(&key[..]) else {
                 // A pre-image kept beside its entry: its bytes count, in its entry's chunk.
                 chunks.bytes += value.len() as u64;
                 continue;
             };
-            let key = u64::from_be_bytes(key);
-            let bytes = value.len() as u64;
-            let wall = RawDocument::from_bytes(&value)
-                .ok()
-                .and_then(|d| d.get_datetime("wall").ok())
-                .map_or(0, bson::DateTime::timestamp_millis);
-            chunks.add(key, bytes, 0, wall, chunk_size);
+            let items = runs::items(&value);
+            let n = items.len();
+            for (i, (key, item)) in (u64::from_be_bytes(key)..).zip(items).enumerate() {
+                let item = value.get(item).unwrap_or_default();
+                let wall = RawDocument::from_bytes(item)
+                    .ok()
+                    .and_then(|d| d.get_datetime("wall").ok())
+                    .map_or(0, bson::DateTime::timestamp_millis);
+                chunks.add(key, item.len() as u64, 0, wall, chunk_size, i + 1 == n);
+            }
         }
         if !chunks.observed {
             chunks.observed = true;
-            for (key, bytes, beside, wall) in std::mem::take(&mut chunks.pending) {
+            for (key, bytes, beside, wall, ends_run) in std::mem::take(&mut chunks.pending) {
                 if chunks.last_seen.is_none_or(|seen| key > seen) {
-                    chunks.add(key, bytes, beside, wall, chunk_size);
+                    chunks.add(key, bytes, beside, wall, chunk_size, ends_run);
                 }
             }
         }
@@ -365,7 +381,8 @@ impl Retention {
                 front
             };
             let started = std::time::Instant::now();
-            removed += remove_chunk(store, chunk.first, chunk.last)?;
+            remove_chunk(store, chunk.first, chunk.last)?;
+            removed += chunk.count;
             let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.truncating_micros.fetch_add(micros, Ordering::Relaxed);
             self.truncations.fetch_add(1, Ordering::Relaxed);
@@ -376,7 +393,7 @@ impl Retention {
 
 /// Removes the entries with keys in `[first, last]`: the tables wholly inside, then the rest
 /// one by one, each step resuming after the last key it deleted.
-fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<u64> {
+fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<()> {
     let lower = first.to_be_bytes();
     let end = last.checked_add(1).map(u64::to_be_bytes);
     store
@@ -389,7 +406,6 @@ fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<u64
     };
     let mut from = lower.to_vec();
     let mut included = true;
-    let mut removed = 0;
     loop {
         let snapshot = store.storage().snapshot();
         let mut batch = Batch::new();
@@ -399,8 +415,9 @@ fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<u64
             Bound::Excluded(&from[..])
         };
         let mut last_key = None;
+        // Whole runs, as stored (a chunk holds whole runs).
         for entry in snapshot
-            .range(Keyspace::Oplog, start, upper, false)
+            .stored_range(Keyspace::Oplog, start, upper, false)
             .take(DELETES_PER_COMMIT)
         {
             let (key, _) = entry?;
@@ -408,13 +425,12 @@ fn remove_chunk(store: &GroupCommit, first: u64, last: u64) -> StorageResult<u64
             last_key = Some(key);
         }
         let Some(key) = last_key else {
-            return Ok(removed);
+            return Ok(());
         };
         let n = batch.len();
-        removed += n as u64;
         store.commit(batch)?;
         if n < DELETES_PER_COMMIT {
-            return Ok(removed);
+            return Ok(());
         }
         from = key.to_vec();
         included = false;
@@ -473,7 +489,7 @@ pub async fn retention_task(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::MemoryStorage;
+    use crate::storage::{MemoryStorage, Storage};
     use bson::rawdoc;
 
     fn store() -> GroupCommit {
@@ -537,6 +553,65 @@ mod tests {
         // the last entry).
         retention.observe(&*store.storage().snapshot()).unwrap();
         assert_eq!(retention.figures(), (10 * size_of_one + 117, 13));
+    }
+
+    /// Writes `runs` runs of `per_run` entries (as a commit of several stamped values stores
+    /// them, `storage::runs`) from key `first`, each entry of about `size` bytes.
+    fn write_runs(store: &GroupCommit, first: u64, runs: u64, per_run: u64, size: usize) {
+        for r in 0..runs {
+            let start = first + r * per_run;
+            let mut run = Vec::new();
+            for _ in 0..per_run {
+                let doc = rawdoc! {
+                    "op": "n",
+                    "pad": "x".repeat(size),
+                    "wall": bson::DateTime::from_millis(0),
+                };
+                run.extend_from_slice(doc.as_bytes());
+            }
+            let mut batch = Batch::new();
+            batch.put(Keyspace::Oplog, start.to_be_bytes().to_vec(), run);
+            store.commit(batch).unwrap();
+        }
+    }
+
+    #[test]
+    fn truncation_removes_whole_runs_and_leaves_no_hole() {
+        let store = store();
+        // 10 KB limit: chunks of 1 KB; runs of 7 entries of about 120 bytes (840 bytes a run),
+        // so no chunk boundary falls where a run ends by chance alone.
+        let retention = Retention::new(10_000, 0.0);
+        write_runs(&store, 1, 40, 7, 100);
+        retention.observe(&*store.storage().snapshot()).unwrap();
+        assert_eq!(retention.figures().1, 280);
+        let removed = retention.truncate(&store, 0).unwrap();
+        assert!(removed > 100);
+        assert_eq!(removed % 7, 0, "whole runs went");
+        let snap = store.storage().snapshot();
+        let stored: Vec<u64> = snap
+            .stored_range(Keyspace::Oplog, Bound::Unbounded, Bound::Unbounded, false)
+            .map(|e| u64::from_be_bytes(e.unwrap().0[..].try_into().unwrap()))
+            .collect();
+        assert!(stored.iter().all(|k| (k - 1) % 7 == 0), "{stored:?}");
+        // What readers see starts at the oldest entry kept and has no gap to the last.
+        let seen = keys(&store);
+        assert_eq!(seen.first().copied(), Some(retention.oldest()));
+        assert_eq!(seen, (retention.oldest()..281).collect::<Vec<_>>());
+        assert_eq!(retention.figures().1, 280 - removed);
+        // Told of runs by their commits, chunks end where runs do too.
+        let told = Retention::new(10_000, 0.0);
+        told.observe(&*MemoryStorage::new().snapshot()).unwrap();
+        for r in 0..40_u64 {
+            told.record(1 + r * 7, &[(120, 0); 7], 0);
+        }
+        let chunks = told.chunks();
+        assert!(chunks.sealed.len() > 5);
+        assert!(
+            chunks
+                .sealed
+                .iter()
+                .all(|c| (c.last % 7) == 0 && (c.first - 1) % 7 == 0)
+        );
     }
 
     #[test]

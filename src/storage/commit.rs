@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::error;
 
-use super::{Batch, Keyspace, Op, Storage, StorageError, StorageResult};
+use super::{Batch, Keyspace, Op, Stamped, Storage, StorageError, StorageResult};
 
 /// Assigns the stamps (cluster times) of [`Batch::stamped`] values, and orders their commits:
 /// the oplog's clock (`crate::oplog`).
@@ -29,6 +29,52 @@ pub trait Stamper: Send + Sync {
     /// [`Stamper::stamp`].
     fn committed(&self, first: u64, sizes: &[(u64, u64)]) {
         let _ = (first, sizes);
+    }
+}
+
+/// A commit's stamped values as one run ([`super::runs`]), their stamps still blank.
+struct Run {
+    bytes: Vec<u8>,
+    /// Where each value's stamp goes in `bytes`.
+    ts_at: Vec<usize>,
+    /// What is kept beside each: (the value's index, its number, the bytes).
+    beside: Vec<(u64, u32, Vec<u8>)>,
+    /// Each value's size and that of what is kept beside it, for [`Stamper::committed`].
+    sizes: Vec<(u64, u64)>,
+}
+
+impl Run {
+    fn of(mut values: Vec<Stamped>) -> Run {
+        let mut run = Run {
+            bytes: Vec::new(),
+            ts_at: Vec::with_capacity(values.len()),
+            beside: Vec::new(),
+            sizes: Vec::with_capacity(values.len()),
+        };
+        if values.len() == 1
+            && let Some(one) = values.pop()
+        {
+            // A run of one is its value: not copied.
+            run.add(0, &one);
+            run.bytes = one.value;
+            run.beside
+                .extend(one.beside.into_iter().map(|(n, v)| (0, n, v)));
+            return run;
+        }
+        run.bytes = Vec::with_capacity(values.iter().map(|s| s.value.len()).sum());
+        for (i, one) in (0..).zip(values) {
+            run.add(run.bytes.len(), &one);
+            run.bytes.extend_from_slice(&one.value);
+            run.beside
+                .extend(one.beside.into_iter().map(|(n, v)| (i, n, v)));
+        }
+        run
+    }
+
+    fn add(&mut self, offset: usize, value: &Stamped) {
+        let beside: usize = value.beside.iter().map(|(_, v)| v.len()).sum();
+        self.sizes.push((value.value.len() as u64, beside as u64));
+        self.ts_at.push(offset + value.ts_at);
     }
 }
 
@@ -124,35 +170,35 @@ impl GroupCommit {
         let last = match self.shared.stamper.get() {
             Some(stamper) if !values.is_empty() => {
                 let n = values.len() as u64;
-                let mut pending = Some((batch, values));
+                // The values go into one run (`storage::runs`) under the first stamp, built
+                // before the clock's lock is taken: only the stamps are written under it.
+                let run = Run::of(values);
+                let mut pending = Some((batch, run));
                 let storage = &self.storage;
                 Some(stamper.stamp(n, &mut |first| {
-                    let Some((mut batch, entries)) = pending.take() else {
+                    let Some((mut batch, mut run)) = pending.take() else {
                         return Err(StorageError::Engine("a stamped commit ran twice".into()));
                     };
-                    batch.ops.reserve(entries.len());
-                    let mut sizes = Vec::with_capacity(entries.len());
-                    for (stamp, mut s) in (first..).zip(entries) {
-                        let beside: usize = s.beside.iter().map(|(_, v)| v.len()).sum();
-                        sizes.push((s.value.len() as u64, beside as u64));
-                        if let Some(at) = s.value.get_mut(s.ts_at..s.ts_at + 8) {
+                    for (stamp, &at) in (first..).zip(&run.ts_at) {
+                        if let Some(at) = run.bytes.get_mut(at..at + 8) {
                             at.copy_from_slice(&stamp.to_le_bytes());
                         }
-                        batch.ops.push(Op::Put(
-                            Keyspace::Oplog,
-                            stamp.to_be_bytes().to_vec().into(),
-                            s.value.into(),
-                        ));
-                        for (n, value) in s.beside {
-                            let mut key = stamp.to_be_bytes().to_vec();
-                            key.extend_from_slice(&n.to_be_bytes());
-                            batch
-                                .ops
-                                .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
-                        }
+                    }
+                    batch.ops.reserve(1 + run.beside.len());
+                    batch.ops.push(Op::Put(
+                        Keyspace::Oplog,
+                        first.to_be_bytes().to_vec().into(),
+                        run.bytes.into(),
+                    ));
+                    for (i, n, value) in run.beside {
+                        let mut key = first.saturating_add(i).to_be_bytes().to_vec();
+                        key.extend_from_slice(&n.to_be_bytes());
+                        batch
+                            .ops
+                            .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
                     }
                     storage.commit(batch)?;
-                    stamper.committed(first, &sizes);
+                    stamper.committed(first, &run.sizes);
                     Ok(())
                 })?)
             }

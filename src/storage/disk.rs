@@ -10,7 +10,9 @@ use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable
 
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
 use super::hot::{HOT_WRITES, HotKeys, MAX_VERSION_CHAIN, VersionChains, split_range};
-use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult};
+use super::{
+    Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult, runs,
+};
 
 /// fjall-backed durable storage.
 pub struct DiskStorage {
@@ -156,13 +158,33 @@ struct DiskSnapshot {
 
 impl Snapshot for DiskSnapshot {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        if ks.holds_runs() {
+            return runs::get(self, ks, key);
+        }
+        self.stored_get(ks, key)
+    }
+
+    fn range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        if ks.holds_runs() {
+            return runs::range(self, ks, lower, upper, reverse);
+        }
+        self.stored_range(ks, lower, upper, reverse)
+    }
+
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
         self.snapshot
             .get(&self.keyspaces[ks.slot()], key)
             .map(|v| v.map(Bytes::from))
             .map_err(engine)
     }
 
-    fn range(
+    fn stored_range(
         &self,
         ks: Keyspace,
         lower: Bound<&[u8]>,
@@ -186,6 +208,9 @@ impl Snapshot for DiskSnapshot {
 
 impl Storage for DiskStorage {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        if ks.holds_runs() {
+            return self.snapshot().get(ks, key);
+        }
         self.ks(ks)
             .get(key)
             .map(|v| v.map(Bytes::from))

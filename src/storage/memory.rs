@@ -7,7 +7,7 @@ use std::sync::RwLock;
 use bytes::Bytes;
 use imbl::OrdMap;
 
-use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageResult};
+use super::{Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageResult, runs};
 
 type Maps = [OrdMap<Bytes, Bytes>; Keyspace::COUNT];
 
@@ -47,10 +47,30 @@ fn bounds(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> (Bound<Bytes>, Bound<Byte
 
 impl Snapshot for MemorySnapshot {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
-        Ok(self.maps[ks.slot()].get(key).cloned())
+        if ks.holds_runs() {
+            return runs::get(self, ks, key);
+        }
+        self.stored_get(ks, key)
     }
 
     fn range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        if ks.holds_runs() {
+            return runs::range(self, ks, lower, upper, reverse);
+        }
+        self.stored_range(ks, lower, upper, reverse)
+    }
+
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        Ok(self.maps[ks.slot()].get(key).cloned())
+    }
+
+    fn stored_range(
         &self,
         ks: Keyspace,
         lower: Bound<&[u8]>,

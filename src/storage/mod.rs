@@ -11,6 +11,7 @@ pub mod garbage;
 mod hot;
 mod memory;
 pub mod record;
+pub mod runs;
 pub mod tally;
 
 use std::ops::Bound;
@@ -63,6 +64,12 @@ impl Keyspace {
             Keyspace::Sessions => "sessions",
             Keyspace::Oplog => "oplog",
         }
+    }
+
+    /// Whether a commit's values under consecutive keys are stored as one run
+    /// ([`runs`]): the oplog's entries.
+    pub fn holds_runs(self) -> bool {
+        self == Keyspace::Oplog
     }
 
     fn slot(self) -> usize {
@@ -210,6 +217,24 @@ pub trait Snapshot: Send + Sync {
     /// end having read `returned` entries: the store may count what it stepped over on the way
     /// ([`Ledger::scanned`]). Scans of part of an id's keys do not call this.
     fn scanned(&self, _ks: Keyspace, _id: u64, _returned: u64) {}
+
+    /// [`Snapshot::get`] of what is stored, runs unsplit ([`runs`]); the engines keep it, views
+    /// over them show [`Snapshot::get`].
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.get(ks, key)
+    }
+
+    /// [`Snapshot::range`] of what is stored: a run ([`runs`]) is one entry under the key of
+    /// its first item. For code that removes whole runs.
+    fn stored_range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        self.range(ks, lower, upper, reverse)
+    }
 
     /// Entries whose keys start with `prefix`, in key order.
     fn prefix(&self, ks: Keyspace, prefix: &[u8]) -> Scan<'_> {

@@ -126,6 +126,20 @@ impl Snapshot for Shared {
     fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
         self.0.scanned(ks, id, returned);
     }
+
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.0.stored_get(ks, key)
+    }
+
+    fn stored_range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        self.0.stored_range(ks, lower, upper, reverse)
+    }
 }
 
 #[cfg(test)]
