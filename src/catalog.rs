@@ -1531,7 +1531,7 @@ impl Catalog {
             self.log(&mut batch, || {
                 crate::oplog::log::create_op(db, &tmp, new.uuid(), &new.options)
             });
-            for entry in docs.stamped {
+            for entry in docs.stamped.into_values() {
                 // (A new collection's options are its old one's: images or not, as before.)
                 batch.stamped.push(retarget(entry, db, &tmp));
             }

@@ -18,6 +18,7 @@ use bson::{Binary, RawBsonRef, RawDocument, RawDocumentBuf, Timestamp, rawdoc};
 use tokio::sync::watch;
 
 use crate::replset::{ClusterClock, ts_from_u64, ts_to_u64};
+use crate::storage::runs::Stamps;
 use crate::storage::{Keyspace, Snapshot, Stamped, Stamper, StorageResult};
 
 /// The oplog format version mongod 7.0 writes (`v`).
@@ -120,33 +121,46 @@ impl Oplog {
         entry
     }
 
-    /// [`Oplog::entry_of`] an [`insert_op`] of `doc` (whose `_id` is `id`) into `ns`, written
-    /// straight into one buffer of the right size: the hot path of every insert (a batch of
-    /// inserts makes one entry a document, as mongod's does).
-    pub fn insert_entry(
+    /// Appends to `stamps` the entry of an [`insert_op`] of `doc` (whose `_id` is `id`) into
+    /// the collection `coll` of `db`, written straight into their buffer: the hot path of every
+    /// insert (a batch of inserts makes one entry a document, as mongod's does, and they are
+    /// written one after the other into the run they are stored as, `storage::runs`).
+    pub fn append_insert(
         &self,
-        ns: &str,
+        stamps: &mut Stamps,
+        (db, coll): (&str, &str),
         ui: [u8; 16],
         doc: &RawDocument,
         id: RawBsonRef<'_>,
-    ) -> Stamped {
-        let o2 = document_key(id);
-        let mut e =
-            EntryWriter::with_capacity(doc.as_bytes().len() + o2.as_bytes().len() + ns.len() + 96);
-        e.string("op", "i");
-        e.string("ns", ns);
-        e.uuid("ui", ui);
-        e.document("o", doc.as_bytes());
-        e.document("o2", o2.as_bytes());
-        let ts_at = e.timestamp("ts");
-        e.int64("t", self.term);
-        e.int64("v", VERSION);
-        e.date_time("wall", now_ms());
-        Stamped {
-            value: e.finish(),
-            ts_at,
-            beside: Vec::new(),
-        }
+    ) {
+        // `{_id}` from the document's own first element when it is `_id` (as stored documents
+        // have it), without building it.
+        let first_id = first_id_element(doc);
+        let built = first_id.is_none().then(|| document_key(id));
+        let o2_len = match (first_id, &built) {
+            (Some(element), _) => element.len() + 5,
+            (None, Some(key)) => key.as_bytes().len(),
+            (None, None) => 0,
+        };
+        let capacity = doc.as_bytes().len() + o2_len + insert_overhead(db.len() + coll.len() + 1);
+        stamps.append_with(capacity, |buf| {
+            let mut e = EntryWriter::start(buf);
+            e.string("op", &["i"]);
+            e.string("ns", &[db, ".", coll]);
+            e.uuid("ui", ui);
+            e.document("o", doc.as_bytes());
+            match (first_id, &built) {
+                (Some(element), _) => e.document_of("o2", element),
+                (None, Some(key)) => e.document("o2", key.as_bytes()),
+                (None, None) => {}
+            }
+            let ts_at = e.timestamp("ts");
+            e.int64("t", self.term);
+            e.int64("v", VERSION);
+            e.date_time("wall", now_ms());
+            e.finish();
+            ts_at
+        });
     }
 
     /// The entry of one operation (`{op, ns, ui?, o, o2?}`), its time left for the commit,
@@ -256,70 +270,103 @@ impl Stamper for Oplog {
     }
 }
 
-/// A BSON document written element by element into a buffer sized once ([`Oplog::insert_entry`]):
-/// the same bytes `rawdoc!` gives, without its growth and per-append checks. Keys are this
-/// module's own constants (no NUL inside).
-struct EntryWriter(Vec<u8>);
+/// The bytes an insert's entry ([`Oplog::append_insert`]) adds to its document and `{_id}`, for
+/// a namespace of `ns` bytes.
+pub fn insert_overhead(ns: usize) -> usize {
+    // The fields' types, names and lengths, `ns` and its NUL, `ui`, `ts`, `t`, `v`, `wall`,
+    // and some room for `o2`.
+    ns + 120
+}
 
-impl EntryWriter {
-    fn with_capacity(n: usize) -> Self {
-        let mut v = Vec::with_capacity(n);
-        v.extend_from_slice(&[0; 4]);
-        EntryWriter(v)
+/// The bytes of `doc`'s first element (type, key, value) if its key is `_id`.
+fn first_id_element(doc: &RawDocument) -> Option<&[u8]> {
+    let first = doc.iter_elements().next()?.ok()?;
+    if first.key().as_str() != "_id" {
+        return None;
+    }
+    // Type byte, "_id" and its NUL, then the value.
+    doc.as_bytes().get(4..4 + 5 + first.size())
+}
+
+/// A BSON document written element by element at the end of a buffer
+/// ([`Oplog::append_insert`]): the same bytes `rawdoc!` gives, without its growth and
+/// per-append checks. Keys are this module's own constants (no NUL inside).
+struct EntryWriter<'a> {
+    buf: &'a mut Vec<u8>,
+    start: usize,
+}
+
+impl<'a> EntryWriter<'a> {
+    fn start(buf: &'a mut Vec<u8>) -> Self {
+        let start = buf.len();
+        buf.extend_from_slice(&[0; 4]);
+        EntryWriter { buf, start }
     }
 
     fn key(&mut self, kind: u8, key: &str) {
-        self.0.push(kind);
-        self.0.extend_from_slice(key.as_bytes());
-        self.0.push(0);
+        self.buf.push(kind);
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.push(0);
     }
 
-    fn string(&mut self, key: &str, value: &str) {
+    /// A string, given in parts.
+    fn string(&mut self, key: &str, parts: &[&str]) {
         self.key(0x02, key);
-        let len = i32::try_from(value.len() + 1).unwrap_or(i32::MAX);
-        self.0.extend_from_slice(&len.to_le_bytes());
-        self.0.extend_from_slice(value.as_bytes());
-        self.0.push(0);
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let len = i32::try_from(len + 1).unwrap_or(i32::MAX);
+        self.buf.extend_from_slice(&len.to_le_bytes());
+        for part in parts {
+            self.buf.extend_from_slice(part.as_bytes());
+        }
+        self.buf.push(0);
     }
 
     fn uuid(&mut self, key: &str, bytes: [u8; 16]) {
         self.key(0x05, key);
-        self.0.extend_from_slice(&16_i32.to_le_bytes());
-        self.0.push(0x04);
-        self.0.extend_from_slice(&bytes);
+        self.buf.extend_from_slice(&16_i32.to_le_bytes());
+        self.buf.push(0x04);
+        self.buf.extend_from_slice(&bytes);
     }
 
     /// An embedded document, given as its (valid) bytes.
     fn document(&mut self, key: &str, bytes: &[u8]) {
         self.key(0x03, key);
-        self.0.extend_from_slice(bytes);
+        self.buf.extend_from_slice(bytes);
     }
 
-    /// A zero timestamp; returns where its 8 bytes start.
+    /// An embedded document of one element, given as its (valid) bytes.
+    fn document_of(&mut self, key: &str, element: &[u8]) {
+        self.key(0x03, key);
+        let len = i32::try_from(element.len() + 5).unwrap_or(i32::MAX);
+        self.buf.extend_from_slice(&len.to_le_bytes());
+        self.buf.extend_from_slice(element);
+        self.buf.push(0);
+    }
+
+    /// A zero timestamp; returns where its 8 bytes start, counted from the document's start.
     fn timestamp(&mut self, key: &str) -> usize {
         self.key(0x11, key);
-        let at = self.0.len();
-        self.0.extend_from_slice(&[0; 8]);
+        let at = self.buf.len() - self.start;
+        self.buf.extend_from_slice(&[0; 8]);
         at
     }
 
     fn int64(&mut self, key: &str, value: i64) {
         self.key(0x12, key);
-        self.0.extend_from_slice(&value.to_le_bytes());
+        self.buf.extend_from_slice(&value.to_le_bytes());
     }
 
     fn date_time(&mut self, key: &str, ms: i64) {
         self.key(0x09, key);
-        self.0.extend_from_slice(&ms.to_le_bytes());
+        self.buf.extend_from_slice(&ms.to_le_bytes());
     }
 
-    fn finish(mut self) -> Vec<u8> {
-        self.0.push(0);
-        let len = i32::try_from(self.0.len()).unwrap_or(i32::MAX);
-        if let Some(head) = self.0.get_mut(..4) {
+    fn finish(self) {
+        self.buf.push(0);
+        let len = i32::try_from(self.buf.len() - self.start).unwrap_or(i32::MAX);
+        if let Some(head) = self.buf.get_mut(self.start..self.start + 4) {
             head.copy_from_slice(&len.to_le_bytes());
         }
-        self.0
     }
 }
 
@@ -515,9 +562,15 @@ mod tests {
             rawdoc! { "_id": 1, "x": "y" },
             rawdoc! { "_id": { "a": [1, 2] }, "s": "é", "n": null },
             rawdoc! { "_id": "k" },
+            // `_id` not first: its key is built.
+            rawdoc! { "a": 1, "_id": 2.5 },
         ] {
             let id = doc.get("_id").unwrap().unwrap();
-            let direct = log.insert_entry("db.coll", [9; 16], &doc, id);
+            let mut stamps = Stamps::default();
+            // After another entry: written at the end of the run.
+            stamps.push(log.entry_of(insert_op("db.other", [1; 16], &doc, id), None));
+            log.append_insert(&mut stamps, ("db", "coll"), [9; 16], &doc, id);
+            let direct = stamps.into_values().pop().unwrap();
             let generic = log.entry_of(insert_op("db.coll", [9; 16], &doc, id), None);
             assert_eq!(direct.ts_at, generic.ts_at);
             // Equal but for the wall clock, read twice.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tracing::error;
 
-use super::{Batch, Keyspace, Op, Stamped, Storage, StorageError, StorageResult};
+use super::{Batch, Keyspace, Op, Storage, StorageError, StorageResult};
 
 /// Assigns the stamps (cluster times) of [`Batch::stamped`] values, and orders their commits:
 /// the oplog's clock (`crate::oplog`).
@@ -29,52 +29,6 @@ pub trait Stamper: Send + Sync {
     /// [`Stamper::stamp`].
     fn committed(&self, first: u64, sizes: &[(u64, u64)]) {
         let _ = (first, sizes);
-    }
-}
-
-/// A commit's stamped values as one run ([`super::runs`]), their stamps still blank.
-struct Run {
-    bytes: Vec<u8>,
-    /// Where each value's stamp goes in `bytes`.
-    ts_at: Vec<usize>,
-    /// What is kept beside each: (the value's index, its number, the bytes).
-    beside: Vec<(u64, u32, Vec<u8>)>,
-    /// Each value's size and that of what is kept beside it, for [`Stamper::committed`].
-    sizes: Vec<(u64, u64)>,
-}
-
-impl Run {
-    fn of(mut values: Vec<Stamped>) -> Run {
-        let mut run = Run {
-            bytes: Vec::new(),
-            ts_at: Vec::with_capacity(values.len()),
-            beside: Vec::new(),
-            sizes: Vec::with_capacity(values.len()),
-        };
-        if values.len() == 1
-            && let Some(one) = values.pop()
-        {
-            // A run of one is its value: not copied.
-            run.add(0, &one);
-            run.bytes = one.value;
-            run.beside
-                .extend(one.beside.into_iter().map(|(n, v)| (0, n, v)));
-            return run;
-        }
-        run.bytes = Vec::with_capacity(values.iter().map(|s| s.value.len()).sum());
-        for (i, one) in (0..).zip(values) {
-            run.add(run.bytes.len(), &one);
-            run.bytes.extend_from_slice(&one.value);
-            run.beside
-                .extend(one.beside.into_iter().map(|(n, v)| (i, n, v)));
-        }
-        run
-    }
-
-    fn add(&mut self, offset: usize, value: &Stamped) {
-        let beside: usize = value.beside.iter().map(|(_, v)| v.len()).sum();
-        self.sizes.push((value.value.len() as u64, beside as u64));
-        self.ts_at.push(offset + value.ts_at);
     }
 }
 
@@ -170,10 +124,10 @@ impl GroupCommit {
         let last = match self.shared.stamper.get() {
             Some(stamper) if !values.is_empty() => {
                 let n = values.len() as u64;
-                // The values go into one run (`storage::runs`) under the first stamp, built
-                // before the clock's lock is taken: only the stamps are written under it.
-                let run = Run::of(values);
-                let mut pending = Some((batch, run));
+                // The values are one run (`storage::runs`), stored under the first stamp: only
+                // the stamps are written under the clock's lock.
+                let sizes = values.sizes();
+                let mut pending = Some((batch, values.into_parts()));
                 let storage = &self.storage;
                 Some(stamper.stamp(n, &mut |first| {
                     let Some((mut batch, mut run)) = pending.take() else {
@@ -198,7 +152,7 @@ impl GroupCommit {
                             .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
                     }
                     storage.commit(batch)?;
-                    stamper.committed(first, &run.sizes);
+                    stamper.committed(first, &sizes);
                     Ok(())
                 })?)
             }

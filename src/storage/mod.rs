@@ -112,8 +112,9 @@ pub struct Batch {
     /// The changes, applied in order.
     pub ops: Vec<Op>,
     /// Values to put in [`Keyspace::Oplog`] under stamps [`GroupCommit`] assigns at the commit,
-    /// in commit order (see [`Stamper`]); dropped when no stamper is set (no oplog).
-    pub stamped: Vec<Stamped>,
+    /// in commit order (see [`Stamper`]), as the one run they are stored as ([`runs`]);
+    /// dropped when no stamper is set (no oplog).
+    pub stamped: runs::Stamps,
 }
 
 /// A value whose key is the stamp (a cluster time) its commit gets: the stamp is also written

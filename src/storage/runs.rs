@@ -22,7 +22,7 @@ use std::ops::{Bound, Range};
 
 use bytes::Bytes;
 
-use super::{Entry, Keyspace, Scan, Snapshot, StorageResult};
+use super::{Entry, Keyspace, Scan, Snapshot, Stamped, StorageResult};
 
 /// The items of a stored value: each starts with its length (4 little-endian bytes, counted),
 /// and together they fill it exactly; otherwise the whole value is one item.
@@ -51,6 +51,139 @@ pub fn items(value: &[u8]) -> Vec<Range<usize>> {
         return whole();
     }
     out
+}
+
+/// The values a batch puts in a keyspace of runs under the stamps its commit gets
+/// ([`super::Stamper`]), in order, kept as the run they will be stored as: one buffer that
+/// writers append to (a batch of inserts writes its entries straight into it), so that the
+/// commit has nothing to copy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stamps {
+    bytes: Vec<u8>,
+    values: Vec<StampedAt>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StampedAt {
+    /// Where the value starts in the buffer.
+    start: usize,
+    /// Where its stamp goes in the buffer.
+    ts_at: usize,
+    /// What is kept beside it (see [`Stamped::beside`]).
+    beside: Vec<(u32, Vec<u8>)>,
+}
+
+/// What a commit stores of its [`Stamps`]: the run, where each stamp goes in it, and what is
+/// kept beside each value (its index, its number, the bytes).
+pub struct RunParts {
+    pub bytes: Vec<u8>,
+    pub ts_at: Vec<usize>,
+    pub beside: Vec<(u64, u32, Vec<u8>)>,
+}
+
+impl Stamps {
+    /// Adds `value`, after those added before.
+    pub fn push(&mut self, value: Stamped) {
+        let start = self.bytes.len();
+        if start == 0 && self.bytes.capacity() < value.value.len() {
+            // The first value becomes the buffer: a run of one is not copied.
+            self.bytes = value.value;
+        } else {
+            self.bytes.extend_from_slice(&value.value);
+        }
+        self.values.push(StampedAt {
+            start,
+            ts_at: start + value.ts_at,
+            beside: value.beside,
+        });
+    }
+
+    /// Adds a value that `write` appends to the buffer it is given (about `capacity` bytes,
+    /// starting with its length as BSON does), returning where its stamp goes, counted from
+    /// the value's start.
+    pub fn append_with(&mut self, capacity: usize, write: impl FnOnce(&mut Vec<u8>) -> usize) {
+        let start = self.bytes.len();
+        if self.bytes.capacity() - start < capacity {
+            // Room for this value and as much again: a batch's run grows a few times, not at
+            // every value.
+            self.bytes.reserve(capacity.max(start));
+        }
+        let ts_at = write(&mut self.bytes);
+        self.values.push(StampedAt {
+            start,
+            ts_at: start + ts_at,
+            beside: Vec::new(),
+        });
+    }
+
+    /// Makes room for `bytes` more.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.bytes.reserve(bytes);
+    }
+
+    /// How many values there are.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Each value's size and the size of what is kept beside it, in order.
+    pub fn sizes(&self) -> Vec<(u64, u64)> {
+        let ends = self
+            .values
+            .iter()
+            .skip(1)
+            .map(|v| v.start)
+            .chain([self.bytes.len()]);
+        self.values
+            .iter()
+            .zip(ends)
+            .map(|(v, end)| {
+                let beside: usize = v.beside.iter().map(|(_, b)| b.len()).sum();
+                ((end - v.start) as u64, beside as u64)
+            })
+            .collect()
+    }
+
+    /// The values one by one, as they were added.
+    pub fn into_values(self) -> Vec<Stamped> {
+        let ends: Vec<usize> = self
+            .values
+            .iter()
+            .skip(1)
+            .map(|v| v.start)
+            .chain([self.bytes.len()])
+            .collect();
+        self.values
+            .into_iter()
+            .zip(ends)
+            .map(|(v, end)| Stamped {
+                value: self.bytes.get(v.start..end).unwrap_or_default().to_vec(),
+                ts_at: v.ts_at - v.start,
+                beside: v.beside,
+            })
+            .collect()
+    }
+
+    /// The run to store and where its stamps go.
+    pub fn into_parts(self) -> RunParts {
+        let mut parts = RunParts {
+            bytes: self.bytes,
+            ts_at: Vec::with_capacity(self.values.len()),
+            beside: Vec::new(),
+        };
+        for (i, v) in (0..).zip(self.values) {
+            parts.ts_at.push(v.ts_at);
+            parts
+                .beside
+                .extend(v.beside.into_iter().map(|(n, b)| (i, n, b)));
+        }
+        parts
+    }
 }
 
 fn key_of(key: &[u8]) -> Option<u64> {
@@ -458,6 +591,37 @@ mod tests {
             s.get(Keyspace::Oplog, &k(11)).unwrap().map(|v| v.to_vec()),
             Some(item(11, 5))
         );
+    }
+
+    #[test]
+    fn stamps_keep_their_values_in_one_run() {
+        let mut stamps = Stamps::default();
+        stamps.push(Stamped {
+            value: item(1, 10),
+            ts_at: 4,
+            beside: vec![(0, b"pre".to_vec())],
+        });
+        stamps.append_with(6, |buf| {
+            buf.extend_from_slice(&item(2, 7));
+            5
+        });
+        stamps.push(Stamped {
+            value: item(3, 9),
+            ts_at: 6,
+            beside: Vec::new(),
+        });
+        assert_eq!(stamps.len(), 3);
+        assert_eq!(stamps.sizes(), vec![(10, 3), (7, 0), (9, 0)]);
+        let values = stamps.clone().into_values();
+        assert_eq!(values[1].value, item(2, 7));
+        assert_eq!(values[1].ts_at, 5);
+        assert_eq!(values[2].ts_at, 6);
+        assert_eq!(values[0].beside, vec![(0, b"pre".to_vec())]);
+        let parts = stamps.into_parts();
+        assert_eq!(parts.bytes, join(&[item(1, 10), item(2, 7), item(3, 9)]));
+        assert_eq!(parts.ts_at, vec![4, 15, 23]);
+        assert_eq!(parts.beside, vec![(0, 0, b"pre".to_vec())]);
+        assert_eq!(items(&parts.bytes).len(), 3);
     }
 
     #[test]

@@ -222,6 +222,13 @@ impl<'a> Writer<'a> {
         if let Some(arena) = &mut self.arena {
             arena.reserve(bytes + docs * record::HEADER_LEN);
         }
+        // Their oplog entries, written one after the other into one run (`Oplog::append_insert`).
+        if self.oplog.is_some() && self.txn.is_none() {
+            let ns = self.collection.db.len() + self.collection.name.len() + 1;
+            self.batch
+                .stamped
+                .reserve(bytes + docs * crate::oplog::log::insert_overhead(ns));
+        }
     }
 
     /// Reads in one range scan which of `id_keys` are stored in the snapshot, so that
@@ -513,10 +520,8 @@ impl<'a> Writer<'a> {
             // The common case, built in one go: outside a transaction, with no deletion of an
             // expired document to log first.
             Some(oplog) if self.txn.is_none() && self.expired_on_write.is_none() => {
-                let (ns, ui) = (self.collection.namespace(), self.collection.uuid());
-                self.batch
-                    .stamped
-                    .push(oplog.insert_entry(&ns, ui, doc, id));
+                let c = &self.collection;
+                oplog.append_insert(&mut self.batch.stamped, (&c.db, &c.name), c.uuid(), doc, id);
             }
             _ => self.log(None, |ns, ui| crate::oplog::log::insert_op(ns, ui, doc, id)),
         }
