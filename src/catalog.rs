@@ -1778,7 +1778,8 @@ fn retarget(entry: crate::storage::Stamped, db: &str, name: &str) -> crate::stor
             out.append(key, value);
         }
         if key.as_str() == "ts" {
-            ts_at = out.as_bytes().len() - 8;
+            // Its 8 bytes end before the document's closing NUL.
+            ts_at = out.as_bytes().len() - 9;
         }
     }
     crate::storage::Stamped {

@@ -186,6 +186,66 @@ async fn natural_order_ts_ranges_count_and_aggregate() -> TestResult {
     Ok(())
 }
 
+/// `$out` is logged as mongod logs it: the temporary collection's create, its inserts (under
+/// its own name, in one commit with the rest), then its rename over the target.
+#[tokio::test]
+async fn out_is_logged_as_a_temporary_collection_renamed() -> TestResult {
+    let server = TestServer::start_replset(SET).await?;
+    let client = direct(&server).await?;
+    let db = client.database("outdb");
+    let source = db.collection::<Document>("src");
+    source
+        .insert_many((0..3).map(|i| doc! { "_id": i, "x": i }))
+        .await?;
+    let _ = drain(source.aggregate(vec![doc! { "$out": "target" }]).await?).await?;
+    let logged = entries(
+        &client,
+        doc! { "ns": { "$regex": "^outdb\\.(tmp|\\$cmd)" } },
+        1,
+    )
+    .await?;
+    let shape: Vec<(String, String)> = logged
+        .iter()
+        .map(|e| {
+            let op = e.get_str("op").unwrap().to_owned();
+            let what = match op.as_str() {
+                "c" => e.get_document("o").unwrap().keys().next().unwrap().clone(),
+                _ => e
+                    .get_str("ns")
+                    .unwrap()
+                    .split('.')
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join("."),
+            };
+            (op, what)
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("c", "create"),
+        ("c", "create"),
+        ("i", "outdb.tmp"),
+        ("i", "outdb.tmp"),
+        ("i", "outdb.tmp"),
+        ("c", "renameCollection"),
+    ]
+    .iter()
+    .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+    .collect();
+    assert_eq!(shape, expected, "{logged:?}");
+    // The inserts name the temporary collection the rename moves.
+    let tmp = logged[2].get_str("ns")?;
+    let rename = logged[5].get_document("o")?;
+    assert_eq!(rename.get_str("renameCollection")?, tmp);
+    assert_eq!(rename.get_str("to")?, "outdb.target");
+    let ids: Vec<i32> = logged[2..5]
+        .iter()
+        .map(|e| e.get_document("o").unwrap().get_i32("_id").unwrap())
+        .collect();
+    assert_eq!(ids, [0, 1, 2]);
+    Ok(())
+}
+
 type Events = mongodb::change_stream::ChangeStream<
     mongodb::change_stream::event::ChangeStreamEvent<Document>,
 >;
