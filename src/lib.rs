@@ -13,6 +13,12 @@
 //!
 //! The wire codec lives in the `ebb-wire` crate and never sees sockets or server types.
 
+/// The process's memory allocator (crate `ebb-alloc`: mimalloc, or the system's with
+/// `EBB_ALLOCATOR=system`), for every binary built on this library: the server, its tests and
+/// its benches.
+#[global_allocator]
+static ALLOCATOR: ebb_alloc::Allocator = ebb_alloc::Allocator;
+
 pub mod auth;
 pub mod background;
 pub mod catalog;

@@ -188,7 +188,12 @@ pub async fn run(
             cancel.clone(),
         ));
     }
-    info!(address = %local_addr, version = crate::EBB_VERSION, "waiting for connections");
+    info!(
+        address = %local_addr,
+        version = crate::EBB_VERSION,
+        allocator = ebb_alloc::Allocator::name(),
+        "waiting for connections"
+    );
 
     tokio::select! {
         () = accept_loop(&listener, &state, &limit, &cancel, &tracker) => {}
