@@ -29,11 +29,16 @@ const FORMAT_KEY: [u8; 1] = [0x05];
 // `offer_key`.)
 // `0x06` and `0x07` belong to the disk engine: the count of compactions, written after each
 // one, and the count of expired documents left for a compaction (`storage::disk`).
-/// Key format 3: documents are keyed by record id (insertion order) and reached by `_id`
-/// through the `_id` index's entries; secondary and expiry entries end in the record id.
+/// Key format 4: documents are keyed by record id (insertion order) and reached by `_id`
+/// through the `_id` index's entries; secondary and expiry entries end in the record id; the
+/// oplog's entries of one commit are one value (`storage::runs`). Format 3 is the same without
+/// oplog runs: a value of one entry reads the same, so a format 3 store is moved by rewriting
+/// its marker (and a build that reads format 3 only refuses a store that may hold runs).
 /// Format 2 keyed documents by the keystring of their `_id`, and format 1 too, with decimal128
 /// values keyed by their nearest double.
-const KEY_FORMAT: u32 = 3;
+const KEY_FORMAT: u32 = 4;
+/// The format that differs from [`KEY_FORMAT`] only by oplog runs.
+const WITHOUT_RUNS: u32 = 3;
 /// Index entries written per commit while an index is built over existing documents.
 const BUILD_CHUNK: usize = 8192;
 /// Keys removed per batch when a dropped collection's data is cleaned up.
@@ -530,7 +535,17 @@ fn check_format(store: &GroupCommit) -> Result<Option<u32>, StorageError> {
         if format == KEY_FORMAT {
             return Ok(None);
         }
-        if (1..KEY_FORMAT).contains(&format) {
+        if format == WITHOUT_RUNS {
+            let mut batch = Batch::new();
+            batch.put(
+                Keyspace::Catalog,
+                FORMAT_KEY.to_vec(),
+                KEY_FORMAT.to_be_bytes().to_vec(),
+            );
+            store.commit(batch)?;
+            return Ok(None);
+        }
+        if (1..WITHOUT_RUNS).contains(&format) {
             return Ok(Some(format));
         }
         return Err(StorageError::UnsupportedFormat(format!(

@@ -1,4 +1,4 @@
-//! Moving a store of an earlier key format to record ids (key format 3), at startup.
+//! Moving a store of key format 1 or 2 to record ids (key format 3, which format 4 extends), at startup.
 //!
 //! Formats 1 and 2 stored a document under `collection id · keystring(_id)`, so natural order
 //! was `_id` order, and index and expiry entries ended in that keystring. Format 3 stores it

@@ -58,23 +58,32 @@ fn format_of(store: &GroupCommit) -> Option<Vec<u8>> {
 fn stores_of_other_key_formats() {
     let fresh = bare();
     drop(Catalog::open(Arc::clone(&fresh)).unwrap());
-    assert_eq!(format_of(&fresh), Some(vec![0, 0, 0, 3]));
+    assert_eq!(format_of(&fresh), Some(vec![0, 0, 0, 4]));
     Catalog::open(Arc::clone(&fresh)).unwrap();
 
     let old = bare();
     put_docs(&old, 7, &[rawdoc! { "_id": 1, "a": [{ "b": 2.5 }] }]);
     Catalog::open(Arc::clone(&old)).unwrap();
-    assert_eq!(format_of(&old), Some(vec![0, 0, 0, 3]));
+    assert_eq!(format_of(&old), Some(vec![0, 0, 0, 4]));
+
+    // Format 3 differs only by oplog runs: its marker is rewritten, nothing else moves.
+    let three = bare();
+    put_docs(&three, 7, &[rawdoc! { "_id": 1 }]);
+    let mut batch = Batch::new();
+    batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 3]);
+    three.commit(batch).unwrap();
+    Catalog::open(Arc::clone(&three)).unwrap();
+    assert_eq!(format_of(&three), Some(vec![0, 0, 0, 4]));
 
     let newer = bare();
     let mut batch = Batch::new();
-    batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 4]);
+    batch.put(Keyspace::Catalog, FORMAT_KEY.to_vec(), vec![0, 0, 0, 5]);
     newer.commit(batch).unwrap();
     let Err(e) = Catalog::open(Arc::clone(&newer)) else {
-        panic!("a format 4 store was opened");
+        panic!("a format 5 store was opened");
     };
     assert!(matches!(e, StorageError::UnsupportedFormat(_)), "{e}");
-    assert!(e.to_string().contains("key format 4"), "{e}");
+    assert!(e.to_string().contains("key format 5"), "{e}");
 }
 
 fn purge_all(catalog: &Catalog) {

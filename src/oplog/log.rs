@@ -273,10 +273,14 @@ impl Stamper for Oplog {
 /// The bytes an insert's entry ([`Oplog::append_insert`]) adds to its document and `{_id}`, for
 /// a namespace of `ns` bytes.
 pub fn insert_overhead(ns: usize) -> usize {
-    // The fields' types, names and lengths, `ns` and its NUL, `ui`, `ts`, `t`, `v`, `wall`,
-    // and some room for `o2`.
-    ns + 120
+    // The document's length and closing NUL (5), then each field's type, name and value: `op`
+    // (10), `ns` (9 and the namespace), `ui` (25), `o` (3 and the document), `o2` (4 and
+    // `{_id}`), `ts` (12), `t` (11), `v` (11), `wall` (14).
+    ns + 104
 }
+
+/// The size of `{_id: <ObjectId>}`, the usual `o2`.
+pub const OBJECT_ID_KEY_LEN: usize = 22;
 
 /// The bytes of `doc`'s first element (type, key, value) if its key is `_id`.
 fn first_id_element(doc: &RawDocument) -> Option<&[u8]> {

@@ -138,12 +138,25 @@ impl GroupCommit {
                             at.copy_from_slice(&stamp.to_le_bytes());
                         }
                     }
-                    batch.ops.reserve(1 + run.beside.len());
-                    batch.ops.push(Op::Put(
-                        Keyspace::Oplog,
-                        first.to_be_bytes().to_vec().into(),
-                        run.bytes.into(),
-                    ));
+                    let stored = run.runs();
+                    batch.ops.reserve(stored.len() + run.beside.len());
+                    if let [(_, whole)] = &stored[..]
+                        && whole.len() == run.bytes.len()
+                    {
+                        batch.ops.push(Op::Put(
+                            Keyspace::Oplog,
+                            first.to_be_bytes().to_vec().into(),
+                            std::mem::take(&mut run.bytes).into(),
+                        ));
+                    } else {
+                        for (i, bytes) in stored {
+                            let key = first.saturating_add(i).to_be_bytes().to_vec();
+                            let value = run.bytes.get(bytes).unwrap_or_default().to_vec();
+                            batch
+                                .ops
+                                .push(Op::Put(Keyspace::Oplog, key.into(), value.into()));
+                        }
+                    }
                     for (i, n, value) in run.beside {
                         let mut key = first.saturating_add(i).to_be_bytes().to_vec();
                         key.extend_from_slice(&n.to_be_bytes());

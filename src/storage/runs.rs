@@ -77,8 +77,33 @@ struct StampedAt {
 /// kept beside each value (its index, its number, the bytes).
 pub struct RunParts {
     pub bytes: Vec<u8>,
+    /// Where each value starts in `bytes`.
+    pub starts: Vec<usize>,
     pub ts_at: Vec<usize>,
     pub beside: Vec<(u64, u32, Vec<u8>)>,
+}
+
+/// The most bytes one stored run holds: a commit's values past it are stored as several runs
+/// (the engine takes values under 4 GiB; a `$out` commits its whole output at once).
+pub const MAX_RUN_BYTES: usize = 16 << 20;
+
+impl RunParts {
+    /// The runs to store: for each, the index of its first value (its key is that value's
+    /// stamp) and its bytes. One run unless the values pass [`MAX_RUN_BYTES`] together.
+    pub fn runs(&self) -> Vec<(u64, Range<usize>)> {
+        let mut out: Vec<(u64, Range<usize>)> = Vec::new();
+        let ends = self.starts.iter().skip(1).copied().chain([self.bytes.len()]);
+        for (i, (&start, end)) in (0_u64..).zip(self.starts.iter().zip(ends)) {
+            match out.last_mut() {
+                Some((_, run)) if end - run.start <= MAX_RUN_BYTES => run.end = end,
+                _ => out.push((i, start..end)),
+            }
+        }
+        if out.is_empty() {
+            out.push((0, 0..self.bytes.len()));
+        }
+        out
+    }
 }
 
 impl Stamps {
@@ -173,10 +198,12 @@ impl Stamps {
     pub fn into_parts(self) -> RunParts {
         let mut parts = RunParts {
             bytes: self.bytes,
+            starts: Vec::with_capacity(self.values.len()),
             ts_at: Vec::with_capacity(self.values.len()),
             beside: Vec::new(),
         };
         for (i, v) in (0..).zip(self.values) {
+            parts.starts.push(v.start);
             parts.ts_at.push(v.ts_at);
             parts
                 .beside
@@ -622,6 +649,39 @@ mod tests {
         assert_eq!(parts.ts_at, vec![4, 15, 23]);
         assert_eq!(parts.beside, vec![(0, 0, b"pre".to_vec())]);
         assert_eq!(items(&parts.bytes).len(), 3);
+    }
+
+    #[test]
+    fn a_commit_past_the_most_a_run_holds_is_stored_as_several() {
+        let mut stamps = Stamps::default();
+        let big = MAX_RUN_BYTES / 3 + 1;
+        for tag in 0..7 {
+            stamps.push(Stamped {
+                value: item(tag, big),
+                ts_at: 4,
+                beside: Vec::new(),
+            });
+        }
+        let parts = stamps.into_parts();
+        let runs = parts.runs();
+        // Two values a run (three would pass the most), each run starting at a value.
+        let firsts: Vec<u64> = runs.iter().map(|(i, _)| *i).collect();
+        assert_eq!(firsts, vec![0, 2, 4, 6]);
+        assert!(runs.iter().all(|(_, r)| r.len() <= MAX_RUN_BYTES));
+        assert_eq!(runs.last().map(|(_, r)| r.end), Some(parts.bytes.len()));
+        // Small commits are one run.
+        let mut small = Stamps::default();
+        small.push(Stamped {
+            value: item(1, 10),
+            ts_at: 4,
+            beside: Vec::new(),
+        });
+        small.push(Stamped {
+            value: item(2, 10),
+            ts_at: 4,
+            beside: Vec::new(),
+        });
+        assert_eq!(small.into_parts().runs(), vec![(0, 0..20)]);
     }
 
     #[test]

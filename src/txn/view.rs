@@ -174,6 +174,27 @@ impl Snapshot for TxnView {
     fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
         self.base.scanned(ks, id, returned);
     }
+
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        // (A transaction's own writes never touch the oplog: what is stored is the base's.)
+        if ks.holds_runs() {
+            return self.base.stored_get(ks, key);
+        }
+        self.get(ks, key)
+    }
+
+    fn stored_range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        if ks.holds_runs() {
+            return self.base.stored_range(ks, lower, upper, reverse);
+        }
+        self.range(ks, lower, upper, reverse)
+    }
 }
 
 /// The base's entries with the pending changes merged in: a pending value replaces the

@@ -224,10 +224,11 @@ impl<'a> Writer<'a> {
         }
         // Their oplog entries, written one after the other into one run (`Oplog::append_insert`).
         if self.oplog.is_some() && self.txn.is_none() {
+            use crate::oplog::log;
             let ns = self.collection.db.len() + self.collection.name.len() + 1;
             self.batch
                 .stamped
-                .reserve(bytes + docs * crate::oplog::log::insert_overhead(ns));
+                .reserve(bytes + docs * (log::insert_overhead(ns) + log::OBJECT_ID_KEY_LEN));
         }
     }
 
