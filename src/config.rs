@@ -122,6 +122,11 @@ pub struct Config {
     /// Keep everything in memory instead (nothing survives a restart).
     #[arg(long)]
     pub in_memory: bool,
+    /// The durable store's block cache, in GB (mongod's `--wiredTigerCacheSizeGB`); by
+    /// default, as WiredTiger's: half of the memory less 1 GB, at least 256 MB. The memory is
+    /// taken only as data is read into it.
+    #[arg(long = "cache-size-gb", alias = "wiredTigerCacheSizeGB", value_name = "GB", value_parser = cache_size_gb)]
+    pub cache_size_gb: Option<f64>,
     /// Most connections open at once; more are accepted and closed at once, as mongod does
     /// past `maxIncomingConnections`.
     #[arg(long, alias = "maxConns", default_value_t = 10_000)]
@@ -228,6 +233,53 @@ pub struct Config {
 }
 
 /// Checks `--oplogMinRetentionHours`: a number of hours, 0 or more.
+/// The memory this process may use: the physical memory (`/proc/meminfo`'s `MemTotal`), or the
+/// limit of its control group when lower (cgroup v2's `memory.max`, as in a container); 0 when
+/// unknown.
+pub fn physical_memory() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let kb = line.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?;
+                kb.trim().parse::<u64>().ok()
+            })
+        })
+        .map_or(0, |kb| kb.saturating_mul(1024));
+    let limit = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match limit {
+        Some(limit) if limit > 0 && (total == 0 || limit < total) => limit,
+        _ => total,
+    }
+}
+
+fn cache_size_gb(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        // mongod's bounds for `--wiredTigerCacheSizeGB`: 0.25 to 10000.
+        Ok(gb) if (0.25..=10_000.0).contains(&gb) => Ok(gb),
+        _ => Err(format!("'{value}' is not a cache size in GB (0.25 to 10000)")),
+    }
+}
+
+impl Config {
+    /// The block cache of the durable store, in bytes: `--cache-size-gb`, or WiredTiger's
+    /// default for `memory` bytes of memory (half of it less 1 GB, at least 256 MB).
+    pub fn cache_bytes(&self, memory: u64) -> u64 {
+        const GB: f64 = 1_073_741_824.0;
+        match self.cache_size_gb {
+            #[expect(
+                clippy::cast_possible_truncation,
+                clippy::cast_sign_loss,
+                reason = "checked to be 0.25 to 10000 GB"
+            )]
+            Some(gb) => (gb * GB) as u64,
+            None => (memory.saturating_sub(1 << 30) / 2).max(256 << 20),
+        }
+    }
+}
+
 fn min_retention_hours(value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         Ok(h) if h >= 0.0 && h.is_finite() => Ok(h),
@@ -267,6 +319,7 @@ impl Default for Config {
             advertise_host: None,
             oplog_size_mb: None,
             oplog_min_retention_hours: None,
+            cache_size_gb: None,
             tls_mode: TlsMode::Disabled,
             tls_certificate_key_file: None,
             tls_ca_file: None,
@@ -308,6 +361,24 @@ mod tests {
     use clap::Parser;
 
     use super::Config;
+
+    #[test]
+    fn cache_size_flag_and_wired_tigers_default() {
+        const GB: u64 = 1 << 30;
+        let config = Config::try_parse_from(["ebb", "--cache-size-gb", "1.5"]).unwrap();
+        assert_eq!(config.cache_size_gb, Some(1.5));
+        assert_eq!(config.cache_bytes(64 * GB), 3 * GB / 2);
+        let config = Config::try_parse_from(["ebb", "--wiredTigerCacheSizeGB", "2"]).unwrap();
+        assert_eq!(config.cache_bytes(0), 2 * GB);
+        for bad in ["0", "0.1", "x", "inf", "-1", "20000"] {
+            assert!(Config::try_parse_from(["ebb", "--cache-size-gb", bad]).is_err(), "{bad}");
+        }
+        // Half of the memory less 1 GB, at least 256 MB.
+        let default = Config::default();
+        assert_eq!(default.cache_bytes(24 * GB), 23 * GB / 2);
+        assert_eq!(default.cache_bytes(GB), 256 << 20);
+        assert_eq!(default.cache_bytes(0), 256 << 20);
+    }
 
     #[test]
     fn repl_set_flags() {

@@ -433,6 +433,11 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
         "ebb": { "storage": storage_garbage(state) },
         "ok": 1.0,
     };
+    // The block cache, in the fields of mongod's `wiredTiger.cache` that tools read.
+    let status = match state.catalog.store().storage().cache() {
+        Some(cache) => insert_before(&status, "ebb", cstr!("wiredTiger"), wired_tiger(&cache)),
+        None => status,
+    };
     let status = match &state.replset {
         // A replica set member reports `repl`: what `hello` reports of the set.
         Some(rs) => {
@@ -470,6 +475,47 @@ pub(super) fn server_status(state: &ServerState) -> RawDocumentBuf {
             out
         }
         None => status,
+    }
+}
+
+/// `doc` with `name: value` inserted before its field `key` (at the end without one).
+fn insert_before(
+    doc: &RawDocumentBuf,
+    key: &str,
+    name: &bson::raw::CStr,
+    value: RawDocumentBuf,
+) -> RawDocumentBuf {
+    let mut out = RawDocumentBuf::new();
+    let mut value = Some(value);
+    for elem in doc.iter_elements().map_while(Result::ok) {
+        if elem.key().as_str() == key
+            && let Some(v) = value.take()
+        {
+            out.append(name, v);
+        }
+        if let Ok(v) = elem.value() {
+            out.append(elem.key(), v);
+        }
+    }
+    if let Some(v) = value {
+        out.append(name, v);
+    }
+    out
+}
+
+/// `serverStatus.wiredTiger`: the engine's block cache under the names of mongod's
+/// `wiredTiger.cache` (a block is WiredTiger's page here). Only what the engine counts exactly:
+/// it does not count the blocks a scan finds in the cache, so there is no "pages requested
+/// from the cache" nor hit rate (docs/storage.md, "The block cache").
+fn wired_tiger(cache: &crate::storage::CacheStatus) -> RawDocumentBuf {
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    rawdoc! {
+        "cache": {
+            "maximum bytes configured": count(cache.capacity),
+            "bytes currently in the cache": count(cache.used),
+            "tracked dirty bytes in the cache": count(cache.unflushed),
+            "pages read into cache": count(cache.read_in),
+        },
     }
 }
 

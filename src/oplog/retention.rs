@@ -57,24 +57,11 @@ pub fn configured_size(config: &crate::config::Config) -> u64 {
         return mb.saturating_mul(MB);
     }
     let available = if config.in_memory {
-        physical_memory()
+        crate::config::physical_memory()
     } else {
         free_space(&config.data_dir)
     };
     default_size(available, config.in_memory)
-}
-
-/// The physical memory (`/proc/meminfo`'s `MemTotal`), 0 when unknown.
-fn physical_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            text.lines().find_map(|line| {
-                let kb = line.strip_prefix("MemTotal:")?.trim().strip_suffix("kB")?;
-                kb.trim().parse::<u64>().ok()
-            })
-        })
-        .map_or(0, |kb| kb.saturating_mul(1024))
 }
 
 /// The bytes free for an unprivileged user on the volume of `dir`, 0 when unknown.

@@ -11,7 +11,8 @@ use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
 use super::hot::{HOT_WRITES, HotKeys, MAX_VERSION_CHAIN, VersionChains, split_range};
 use super::{
-    Batch, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult, runs,
+    Batch, CacheStatus, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError,
+    StorageResult, runs,
 };
 
 /// fjall-backed durable storage.
@@ -58,14 +59,25 @@ pub(super) fn engine(e: fjall::Error) -> StorageError {
 }
 
 impl DiskStorage {
-    /// Opens (recovering) or creates the store in `dir`.
+    /// Opens (recovering) or creates the store in `dir`, with the engine's default block cache
+    /// (32 MiB).
     pub fn open(dir: &Path) -> StorageResult<Self> {
+        Self::open_with_cache(dir, None)
+    }
+
+    /// Opens (recovering) or creates the store in `dir`, its block cache holding at most
+    /// `cache_bytes` (the engine's default when `None`).
+    pub fn open_with_cache(dir: &Path, cache_bytes: Option<u64>) -> StorageResult<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StorageError::Engine(format!("cannot create {}: {e}", dir.display())))?;
         let expired = Arc::new(ExpiredRecords::default());
         let factory: Arc<dyn fjall::compaction::filter::Factory> =
             Arc::new(ExpiredRecordsFactory(Arc::clone(&expired)));
-        let db = Database::builder(dir)
+        let mut builder = Database::builder(dir);
+        if let Some(bytes) = cache_bytes {
+            builder = builder.cache_size(bytes);
+        }
+        let db = builder
             .manual_journal_persist(true)
             .with_compaction_filter_factories(Arc::new(move |name: &str| {
                 (name == Keyspace::Docs.name()).then(|| Arc::clone(&factory))
@@ -364,6 +376,19 @@ impl Storage for DiskStorage {
 
     fn approximate_size(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+
+    fn cache(&self) -> Option<CacheStatus> {
+        let mut status = CacheStatus {
+            capacity: self.db.cache_capacity(),
+            used: self.db.cache_size(),
+            unflushed: self.db.write_buffer_size(),
+            ..CacheStatus::default()
+        };
+        for ks in &self.keyspaces {
+            status.read_in += ks.metrics().block_load_io_count() as u64;
+        }
+        Some(status)
     }
 }
 

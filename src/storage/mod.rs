@@ -172,6 +172,19 @@ impl Batch {
     }
 }
 
+/// The block cache of an engine that keeps one ([`Storage::cache`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStatus {
+    /// The most it may hold, in bytes.
+    pub capacity: u64,
+    /// What it holds, in bytes.
+    pub used: u64,
+    /// Blocks read from files into the cache since the start (it did not hold them).
+    pub read_in: u64,
+    /// Bytes written but not yet in tables (the memtables), which reads find in memory.
+    pub unflushed: u64,
+}
+
 /// A storage failure. After an IO error the disk engine refuses all further writes.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
@@ -268,6 +281,11 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Bytes used on disk (or in memory), for `dbStats`/`listDatabases`.
     fn approximate_size(&self) -> u64;
+
+    /// What the engine's block cache holds and serves (`None` for an engine without one).
+    fn cache(&self) -> Option<CacheStatus> {
+        None
+    }
 
     /// Rewrites `keyspaces` to drop deleted entries and superseded versions (tombstones slow
     /// scans until then), first writing out what memory holds. Returns the bytes of disk it gave
