@@ -123,7 +123,7 @@ pub struct Config {
     #[arg(long)]
     pub in_memory: bool,
     /// The durable store's block cache, in GB (mongod's `--wiredTigerCacheSizeGB`); by
-    /// default, as WiredTiger's: half of the memory less 1 GB, at least 256 MB. The memory is
+    /// default, as `WiredTiger`'s: half of the memory less 1 GB, at least 256 MB. The memory is
     /// taken only as data is read into it.
     #[arg(long = "cache-size-gb", alias = "wiredTigerCacheSizeGB", value_name = "GB", value_parser = cache_size_gb)]
     pub cache_size_gb: Option<f64>,
@@ -259,12 +259,14 @@ fn cache_size_gb(value: &str) -> Result<f64, String> {
     match value.parse::<f64>() {
         // mongod's bounds for `--wiredTigerCacheSizeGB`: 0.25 to 10000.
         Ok(gb) if (0.25..=10_000.0).contains(&gb) => Ok(gb),
-        _ => Err(format!("'{value}' is not a cache size in GB (0.25 to 10000)")),
+        _ => Err(format!(
+            "'{value}' is not a cache size in GB (0.25 to 10000)"
+        )),
     }
 }
 
 impl Config {
-    /// The block cache of the durable store, in bytes: `--cache-size-gb`, or WiredTiger's
+    /// The block cache of the durable store, in bytes: `--cache-size-gb`, or `WiredTiger`'s
     /// default for `memory` bytes of memory (half of it less 1 GB, at least 256 MB).
     pub fn cache_bytes(&self, memory: u64) -> u64 {
         const GB: f64 = 1_073_741_824.0;
@@ -371,7 +373,10 @@ mod tests {
         let config = Config::try_parse_from(["ebb", "--wiredTigerCacheSizeGB", "2"]).unwrap();
         assert_eq!(config.cache_bytes(0), 2 * GB);
         for bad in ["0", "0.1", "x", "inf", "-1", "20000"] {
-            assert!(Config::try_parse_from(["ebb", "--cache-size-gb", bad]).is_err(), "{bad}");
+            assert!(
+                Config::try_parse_from(["ebb", "--cache-size-gb", bad]).is_err(),
+                "{bad}"
+            );
         }
         // Half of the memory less 1 GB, at least 256 MB.
         let default = Config::default();

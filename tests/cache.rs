@@ -9,7 +9,10 @@ use common::{TestResult, TestServer, integer, run_command};
 /// The server's `wiredTiger.cache` section.
 async fn cache(client: &mongodb::Client) -> TestResult<Document> {
     let status = run_command(client, "admin", doc! { "serverStatus": 1 }).await?;
-    Ok(status.get_document("wiredTiger")?.get_document("cache")?.clone())
+    Ok(status
+        .get_document("wiredTiger")?
+        .get_document("cache")?
+        .clone())
 }
 
 fn field(cache: &Document, name: &str) -> i64 {
@@ -38,11 +41,13 @@ async fn the_cache_is_sized_as_configured_and_serves_a_repeated_scan() -> TestRe
     let scan = doc! { "pad": { "$ne": "x" } };
     assert_eq!(coll.count_documents(scan.clone()).await?, 10_000);
     let first = cache(&client).await?;
-    let read_in =
-        field(&first, "pages read into cache") - field(&written, "pages read into cache");
+    let read_in = field(&first, "pages read into cache") - field(&written, "pages read into cache");
     // 10,000 documents of ~530 bytes: about 5 MB of 4 KB blocks, read from the files once.
     assert!(read_in > 500, "{first}");
-    assert!(field(&first, "bytes currently in the cache") > 4_000_000, "{first}");
+    assert!(
+        field(&first, "bytes currently in the cache") > 4_000_000,
+        "{first}"
+    );
 
     // The same scan again reads next to nothing from the files: the cache holds it.
     assert_eq!(coll.count_documents(scan).await?, 10_000);

@@ -504,7 +504,7 @@ fn insert_before(
 }
 
 /// `serverStatus.wiredTiger`: the engine's block cache under the names of mongod's
-/// `wiredTiger.cache` (a block is WiredTiger's page here). Only what the engine counts exactly:
+/// `wiredTiger.cache` (a block is `WiredTiger`'s page here). Only what the engine counts exactly:
 /// it does not count the blocks a scan finds in the cache, so there is no "pages requested
 /// from the cache" nor hit rate (docs/storage.md, "The block cache").
 fn wired_tiger(cache: &crate::storage::CacheStatus) -> RawDocumentBuf {

@@ -347,10 +347,11 @@ async fn open_store(config: &Config) -> std::io::Result<Arc<GroupCommit>> {
         let dir = config.data_dir.clone();
         let cache = config.cache_bytes(crate::config::physical_memory());
         info!(data_dir = %dir.display(), cache_mb = cache >> 20, "storage: opening");
-        let disk = tokio::task::spawn_blocking(move || DiskStorage::open_with_cache(&dir, Some(cache)))
-            .await
-            .map_err(std::io::Error::other)?
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let disk =
+            tokio::task::spawn_blocking(move || DiskStorage::open_with_cache(&dir, Some(cache)))
+                .await
+                .map_err(std::io::Error::other)?
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
         Arc::new(disk)
     };
     Ok(Arc::new(GroupCommit::new(storage)))

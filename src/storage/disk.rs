@@ -11,8 +11,8 @@ use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
 use super::hot::{HOT_WRITES, HotKeys, MAX_VERSION_CHAIN, VersionChains, split_range};
 use super::{
-    Batch, CacheStatus, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError,
-    StorageResult, runs,
+    Batch, CacheStatus, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult,
+    runs,
 };
 
 /// fjall-backed durable storage.

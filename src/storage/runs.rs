@@ -92,7 +92,12 @@ impl RunParts {
     /// stamp) and its bytes. One run unless the values pass [`MAX_RUN_BYTES`] together.
     pub fn runs(&self) -> Vec<(u64, Range<usize>)> {
         let mut out: Vec<(u64, Range<usize>)> = Vec::new();
-        let ends = self.starts.iter().skip(1).copied().chain([self.bytes.len()]);
+        let ends = self
+            .starts
+            .iter()
+            .skip(1)
+            .copied()
+            .chain([self.bytes.len()]);
         for (i, (&start, end)) in (0_u64..).zip(self.starts.iter().zip(ends)) {
             match out.last_mut() {
                 Some((_, run)) if end - run.start <= MAX_RUN_BYTES => run.end = end,
