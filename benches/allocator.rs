@@ -24,13 +24,10 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bson::{RawDocumentBuf, doc, rawdoc};
-use common::{BenchResult, USER_HZ, connect, per_second, run_bench, scale, stat_ticks, verdict};
+use common::{BenchResult, EbbProcess, USER_HZ, connect, per_second, run_bench, scale, verdict};
 use mongodb::{Client, Collection};
 
 const BATCH: usize = 100;
@@ -48,94 +45,28 @@ fn main() {
     run_bench("allocator", bench());
 }
 
-/// One `ebb` process.
+/// One `ebb` process and the allocator it runs with.
 struct Process {
     name: &'static str,
-    child: Child,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    ebb: EbbProcess,
 }
 
 impl Process {
     fn start(name: &'static str, system: bool) -> BenchResult<Process> {
-        let dir = tempfile::tempdir()?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_ebb"));
-        command
-            .args(["--port", "0", "--data-dir"])
-            .arg(dir.path())
-            .env("EBB_LOG", "info")
-            .env_remove("EBB_ALLOCATOR")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if system {
-            command.env("EBB_ALLOCATOR", "system");
-        }
-        let mut child = command.spawn()?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("waiting for connections")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| format!("{name}: ebb did not start"))?;
-        let want = if system {
-            "allocator=\"system\""
-        } else {
-            "allocator=\"mimalloc\""
-        };
-        let unquoted = want.replace('"', "");
-        if !line.contains(want) && !line.contains(&unquoted) {
+        // Set either way: an `EBB_ALLOCATOR` of this process's environment is not inherited.
+        let ebb = EbbProcess::start(&[("EBB_ALLOCATOR", if system { "system" } else { "" })])?;
+        let want = if system { "system" } else { "mimalloc" };
+        let line = &ebb.start_line;
+        if !line.contains(&format!("allocator=\"{want}\""))
+            && !line.contains(&format!("allocator={want}"))
+        {
             return Err(format!("{name}: the start line does not name {want}: {line}").into());
         }
-        let addr = line
-            .split("address=")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .ok_or("no address in the start line")?
-            .parse()?;
-        Ok(Process {
-            name,
-            child,
-            addr,
-            _dir: dir,
-        })
+        Ok(Process { name, ebb })
     }
 
-    /// CPU clock ticks used so far.
-    fn ticks(&self) -> u64 {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .ok()
-            .and_then(|s| stat_ticks(&s))
-            .unwrap_or(0)
-    }
-
-    /// Resident memory, in MB.
     fn rss_mb(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map_or(0.0, |kb| kb / 1024.0)
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.ebb.rss_kb() / 1024.0
     }
 }
 
@@ -260,7 +191,7 @@ async fn bench() -> BenchResult {
     let idle_rss: Vec<f64> = servers.iter().map(Process::rss_mb).collect();
     let mut colls = Vec::new();
     for s in &servers {
-        let client: Client = connect(s.addr, "allocator-bench", Some(16)).await?;
+        let client: Client = connect(s.ebb.addr, "allocator-bench", Some(16)).await?;
         let coll = client.database(DB).collection::<RawDocumentBuf>("c");
         coll.drop().await?;
         // Warm-up: connections open, collection made.
@@ -290,11 +221,11 @@ async fn bench() -> BenchResult {
                     Workload::Reads => written[side].max(1),
                     _ => written[side] + round * 10_000_000,
                 };
-                let before = servers[side].ticks();
+                let before = servers[side].ebb.ticks();
                 let began = Instant::now();
                 let ops = slice(&colls[side], workload, time, from).await?;
                 let took = began.elapsed();
-                let used = servers[side].ticks().saturating_sub(before);
+                let used = servers[side].ebb.ticks().saturating_sub(before);
                 let t = &mut tallies[side];
                 t.ops += ops;
                 t.took += took;

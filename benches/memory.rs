@@ -15,14 +15,13 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use bson::rawdoc;
 use bytes::BytesMut;
-use common::{scale, scaled, verdict};
+use common::{BenchResult, EbbProcess, scale, scaled, verdict};
 use ebb_wire::{Body, Message, OpMsg};
 
 /// Idle connections held open (scaled).
@@ -32,7 +31,7 @@ const GOAL_KB: f64 = 64.0;
 /// Time between readings of the resident memory.
 const SETTLE: Duration = Duration::from_millis(300);
 
-type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+type Result<T = ()> = BenchResult<T>;
 
 fn main() {
     if let Err(e) = bench() {
@@ -41,75 +40,12 @@ fn main() {
     }
 }
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start() -> Result<Server> {
-    let dir = tempfile::tempdir()?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(["--port", "0", "--data-dir"])
-        .arg(dir.path())
-        .env("EBB_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child.stderr.take().ok_or("no stderr")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut tx = Some(tx);
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("waiting for connections")
-                && let Some(tx) = tx.take()
-            {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| "ebb did not start")?;
-    let addr = line
-        .split("address=")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .ok_or("no address in the start line")?
-        .parse()?;
-    Ok(Server {
-        child,
-        addr,
-        _dir: dir,
-    })
-}
-
-/// Resident memory of `pid`, in KB.
-fn rss_kb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
 /// The largest of three readings, [`SETTLE`] apart.
-fn settled_rss_kb(pid: u32) -> f64 {
+fn settled_rss_kb(server: &EbbProcess) -> f64 {
     let mut most: f64 = 0.0;
     for _ in 0..3 {
         std::thread::sleep(SETTLE);
-        most = most.max(rss_kb(pid));
+        most = most.max(server.rss_kb());
     }
     most
 }
@@ -143,8 +79,7 @@ fn bench() -> Result {
         "\nEbb memory: resident memory of the release server (its default allocator, durable \
          store), idle and with {connections} idle connections"
     );
-    let server = start()?;
-    let pid = server.child.id();
+    let server = EbbProcess::start(&[])?;
     let hello = request(1, rawdoc! { "hello": 1, "$db": "admin" })?;
     let ping = request(2, rawdoc! { "ping": 1, "$db": "admin" })?;
     // One connection first, so that what the first one alone makes is in the idle figure.
@@ -152,7 +87,7 @@ fn bench() -> Result {
         let mut first = TcpStream::connect(server.addr)?;
         round_trip(&mut first, &hello)?;
     }
-    let idle = settled_rss_kb(pid);
+    let idle = settled_rss_kb(&server);
     let mut open = Vec::with_capacity(connections);
     for _ in 0..connections {
         let mut stream = TcpStream::connect(server.addr)?;
@@ -161,9 +96,9 @@ fn bench() -> Result {
         round_trip(&mut stream, &ping)?;
         open.push(stream);
     }
-    let loaded = settled_rss_kb(pid);
+    let loaded = settled_rss_kb(&server);
     drop(open);
-    let closed = settled_rss_kb(pid);
+    let closed = settled_rss_kb(&server);
     let per = (loaded - idle) / common::to_f64(connections.max(1));
     println!("  resident memory (MB)");
     for (what, kb) in [

@@ -391,3 +391,89 @@ pub fn stat_ticks(stat: &str) -> Option<u64> {
     let stime: u64 = fields.next()?.parse().ok()?;
     Some(utime + stime)
 }
+
+/// The release `ebb` binary in a process of its own (`--port 0`, a durable store in a fresh
+/// temporary directory, logging at `info`), with `env` set: for measuring the server alone
+/// (its CPU time and memory, apart from the client's).
+pub struct EbbProcess {
+    pub child: std::process::Child,
+    pub addr: SocketAddr,
+    /// Its "waiting for connections" log line.
+    pub start_line: String,
+    _dir: tempfile::TempDir,
+}
+
+impl EbbProcess {
+    pub fn start(env: &[(&str, &str)]) -> BenchResult<EbbProcess> {
+        use std::io::{BufRead, BufReader};
+        let dir = tempfile::tempdir()?;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"));
+        command
+            .args(["--port", "0", "--data-dir"])
+            .arg(dir.path())
+            .env("EBB_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn()?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("waiting for connections")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let Ok(start_line) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("ebb did not start".into());
+        };
+        let addr = start_line
+            .split("address=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .ok_or("no address in the start line")?
+            .parse()?;
+        Ok(EbbProcess {
+            child,
+            addr,
+            start_line,
+            _dir: dir,
+        })
+    }
+
+    /// CPU clock ticks (`utime + stime`) it used so far.
+    pub fn ticks(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .ok()
+            .and_then(|s| stat_ticks(&s))
+            .unwrap_or(0)
+    }
+
+    /// Its resident memory (`VmRSS`), in KB.
+    pub fn rss_kb(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for EbbProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -170,10 +170,7 @@ struct DiskSnapshot {
 
 impl Snapshot for DiskSnapshot {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
-        if ks.holds_runs() {
-            return runs::get(self, ks, key);
-        }
-        self.stored_get(ks, key)
+        runs::get(self, ks, key)
     }
 
     fn range(
@@ -183,10 +180,7 @@ impl Snapshot for DiskSnapshot {
         upper: Bound<&[u8]>,
         reverse: bool,
     ) -> Scan<'_> {
-        if ks.holds_runs() {
-            return runs::range(self, ks, lower, upper, reverse);
-        }
-        self.stored_range(ks, lower, upper, reverse)
+        runs::range(self, ks, lower, upper, reverse)
     }
 
     fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {

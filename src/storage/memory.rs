@@ -47,10 +47,7 @@ fn bounds(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> (Bound<Bytes>, Bound<Byte
 
 impl Snapshot for MemorySnapshot {
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
-        if ks.holds_runs() {
-            return runs::get(self, ks, key);
-        }
-        self.stored_get(ks, key)
+        runs::get(self, ks, key)
     }
 
     fn range(
@@ -60,10 +57,7 @@ impl Snapshot for MemorySnapshot {
         upper: Bound<&[u8]>,
         reverse: bool,
     ) -> Scan<'_> {
-        if ks.holds_runs() {
-            return runs::range(self, ks, lower, upper, reverse);
-        }
-        self.stored_range(ks, lower, upper, reverse)
+        runs::range(self, ks, lower, upper, reverse)
     }
 
     fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {

@@ -223,8 +223,12 @@ fn key_of(key: &[u8]) -> Option<u64> {
 }
 
 /// The value at `key` in `ks` of `snapshot`, whose [`Snapshot::stored_range`] and
-/// [`Snapshot::stored_get`] show what is stored: an item of a run is found in its run.
+/// [`Snapshot::stored_get`] show what is stored: an item of a run is found in its run (the
+/// engines' [`Snapshot::get`]; a keyspace without runs is read as stored).
 pub fn get(snapshot: &dyn Snapshot, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+    if !ks.holds_runs() {
+        return snapshot.stored_get(ks, key);
+    }
     if let Some(value) = snapshot.stored_get(ks, key)? {
         if key.len() != 8 {
             return Ok(Some(value));
@@ -269,7 +273,8 @@ fn run_holding(
 }
 
 /// The entries of `ks` in `snapshot` with keys in `(lower, upper)`, in key order (or reversed),
-/// each item of a run under its own key.
+/// each item of a run under its own key (the engines' [`Snapshot::range`]; a keyspace without
+/// runs is read as stored).
 pub fn range<'a>(
     snapshot: &'a dyn Snapshot,
     ks: Keyspace,
@@ -277,6 +282,9 @@ pub fn range<'a>(
     upper: Bound<&[u8]>,
     reverse: bool,
 ) -> Scan<'a> {
+    if !ks.holds_runs() {
+        return snapshot.stored_range(ks, lower, upper, reverse);
+    }
     // A run that starts before the lower bound may hold items after it: read from its key.
     let from = match lower {
         Bound::Included(k) | Bound::Excluded(k) => match run_holding(snapshot, ks, k) {
