@@ -51,6 +51,8 @@
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every count and every block's duration.
 //! `EBB_BENCH_ONLY=commit`, `retryable` or `transfers` runs one line alone (for profiling).
+//! `EBB_BENCH_ACCOUNTS` (an integer, at least 2) sets line 3's number of accounts, for
+//! measuring its ratio at other degrees of contention.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -105,7 +107,8 @@ const RETRYABLE_GOAL: f64 = 1.1;
 
 /// Line 3: concurrent transferring tasks (connections, sessions).
 const TRANSFER_TASKS: usize = 16;
-/// Line 3: accounts the transfers move between.
+/// Line 3: accounts the transfers move between, unless `EBB_BENCH_ACCOUNTS` says otherwise
+/// (fewer accounts, more conflicts).
 const ACCOUNTS: usize = 8;
 /// Line 3: every account's starting balance.
 const OPENING_BALANCE: i64 = 1_000_000;
@@ -946,9 +949,9 @@ async fn transfer_task(
     let coll = client.database(DB).collection::<Document>("accounts");
     let mut session = client.start_session().await?;
     let mut rng = XorShift(seed | 1);
-    let accounts = u64::try_from(ACCOUNTS)?;
+    let accounts = u64::try_from(account_count())?;
     let mut out = Transfers {
-        moved: vec![0; ACCOUNTS],
+        moved: vec![0; account_count()],
         ..Transfers::default()
     };
     while start.elapsed() < time {
@@ -1004,6 +1007,15 @@ async fn transfer_block(
     Ok(sum)
 }
 
+/// Line 3's number of accounts: `EBB_BENCH_ACCOUNTS`, or [`ACCOUNTS`].
+fn account_count() -> usize {
+    std::env::var("EBB_BENCH_ACCOUNTS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n >= 2)
+        .unwrap_or(ACCOUNTS)
+}
+
 /// Every account must hold its opening balance plus what the transfers moved.
 async fn check_accounts(coll: &Collection<Document>, moved: &[i64]) -> BenchResult {
     let mut cursor = coll.find(doc! {}).await?;
@@ -1017,20 +1029,20 @@ async fn check_accounts(coll: &Collection<Document>, moved: &[i64]) -> BenchResu
         }
         seen += 1;
     }
-    if seen != ACCOUNTS {
-        return Err(format!("{seen} accounts of {ACCOUNTS} left").into());
+    if seen != account_count() {
+        return Err(format!("{seen} accounts of {} left", account_count()).into());
     }
     Ok(())
 }
 
 async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
     let coll = client.database(DB).collection::<Document>("accounts");
-    let accounts: Vec<Document> = (0..ACCOUNTS)
+    let accounts: Vec<Document> = (0..account_count())
         .map(|a| Ok(doc! { "_id": i64::try_from(a)?, "balance": OPENING_BALANCE }))
         .collect::<BenchResult<_>>()?;
     coll.insert_many(accounts).await?;
     let slice_time = scaled_duration(BLOCK_TIME / SLICES, scale, MIN_BLOCK_TIME);
-    let mut moved = vec![0_i64; ACCOUNTS];
+    let mut moved = vec![0_i64; account_count()];
     for mode in Mode::ALL {
         transfer_block(client, mode, MIN_BLOCK_TIME, 7, &mut moved).await?;
     }
@@ -1038,11 +1050,12 @@ async fn transfer_line(client: &Client, scale: f64) -> BenchResult<Vec<Goal>> {
     println!();
     println!(
         "3. {TRANSFER_TASKS} tasks (one connection and session each) transferring 1 between \
-         random pairs of {ACCOUNTS} accounts: a transaction (two $inc updates, commit) started \
+         random pairs of {} accounts: a transaction (two $inc updates, commit) started \
          again on TransientTransactionError by the driver's withTransaction (with the spec's \
          backoff) or at once by a hand loop, vs the same two updates without one; {ROUNDS} \
          rounds of {SLICES} slices of {} ms of each, taking turns (order rotating). Conflicts: \
          attempts ended by a transient error",
+        account_count(),
         slice_time.as_millis()
     );
     println!(
