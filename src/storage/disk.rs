@@ -26,6 +26,80 @@ pub struct DiskStorage {
     ledger: Arc<Ledger>,
     /// The compaction filter of `docs` (see `storage::expired`).
     expired: Arc<ExpiredRecords>,
+    /// Does the rotations commits ask for (see [`DiskStorage::rotate_long_chains`]).
+    rotator: Rotator,
+}
+
+/// A thread of its own that rotates memtables when a commit finds a long version chain: a
+/// rotation also lets go of every keyspace's old versions, and dropping a flushed 64 MiB
+/// memtable takes milliseconds, which a committing writer (holding its collection's lock and,
+/// with an oplog, the clock's) must not wait for.
+struct Rotator {
+    /// Where rotations are asked for: a keyspace's slot. `None` once the store is dropped.
+    asks: Option<std::sync::mpsc::Sender<usize>>,
+    /// Per keyspace, whether a rotation was asked for and not done yet.
+    pending: Arc<[std::sync::atomic::AtomicBool; Keyspace::COUNT]>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Rotator {
+    fn start(keyspaces: [fjall::Keyspace; Keyspace::COUNT]) -> StorageResult<Self> {
+        let (asks, asked) = std::sync::mpsc::channel::<usize>();
+        let pending: Arc<[std::sync::atomic::AtomicBool; Keyspace::COUNT]> = Arc::default();
+        let done = Arc::clone(&pending);
+        let thread = std::thread::Builder::new()
+            .name("ebb-rotate".into())
+            .spawn(move || {
+                for slot in asked {
+                    let (Some(keyspace), Some(flag)) = (keyspaces.get(slot), done.get(slot)) else {
+                        continue;
+                    };
+                    // A rotation whose flush is still pending: rotating again would gain
+                    // nothing (scans read sealed memtables too) and could stall writers
+                    // (fjall halts them at four sealed memtables).
+                    if keyspace.sealed_memtable_count() == 0
+                        && let Err(e) = keyspace.rotate_memtable()
+                    {
+                        // Only an optimisation: an IO failure behind it poisons the store for
+                        // the next write, which reports it.
+                        let name = Keyspace::ALL.get(slot).map_or("?", |k| k.name());
+                        tracing::warn!(keyspace = name, error = %e, "memtable rotation failed");
+                    }
+                    flag.store(false, std::sync::atomic::Ordering::Release);
+                }
+            })
+            .map_err(|e| StorageError::Engine(format!("cannot start the rotation thread: {e}")))?;
+        Ok(Rotator {
+            asks: Some(asks),
+            pending,
+            thread: Some(thread),
+        })
+    }
+
+    /// Asks for a rotation of the keyspace in `slot`; `false` if one is pending already.
+    fn ask(&self, slot: usize) -> bool {
+        let Some(flag) = self.pending.get(slot) else {
+            return false;
+        };
+        if flag.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return false;
+        }
+        match &self.asks {
+            Some(asks) if asks.send(slot).is_ok() => true,
+            _ => {
+                flag.store(false, std::sync::atomic::Ordering::Release);
+                false
+            }
+        }
+    }
+
+    /// Lets the thread finish what was asked and end (before the store closes).
+    fn stop(&mut self) {
+        self.asks = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The catalog key [`DiskStorage::release`] writes.
@@ -41,6 +115,7 @@ const RELEASE_KEY: [u8; 9] = [0xFF; 9];
 
 impl Drop for DiskStorage {
     fn drop(&mut self) {
+        self.rotator.stop();
         self.expired.clear_expiry();
     }
 }
@@ -105,9 +180,11 @@ impl DiskStorage {
         {
             ledger.restore_expired(Keyspace::Docs, u64::from_be_bytes(left));
         }
+        let rotator = Rotator::start(keyspaces.clone())?;
         Ok(DiskStorage {
             db,
             keyspaces,
+            rotator,
             chains: std::array::from_fn(|_| VersionChains::new()),
             hot: Arc::default(),
             ledger: Arc::new(ledger),
@@ -115,20 +192,17 @@ impl DiskStorage {
         })
     }
 
-    /// Rotates the active memtable of `ks` so that its flush (in fjall's background) keeps only
-    /// the versions an open snapshot can still read. Skipped while an earlier rotation's flush
-    /// is pending: rotating faster than flushes finish would stall writers (fjall halts writes
-    /// at four sealed memtables) and gain nothing, as scans read the sealed ones too.
-    /// A failure is logged, not returned: the commit before it succeeded, and a rotation is
-    /// only an optimisation (an IO failure behind it poisons the store for the next write).
+    /// Has the active memtable of `ks` rotated (by the [`Rotator`]'s thread, not the
+    /// committing one) so that its flush (in fjall's background) keeps only the versions an
+    /// open snapshot can still read. Skipped while an earlier rotation's flush is pending:
+    /// rotating faster than flushes finish would stall writers (fjall halts writes at four
+    /// sealed memtables) and gain nothing, as scans read the sealed ones too.
     fn rotate_long_chains(&self, ks: Keyspace) {
-        let keyspace = self.ks(ks);
-        if keyspace.sealed_memtable_count() > 0 {
+        if self.ks(ks).sealed_memtable_count() > 0 {
             return;
         }
-        self.chains[ks.slot()].reset();
-        if let Err(e) = keyspace.rotate_memtable() {
-            tracing::warn!(keyspace = ks.name(), error = %e, "memtable rotation failed");
+        if self.rotator.ask(ks.slot()) {
+            self.chains[ks.slot()].reset();
         }
     }
 
