@@ -18,15 +18,38 @@
 //! filter that answers wrongly fails the run (non-zero exit). Nothing else does: the rates are
 //! a measurement, not a test.
 //!
+//! **Through the engine** (issue #17's goals). The first [`ENGINE_DOCS`] of those documents are
+//! stored as a collection's records in a durable store (`DiskStorage`, in a temporary
+//! directory, with the block cache the server's default budget gives), flushed and compacted
+//! into tables as a long-lived collection's are. Then:
+//! * the baseline iterates the collection's records out of the engine (a range over its keys,
+//!   every value's bytes touched), and a selective filter (`qty < 10`: 1%) runs through the
+//!   same collection scan `find` uses (`cursor::Scan`, records decoded, expiry judged, the
+//!   filter matched, matching documents copied out). Goal: the scan at ≥ 50% of the
+//!   iteration's rate, judged on the median of interleaved rounds.
+//! * cold against warm: the store is closed, the OS page cache of its files dropped
+//!   (`posix_fadvise(DONTNEED)`), and it is opened again; the first scan reads from disk into
+//!   the block cache (cold), the next from the block cache (warm). Goal: warm ≥ 3× faster than
+//!   cold. A scan after reopening with the OS cache kept (engine cache cold, files in memory) is
+//!   printed beside them.
+//!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales the number of documents and rounds.
+//! `EBB_BENCH_ONLY=engine` runs the engine part alone (for profiling).
 
 use std::hint::black_box;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::ops::Bound;
+use std::path::Path;
+
 use bson::raw::cstr;
 use bson::{RawDocument, RawDocumentBuf, doc, rawdoc};
+use ebb::Config;
+use ebb::config::physical_memory;
+use ebb::cursor::{MAX_BATCH_BYTES, Scan};
 use ebb::query::filter::Filter;
+use ebb::storage::{Batch, DiskStorage, Keyspace, Storage, prefix_end, record};
 
 type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -39,6 +62,16 @@ const MIN_ROUNDS: usize = 5;
 const DOC_SIZE: usize = 1_024;
 /// Per-round rates further apart than this (largest / smallest) mean the machine was noisy.
 const NOISY_SPREAD: f64 = 1.25;
+/// Documents stored in the engine part (scaled).
+const ENGINE_DOCS: f64 = 100_000.0;
+/// Interleaved rounds of the engine part (scaled, at least [`MIN_ROUNDS`]).
+const ENGINE_ROUNDS: f64 = 9.0;
+/// The collection id the engine part stores its records under.
+const COLLECTION: u64 = 1;
+/// Goal: the filtered scan's rate over the iteration's, at least.
+const SCAN_GOAL: f64 = 0.5;
+/// Goal: the cold scan's time over the warm one's, at least.
+const WARM_GOAL: f64 = 3.0;
 
 const STATUSES: &[&str] = &["new", "paid", "shipped", "delivered", "cancelled"];
 const NAMES: &[&str] = &[
@@ -284,6 +317,9 @@ fn bench() -> BenchResult {
     let n_docs = scaled(DOCS, scale, 1_000);
     let rounds = scaled(ROUNDS, scale, MIN_ROUNDS);
     header(scale);
+    if std::env::var("EBB_BENCH_ONLY").is_ok_and(|v| v == "engine") {
+        return engine(scale);
+    }
 
     let built = Instant::now();
     let mut rng = Rng(0x00EB_B0F1_17E5);
@@ -401,6 +437,226 @@ fn bench() -> BenchResult {
          rate over the baseline's (1.00 = as fast as only walking the elements)",
         measured.as_secs_f64()
     );
+    engine(scale)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the engine
+// ---------------------------------------------------------------------------------------------
+
+/// The engine part: stores the documents, then measures the scan against iteration and cold
+/// against warm.
+fn engine(scale: f64) -> BenchResult {
+    let n_docs = scaled(ENGINE_DOCS, scale, 1_000);
+    let rounds = scaled(ENGINE_ROUNDS, scale, MIN_ROUNDS);
+    let mut rng = Rng(0x00EB_B0F1_17E5);
+    let shapes: Vec<Shape> = (0..n_docs).map(|_| shape(&mut rng)).collect();
+    let dir = tempfile::tempdir()?;
+    let loaded = Instant::now();
+    let mut bytes = 0_usize;
+    {
+        let store = open_store(dir.path())?;
+        let mut batch = Batch::new();
+        for (rid, s) in (1_u64..).zip(&shapes) {
+            let doc = document(i64::try_from(rid)?, s, &mut rng);
+            bytes += doc.as_bytes().len();
+            batch.put(
+                Keyspace::Docs,
+                record::doc_key(COLLECTION, rid).to_vec(),
+                record::encode(0, record::NEVER, &doc),
+            );
+            if rid.is_multiple_of(1_000) {
+                store.commit(std::mem::take(&mut batch))?;
+            }
+        }
+        store.commit(batch)?;
+        store.sync()?;
+        // Into tables, as a collection that has lived a while is.
+        store.compact(&[Keyspace::Docs])?;
+    }
+    let expected = shapes.iter().filter(|s| s.qty < 10).count();
+    println!();
+    println!(
+        "Through the engine: {n_docs} documents ({} MB) stored as one collection's records in a \
+         durable store (block cache {} MB), flushed and compacted, in {:.1} s; {rounds} rounds",
+        bytes / 1_000_000,
+        Config::default().cache_bytes(physical_memory()) >> 20,
+        loaded.elapsed().as_secs_f64()
+    );
+    let filter = Filter::compile(&rawdoc! { "qty": { "$lt": 10 } }).map_err(|e| e.errmsg)?;
+
+    // Cold, then warm: the engine's cache and the OS page cache both empty at first.
+    let cold = {
+        drop_page_cache(dir.path())?;
+        let store = open_store(dir.path())?;
+        let (cold, matched) = timed_scan(&store, &filter)?;
+        check_matched(matched, expected)?;
+        let (warm, _) = timed_scan(&store, &filter)?;
+        let (warm_again, _) = timed_scan(&store, &filter)?;
+        (cold, warm.min(warm_again))
+    };
+    let page_cached = {
+        let store = open_store(dir.path())?;
+        timed_scan(&store, &filter)?.0
+    };
+
+    let store = open_store(dir.path())?;
+    let (mut iterate, mut scan) = (Vec::new(), Vec::new());
+    // One untimed pass of each first.
+    iterate_records(&store)?;
+    timed_scan(&store, &filter)?;
+    for round in 0..rounds {
+        for side in 0..2 {
+            if (round + side) % 2 == 0 {
+                let (took, n) = iterate_records(&store)?;
+                if n != n_docs {
+                    return Err(format!("iterated {n} records of {n_docs}").into());
+                }
+                iterate.push(per_second(n_docs, took));
+            } else {
+                let (took, matched) = timed_scan(&store, &filter)?;
+                check_matched(matched, expected)?;
+                scan.push(per_second(n_docs, took));
+            }
+        }
+    }
+    let (iterate_rate, scan_rate) = (median(&iterate), median(&scan));
+    println!(
+        "  iterate the records' bytes    {:>10}/s  {:>6.0} ns/doc  (spread {:.2})",
+        format_rate(iterate_rate),
+        1e9 / iterate_rate,
+        spread(&iterate)
+    );
+    println!(
+        "  scan with {{qty: {{$lt: 10}}}}     {:>10}/s  {:>6.0} ns/doc  (spread {:.2}), {} matched \
+         ({:.1}%)",
+        format_rate(scan_rate),
+        1e9 / scan_rate,
+        spread(&scan),
+        expected,
+        percent(expected, n_docs)
+    );
+    let (cold_scan, warm_scan) = cold;
+    println!(
+        "  cold scan (OS cache dropped, engine cache empty) {:.1} ms, warm {:.1} ms; engine cache \
+         empty but files in the OS cache {:.1} ms",
+        cold_scan.as_secs_f64() * 1e3,
+        warm_scan.as_secs_f64() * 1e3,
+        page_cached.as_secs_f64() * 1e3
+    );
+    let scan_ratio = scan_rate / iterate_rate;
+    let warm_ratio = cold_scan.as_secs_f64() / warm_scan.as_secs_f64();
+    println!();
+    println!("goals (informational, never fail the run):");
+    println!(
+        "  selective scan >= {:.0}% of iterating the engine's records: {:.1}%  {}",
+        SCAN_GOAL * 100.0,
+        scan_ratio * 100.0,
+        if scan_ratio >= SCAN_GOAL {
+            "PASS"
+        } else {
+            "MISS"
+        }
+    );
+    println!(
+        "  a warm scan >= {WARM_GOAL}x faster than a cold one: {warm_ratio:.1}x  {}",
+        if warm_ratio >= WARM_GOAL {
+            "PASS"
+        } else {
+            "MISS"
+        }
+    );
+    Ok(())
+}
+
+/// Opens the store as the server does, with the block cache its default budget gives
+/// (`WiredTiger`'s: half of memory less 1 GB, at least 256 MB).
+fn open_store(dir: &Path) -> BenchResult<DiskStorage> {
+    let cache = Config::default().cache_bytes(physical_memory());
+    Ok(DiskStorage::open_with_cache(dir, Some(cache))?)
+}
+
+fn check_matched(matched: usize, expected: usize) -> BenchResult {
+    if matched == expected {
+        Ok(())
+    } else {
+        Err(format!("the scan matched {matched} documents, expected {expected}").into())
+    }
+}
+
+/// The bounds of the collection's records.
+fn collection_range() -> BenchResult<(Vec<u8>, Vec<u8>)> {
+    let prefix = record::collection_prefix(COLLECTION).to_vec();
+    let end = prefix_end(&prefix).ok_or("no end to the collection's keys")?;
+    Ok((prefix, end))
+}
+
+/// Every record of the collection out of the engine, each value's bytes touched: how long it
+/// took and how many.
+fn iterate_records(store: &DiskStorage) -> BenchResult<(Duration, usize)> {
+    let (lower, upper) = collection_range()?;
+    let started = Instant::now();
+    let snapshot = store.snapshot();
+    let mut n = 0;
+    let mut sum = 0_u64;
+    for entry in snapshot.range(
+        Keyspace::Docs,
+        Bound::Included(&lower),
+        Bound::Excluded(&upper),
+        false,
+    ) {
+        let (_, value) = entry?;
+        sum = sum.wrapping_add(u64::from(value.first().copied().unwrap_or(0)));
+        sum = sum.wrapping_add(u64::from(value.last().copied().unwrap_or(0)));
+        black_box(value.len());
+        n += 1;
+    }
+    black_box(sum);
+    Ok((started.elapsed(), n))
+}
+
+/// The collection scan `find` runs, with `filter`, drained in reply-sized batches: how long
+/// it took and how many documents matched.
+fn timed_scan(store: &DiskStorage, filter: &Filter) -> BenchResult<(Duration, usize)> {
+    let (lower, upper) = collection_range()?;
+    let started = Instant::now();
+    let mut scan = Scan {
+        snapshot: store.snapshot(),
+        lower: Bound::Included(lower),
+        upper: Bound::Excluded(upper),
+        filter: Some(filter.clone()),
+        projection: None,
+        skip: 0,
+        remaining: None,
+        now_ms: 1_800_000_000_000,
+        done: false,
+        reverse: false,
+        examined: 0,
+        interrupt: None,
+        whole: Some(COLLECTION),
+        keyspace: Keyspace::Docs,
+    };
+    let mut matched = 0;
+    while !scan.done {
+        let batch = scan.next_records(usize::MAX, MAX_BATCH_BYTES)?;
+        matched += black_box(batch).len();
+    }
+    Ok((started.elapsed(), matched))
+}
+
+/// Drops the OS page cache of every file under `dir` (`posix_fadvise(DONTNEED)` after a sync),
+/// so that the next read of them comes from the disk.
+fn drop_page_cache(dir: &Path) -> BenchResult {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            drop_page_cache(&path)?;
+        } else if path.is_file() {
+            let file = std::fs::File::open(&path)?;
+            file.sync_all()?;
+            rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed)?;
+        }
+    }
     Ok(())
 }
 

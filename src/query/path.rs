@@ -249,6 +249,12 @@ fn walk_array<'a, S: AsRef<str>>(
 
 /// The values of several top-level fields of `doc`, found in one pass (the first occurrence of
 /// each, as `RawDocument::get` would); `None` where a field is missing.
+///
+/// The pass reads element headers straight from the bytes (type, key, value length): a key is
+/// compared as bytes, never checked as UTF-8 or turned into a `CStr`, and a value is looked at
+/// only when its key is wanted. A collection scan runs this on every stored document, most of
+/// whose elements no predicate reads. A document the walk cannot follow ends it, as a malformed
+/// one ends `RawDocument::iter_elements`.
 pub fn top_level_fields<'a, S: AsRef<str>>(
     doc: &'a RawDocument,
     fields: &[S],
@@ -258,14 +264,14 @@ pub fn top_level_fields<'a, S: AsRef<str>>(
     if missing == 0 {
         return values;
     }
-    for elem in doc.iter_elements() {
-        let Ok(elem) = elem else { break };
-        let k = elem.key().as_str();
-        let Some(i) = fields.iter().position(|f| f.as_ref() == k) else {
+    for (kind, key, value) in Elements::of(doc) {
+        let Some(i) = fields.iter().position(|f| f.as_ref().as_bytes() == key) else {
             continue;
         };
-        if values[i].is_none() {
-            values[i] = elem.value().ok();
+        if let Some(slot) = values.get_mut(i)
+            && slot.is_none()
+        {
+            *slot = value_of(doc, kind, key, value);
             missing -= 1;
             if missing == 0 {
                 break;
@@ -273,6 +279,136 @@ pub fn top_level_fields<'a, S: AsRef<str>>(
         }
     }
     values
+}
+
+/// The top-level elements of a document as `(type, key, value bytes)`, read from their
+/// headers without validating keys or values; ends at the terminator or at the first element
+/// it cannot follow.
+struct Elements<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Elements<'a> {
+    fn of(doc: &'a RawDocument) -> Self {
+        Elements {
+            bytes: doc.as_bytes(),
+            at: 4,
+        }
+    }
+}
+
+/// The little-endian `i32` at `at`, as a length (`None` if out of bounds or negative).
+fn length_at(bytes: &[u8], at: usize) -> Option<usize> {
+    let raw = bytes.get(at..at.checked_add(4)?)?;
+    usize::try_from(i32::from_le_bytes(raw.try_into().ok()?)).ok()
+}
+
+/// Where the NUL ending the C string at `at` is.
+fn cstring_end(bytes: &[u8], at: usize) -> Option<usize> {
+    Some(at + bytes.get(at..)?.iter().position(|&b| b == 0)?)
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = (u8, &'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.bytes;
+        let kind = *bytes.get(self.at)?;
+        if kind == 0 {
+            return None;
+        }
+        let key_end = cstring_end(bytes, self.at + 1)?;
+        let key = bytes.get(self.at + 1..key_end)?;
+        let start = key_end + 1;
+        let size = match kind {
+            0x06 | 0x0A | 0x7F | 0xFF => 0,
+            0x08 => 1,
+            0x10 => 4,
+            0x01 | 0x09 | 0x11 | 0x12 => 8,
+            0x07 => 12,
+            0x13 => 16,
+            // string, JavaScript code, symbol: length, bytes, NUL
+            0x02 | 0x0D | 0x0E => 4 + length_at(bytes, start)?,
+            // document, array, code with scope: their length includes itself
+            0x03 | 0x04 | 0x0F => length_at(bytes, start)?,
+            // binary: length, subtype, bytes
+            0x05 => 5 + length_at(bytes, start)?,
+            // regular expression: pattern and options, two C strings
+            0x0B => cstring_end(bytes, cstring_end(bytes, start)? + 1)? + 1 - start,
+            // DBPointer: a string, then an ObjectId
+            0x0C => 4 + length_at(bytes, start)? + 12,
+            _ => {
+                self.at = bytes.len();
+                return None;
+            }
+        };
+        let end = start.checked_add(size)?;
+        let value = bytes.get(start..end)?;
+        self.at = end;
+        Some((kind, key, value))
+    }
+}
+
+/// The value of the element of type `kind` whose value bytes are `value`, in `doc` under
+/// `key`. Types whose reference cannot be made from the bytes alone (arrays, `DBPointer`s, code
+/// with scope) are read through `RawDocument::get`, as is anything malformed.
+fn value_of<'a>(
+    doc: &'a RawDocument,
+    kind: u8,
+    key: &[u8],
+    value: &'a [u8],
+) -> Option<RawBsonRef<'a>> {
+    let fixed = |n: usize| value.get(..n);
+    let text = |v: &'a [u8]| -> Option<&'a str> {
+        // length, bytes, NUL
+        std::str::from_utf8(v.get(4..v.len().checked_sub(1)?)?).ok()
+    };
+    let direct = match kind {
+        0x01 => fixed(8)
+            .and_then(|b| b.try_into().ok())
+            .map(|b| RawBsonRef::Double(f64::from_le_bytes(b))),
+        0x02 => text(value).map(RawBsonRef::String),
+        0x03 => RawDocument::from_bytes(value)
+            .ok()
+            .map(RawBsonRef::Document),
+        0x08 => match value.first() {
+            Some(0) => Some(RawBsonRef::Boolean(false)),
+            Some(1) => Some(RawBsonRef::Boolean(true)),
+            _ => None,
+        },
+        0x09 => fixed(8)
+            .and_then(|b| b.try_into().ok())
+            .map(|b| RawBsonRef::DateTime(bson::DateTime::from_millis(i64::from_le_bytes(b)))),
+        0x0A => Some(RawBsonRef::Null),
+        0x10 => fixed(4)
+            .and_then(|b| b.try_into().ok())
+            .map(|b| RawBsonRef::Int32(i32::from_le_bytes(b))),
+        0x12 => fixed(8)
+            .and_then(|b| b.try_into().ok())
+            .map(|b| RawBsonRef::Int64(i64::from_le_bytes(b))),
+        0x07 => fixed(12)
+            .and_then(|b| <[u8; 12]>::try_from(b).ok())
+            .map(|b| RawBsonRef::ObjectId(bson::oid::ObjectId::from_bytes(b))),
+        0x11 => fixed(8).and_then(|b| b.try_into().ok()).map(|b: [u8; 8]| {
+            let [i0, i1, i2, i3, t0, t1, t2, t3] = b;
+            RawBsonRef::Timestamp(bson::Timestamp {
+                increment: u32::from_le_bytes([i0, i1, i2, i3]),
+                time: u32::from_le_bytes([t0, t1, t2, t3]),
+            })
+        }),
+        0x13 => fixed(16)
+            .and_then(|b| <[u8; 16]>::try_from(b).ok())
+            .map(|b| RawBsonRef::Decimal128(bson::Decimal128::from_bytes(b))),
+        0x06 => Some(RawBsonRef::Undefined),
+        0x7F => Some(RawBsonRef::MaxKey),
+        0xFF => Some(RawBsonRef::MinKey),
+        _ => None,
+    };
+    direct.or_else(|| {
+        let key = std::str::from_utf8(key).ok()?;
+        doc.get(key).ok().flatten()
+    })
 }
 
 #[cfg(test)]
@@ -291,6 +427,68 @@ mod tests {
 
     fn show(v: RawBsonRef<'_>) -> String {
         bson::Bson::try_from(RawBson::from(v)).map_or_else(|_| "?".into(), |b| b.to_string())
+    }
+
+    /// The header walk finds what `RawDocument::get` finds, for every BSON type, the first of
+    /// duplicated keys, and nothing in a document cut short.
+    #[test]
+    fn top_level_fields_agree_with_get() {
+        use bson::spec::BinarySubtype;
+        use bson::{Binary, Bson, JavaScriptCodeWithScope, Regex, Timestamp, doc};
+        let oid = bson::oid::ObjectId::from_bytes([7; 12]);
+        let full = doc! {
+            "d": 1.5, "s": "text", "o": { "x": 1 }, "a": [1, "two"],
+            "bin": Binary { subtype: BinarySubtype::Generic, bytes: vec![1, 2, 3] },
+            "u": Bson::Undefined, "id": oid, "t": true, "f": false,
+            "dt": bson::DateTime::from_millis(1_700_000_000_000), "n": Bson::Null,
+            "re": Regex { pattern: "^a".try_into().unwrap(), options: "i".try_into().unwrap() },
+            "js": Bson::JavaScriptCode("f()".into()),
+            "sym": Bson::Symbol("sy".into()),
+            "jss": JavaScriptCodeWithScope { code: "g()".into(), scope: doc! { "v": 2 } },
+            "i": 42_i32, "ts": Timestamp { time: 9, increment: 3 }, "l": 1_i64 << 40,
+            "dec": "1.25".parse::<bson::Decimal128>().unwrap(),
+            "max": Bson::MaxKey, "min": Bson::MinKey,
+            "é": "accented key",
+        };
+        // A DBPointer (no constructor but from bytes) before the last two fields: type, key,
+        // namespace as a string, ObjectId.
+        let built = bson::RawDocumentBuf::try_from(&full).unwrap();
+        let mut bytes = built.as_bytes()[..built.as_bytes().len() - 1].to_vec();
+        bytes.extend_from_slice(b"\x0cptr\x00\x05\x00\x00\x00db.c\x00");
+        bytes.extend_from_slice(&[7; 12]);
+        // A second `i`: the first one is the value.
+        bytes.extend_from_slice(b"\x10i\x00\x07\x00\x00\x00");
+        bytes.push(0);
+        let len = i32::try_from(bytes.len()).unwrap().to_le_bytes();
+        bytes[..4].copy_from_slice(&len);
+        let raw = bson::RawDocumentBuf::from_bytes(bytes).unwrap();
+        assert!(matches!(raw.get("ptr"), Ok(Some(RawBsonRef::DbPointer(_)))));
+        assert_eq!(raw.get("i").unwrap(), Some(RawBsonRef::Int32(42)));
+        let mut keys: Vec<String> = full.keys().cloned().collect();
+        keys.push("ptr".into());
+        keys.push("missing".into());
+        keys.reverse();
+        let got = top_level_fields(&raw, &keys);
+        for (key, value) in keys.iter().zip(got) {
+            assert_eq!(value, raw.get(key).unwrap(), "field {key}");
+            assert_eq!(value.is_some(), key != "missing");
+        }
+        // Cut short: the walk stops where the bytes do, as `iter_elements` does.
+        let bytes = raw.as_bytes();
+        for cut in [5, 9, 20, bytes.len() / 2] {
+            let mut short = bytes[..cut].to_vec();
+            short.push(0);
+            let len = i32::try_from(short.len()).unwrap().to_le_bytes();
+            short[..4].copy_from_slice(&len);
+            if let Ok(doc) = RawDocument::from_bytes(&short) {
+                let walked = top_level_fields(doc, &keys);
+                for (key, value) in keys.iter().zip(walked) {
+                    if let Some(v) = value {
+                        assert_eq!(Some(v), raw.get(key).unwrap(), "field {key} at cut {cut}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
