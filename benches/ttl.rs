@@ -28,9 +28,10 @@
 //!    inserts, so a single disk hiccup used to decide a round's p99 (the same code measured
 //!    1.2x to 2.95x). The per-round ratios are printed too.
 //!
-//! The goals, "purge ≥ 50k expiries/s" and "foreground p99 rises by less than 2×", are printed as
-//! PASS or MISS and never change the exit status: this is a measurement, not a test. The run
-//! fails (non-zero) only if the server cannot be started or answers wrongly.
+//! The goals, "purge ≥ 50k expiries/s" and "foreground p99 during the purge ≤ 1.5× without"
+//! (issue #17), are printed as PASS or MISS and never change the exit status: this is a
+//! measurement, not a test. The run fails (non-zero) only if the server cannot be started or
+//! answers wrongly.
 //!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales every document count and time window.
 
@@ -83,8 +84,9 @@ const SETTLE: Duration = Duration::from_millis(500);
 const LEAD_IN: Duration = Duration::from_millis(200);
 /// Goal: expired documents removed per second, at least.
 const PURGE_GOAL: f64 = 50_000.0;
-/// Goal: foreground p99 during the purge over its baseline, below.
-const LATENCY_GOAL: f64 = 2.0;
+/// Goal: foreground p99 during the purge over its baseline, at most (issue #17; it was "below
+/// 2×" before).
+const LATENCY_GOAL: f64 = 1.5;
 /// Baseline p99s further apart than this (largest / smallest) mean the machine was noisy.
 const NOISY_SPREAD: f64 = 1.5;
 /// Database of every collection the bench uses.
@@ -426,8 +428,8 @@ fn report_goals(rate: &PurgeRate, load: &ForegroundLoad) {
     let worst = find.max(insert);
     println!(
         "  {:<44} find {find:>5.2}x, insert {insert:>5.2}x  {}",
-        format!("foreground p99 rises by less than {LATENCY_GOAL}x"),
-        verdict(worst < LATENCY_GOAL)
+        format!("foreground p99 during the purge <= {LATENCY_GOAL}x without"),
+        verdict(worst <= LATENCY_GOAL)
     );
     println!();
 }

@@ -78,6 +78,16 @@ pub struct Scan {
 /// A document read from a collection: its record id, the document, its expiry instant.
 pub type Record = (u64, RawDocumentBuf, i64);
 
+/// The documents a batch started with on the runtime, for the rest of it to go on from
+/// ([`Source::start_batch`], [`Source::finish_batch`]).
+#[derive(Debug, Default)]
+pub struct Partial(Vec<Record>);
+
+/// How many entries a collection scan reads on the runtime before the rest of its batch is
+/// handed to a thread that may block: a small collection (or the end of a large one) is
+/// answered without the hand-off, which costs more than reading this many (~0.3 µs each).
+pub const INLINE_EXAMINE: u64 = 64;
+
 /// Documents with their expiry instants, their record ids left out.
 fn without_rids(records: Vec<Record>) -> Vec<(RawDocumentBuf, i64)> {
     records.into_iter().map(|(_, d, e)| (d, e)).collect()
@@ -131,10 +141,31 @@ impl Scan {
         max_bytes: usize,
     ) -> CommandResult<Vec<Record>> {
         let mut out = Vec::new();
-        let mut bytes = 0;
-        if self.done || max_docs == 0 {
-            return Ok(out);
+        self.fill(&mut out, max_docs, max_bytes, u64::MAX)?;
+        Ok(out)
+    }
+
+    /// Goes on with the batch `out` (at most `max_docs` documents and about `max_bytes` bytes
+    /// in all), reading at most `examine` entries: `true` if it stopped for that budget, with
+    /// more to read toward the batch (the next call goes on where it stopped).
+    pub fn fill(
+        &mut self,
+        out: &mut Vec<Record>,
+        max_docs: usize,
+        max_bytes: usize,
+        examine: u64,
+    ) -> CommandResult<bool> {
+        let mut bytes: usize = out.iter().map(|(_, d, _)| d.as_bytes().len()).sum();
+        if self.done || out.len() >= max_docs {
+            return Ok(false);
         }
+        // An oplog scan resumes only after an entry (see below), never between an entry and
+        // its pre-image: no budget there.
+        let examine = if self.keyspace == Keyspace::Oplog {
+            u64::MAX
+        } else {
+            examine.max(1)
+        };
         // An oplog scan whose last entry was truncated (seen once its snapshot is renewed) has
         // lost its place, as in mongod's capped collections.
         if self.keyspace == Keyspace::Oplog
@@ -143,6 +174,7 @@ impl Scan {
             } else {
                 &self.lower
             }
+            && out.is_empty()
             && self.snapshot.get(Keyspace::Oplog, last)?.is_none()
         {
             let id = <[u8; 8]>::try_from(last.as_slice()).map_or(0, i64::from_be_bytes);
@@ -160,7 +192,7 @@ impl Scan {
             // One key (a filter that pins `_id`): a point read, far cheaper than a range.
             self.done = true;
             let Some(value) = self.snapshot.get(self.keyspace, lo)? else {
-                return Ok(out);
+                return Ok(false);
             };
             self.examined += 1;
             if let Some((doc, expires)) = Self::admit(
@@ -176,7 +208,7 @@ impl Scan {
                     *r -= 1;
                 }
             }
-            return Ok(out);
+            return Ok(false);
         }
         let lower = match &self.lower {
             Bound::Included(k) => Bound::Included(k.as_slice()),
@@ -191,10 +223,19 @@ impl Scan {
         let mut last_key: Option<Bytes> = None;
         let mut restart_at: Option<Bytes> = None;
         let mut exhausted = true;
-        for entry in self
+        let mut over_budget = false;
+        let mut read = 0_u64;
+        let mut entries = self
             .snapshot
-            .range(self.keyspace, lower, upper, self.reverse)
-        {
+            .range(self.keyspace, lower, upper, self.reverse);
+        loop {
+            if read >= examine {
+                over_budget = true;
+                exhausted = false;
+                break;
+            }
+            let Some(entry) = entries.next() else { break };
+            read += 1;
             let (key, value) = entry?;
             // (Pre-images are kept in the oplog's keyspace beside their entries.)
             if self.keyspace == Keyspace::Oplog && key.len() != 8 {
@@ -236,6 +277,7 @@ impl Scan {
                 break;
             }
         }
+        drop(entries);
         if let Some(k) = restart_at {
             self.resume(Bound::Included(k.to_vec()));
         } else if let Some(k) = last_key {
@@ -247,7 +289,7 @@ impl Scan {
         if exhausted || self.remaining == Some(0) {
             self.done = true;
         }
-        Ok(out)
+        Ok(over_budget && !self.done)
     }
 }
 
@@ -765,6 +807,52 @@ impl Source {
         }
     }
 
+    /// The start of the next batch (see [`Source::next_batch`]) read on the calling thread:
+    /// a live collection scan reads at most `examine` entries toward it. `Ok(Err(partial))`
+    /// when the batch needs more reading than that: [`Source::finish_batch`] goes on from
+    /// `partial`, on a thread that may block. Other sources read the whole batch when they are
+    /// cheap ([`Source::is_point`]) and nothing otherwise.
+    pub fn start_batch(
+        &mut self,
+        max_docs: usize,
+        max_bytes: usize,
+        now_ms: i64,
+        examine: u64,
+    ) -> CommandResult<Result<Vec<RawDocumentBuf>, Partial>> {
+        match self {
+            Source::Scan(scan) => {
+                scan.now_ms = now_ms;
+                let mut out = Vec::new();
+                if scan.fill(&mut out, max_docs, max_bytes, examine)? {
+                    Ok(Err(Partial(out)))
+                } else {
+                    Ok(Ok(out.into_iter().map(|(_, d, _)| d).collect()))
+                }
+            }
+            _ if self.is_point() => Ok(Ok(self.next_batch(max_docs, max_bytes, now_ms)?)),
+            _ => Ok(Err(Partial(Vec::new()))),
+        }
+    }
+
+    /// The rest of a batch [`Source::start_batch`] began.
+    pub fn finish_batch(
+        &mut self,
+        partial: Partial,
+        max_docs: usize,
+        max_bytes: usize,
+        now_ms: i64,
+    ) -> CommandResult<Vec<RawDocumentBuf>> {
+        match self {
+            Source::Scan(scan) if !partial.0.is_empty() => {
+                scan.now_ms = now_ms;
+                let mut out = partial.0;
+                scan.fill(&mut out, max_docs, max_bytes, u64::MAX)?;
+                Ok(out.into_iter().map(|(_, d, _)| d).collect())
+            }
+            _ => self.next_batch(max_docs, max_bytes, now_ms),
+        }
+    }
+
     /// The next documents with their expiry instants (at most `max_docs`, about `max_bytes`).
     pub fn next_entries(
         &mut self,
@@ -1155,3 +1243,102 @@ pub fn live_doc(value: &[u8], now_ms: i64) -> CommandResult<Option<&RawDocument>
 
 #[cfg(test)]
 mod index_scan_tests;
+
+#[cfg(test)]
+mod budget_tests {
+    use bson::rawdoc;
+
+    use super::*;
+    use crate::storage::{Batch, MemoryStorage, Storage};
+
+    const COLL: u64 = 4;
+
+    /// A collection scan of `n` documents `{_id: i, even: i % 2 == 0}` (every third expired),
+    /// with the filter `{even: true}`.
+    fn scan(store: &MemoryStorage, max: Option<u64>) -> Scan {
+        let prefix = record::collection_prefix(COLL).to_vec();
+        let filter = Filter::compile(&rawdoc! { "even": true }).unwrap();
+        Scan {
+            snapshot: store.snapshot(),
+            lower: Bound::Included(prefix.clone()),
+            upper: Bound::Excluded(prefix_end(&prefix).unwrap()),
+            filter: Some(filter),
+            projection: None,
+            skip: 1,
+            remaining: max,
+            now_ms: 10,
+            done: false,
+            reverse: false,
+            examined: 0,
+            interrupt: None,
+            whole: None,
+            keyspace: Keyspace::Docs,
+        }
+    }
+
+    fn store(n: u64) -> MemoryStorage {
+        let store = MemoryStorage::new();
+        let mut batch = Batch::new();
+        for rid in 1..=n {
+            let id = i64::try_from(rid).unwrap();
+            let expires = if rid % 3 == 0 { 5 } else { record::NEVER };
+            batch.put(
+                Keyspace::Docs,
+                record::doc_key(COLL, rid).to_vec(),
+                record::encode(0, expires, &rawdoc! { "_id": id, "even": id % 2 == 0 }),
+            );
+        }
+        store.commit(batch).unwrap();
+        store
+    }
+
+    fn ids(records: &[Record]) -> Vec<u64> {
+        records.iter().map(|(rid, _, _)| *rid).collect()
+    }
+
+    /// Batches read in budgeted steps are the batches read in one go: the same documents,
+    /// the same `max_docs` and byte limits, the same end, whatever the budget.
+    #[test]
+    fn a_batch_read_in_steps_is_the_batch_read_at_once() {
+        let store = store(200);
+        for limit in [None, Some(7)] {
+            for (max_docs, max_bytes) in [(10, usize::MAX), (usize::MAX, 100), (25, 300)] {
+                let mut whole = scan(&store, limit);
+                let mut want = Vec::new();
+                while !whole.done {
+                    want.push(ids(&whole.next_records(max_docs, max_bytes).unwrap()));
+                }
+                for examine in [1, 2, 5, 64] {
+                    let mut stepped = scan(&store, limit);
+                    let mut got = Vec::new();
+                    while !stepped.done {
+                        let mut out = Vec::new();
+                        while stepped.fill(&mut out, max_docs, max_bytes, examine).unwrap() {}
+                        got.push(ids(&out));
+                    }
+                    // The last batch of a scan ended by a budget may come back empty once.
+                    got.retain(|b| !b.is_empty());
+                    want.retain(|b| !b.is_empty());
+                    assert_eq!(got, want, "limit {limit:?}, {max_docs}/{max_bytes}, {examine}");
+                    assert_eq!(stepped.examined, whole.examined);
+                }
+            }
+        }
+    }
+
+    /// A scan that stops for its budget says so, and a collection read within it does not.
+    #[test]
+    fn the_budget_is_reported() {
+        let store = store(10);
+        let mut small = scan(&store, None);
+        let mut out = Vec::new();
+        assert!(!small.fill(&mut out, 101, MAX_BATCH_BYTES, 64).unwrap());
+        assert!(small.done);
+        let mut large = scan(&store, None);
+        let mut out = Vec::new();
+        assert!(large.fill(&mut out, 101, MAX_BATCH_BYTES, 4).unwrap());
+        assert!(!large.done);
+        assert!(large.fill(&mut out, 101, MAX_BATCH_BYTES, u64::MAX).is_ok_and(|more| !more));
+        assert_eq!(ids(&out), [4, 8, 10]);
+    }
+}

@@ -12,7 +12,8 @@ use super::args::{
 use super::explain::{self, Explain, Run, Stage, Verbosity};
 use crate::catalog::{Collection, validate_namespace};
 use crate::cursor::{
-    Cursor, DEFAULT_FIRST_BATCH, MAX_BATCH_BYTES, ScanStats, SortedRead, Source, live_doc,
+    Cursor, DEFAULT_FIRST_BATCH, INLINE_EXAMINE, MAX_BATCH_BYTES, ScanStats, SortedRead, Source,
+    live_doc,
 };
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
@@ -154,10 +155,29 @@ pub(crate) fn lsid_of(req: &Request<'_>) -> Option<crate::sessions::SessionId> {
         .and_then(crate::sessions::session_id)
 }
 
+/// The next batch of `source` (at most `max_docs`), started on the runtime and finished on a
+/// thread that may block when it needs more reading ([`Source::start_batch`]).
+async fn batch(
+    mut source: Source,
+    max_docs: usize,
+    now: i64,
+) -> CommandResult<(CommandResult<Vec<RawDocumentBuf>>, Source)> {
+    match source.start_batch(max_docs, MAX_BATCH_BYTES, now, INLINE_EXAMINE) {
+        Ok(Ok(docs)) => Ok((Ok(docs), source)),
+        Ok(Err(partial)) => tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
+            let docs = source.finish_batch(partial, max_docs, MAX_BATCH_BYTES, now);
+            (docs, source)
+        }))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string())),
+        Err(e) => Ok((Err(e), source)),
+    }
+}
+
 pub(crate) async fn first_batch(
     state: &ServerState,
     ns: String,
-    mut source: Source,
+    source: Source,
     batch_size: Option<usize>,
     single_batch: bool,
     no_timeout: bool,
@@ -165,19 +185,11 @@ pub(crate) async fn first_batch(
 ) -> CommandResult {
     let max_docs = batch_size.unwrap_or(DEFAULT_FIRST_BATCH);
     let now = state.now_ms();
-    // A point read (one `_id`) or a small buffered result is cheaper than the hand-off to a
-    // blocking thread (~15 µs); scans go there so that they never stall the runtime.
-    let (docs, source) = if source.is_point() {
-        let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
-        (docs, source)
-    } else {
-        tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
-            let docs = source.next_batch(max_docs, MAX_BATCH_BYTES, now);
-            (docs, source)
-        }))
-        .await
-        .map_err(|e| CommandError::internal(e.to_string()))?
-    };
+    // A point read (one `_id`), a small buffered result or the first entries of a collection
+    // scan are cheaper than the hand-off to a blocking thread (~15 µs and two thread
+    // switches); what is left of a larger batch goes there, so that it never stalls the
+    // runtime.
+    let (docs, source) = batch(source, max_docs, now).await?;
     let docs = docs?;
     let id = if single_batch || source.is_exhausted() {
         0
@@ -648,12 +660,21 @@ pub(super) async fn get_more(req: &Request<'_>, state: &ServerState) -> CommandR
         .or(cursor.batch_size.filter(|&b| b > 0))
         .unwrap_or(usize::MAX);
     let now = state.now_ms();
-    let (docs, cursor) = tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
-        let docs = cursor.source.next_batch(max_docs, MAX_BATCH_BYTES, now);
-        (docs, cursor)
-    }))
-    .await
-    .map_err(|e| CommandError::internal(e.to_string()))?;
+    let started = cursor
+        .source
+        .start_batch(max_docs, MAX_BATCH_BYTES, now, INLINE_EXAMINE);
+    let (docs, cursor) = match started {
+        Ok(Ok(docs)) => (Ok(docs), cursor),
+        Ok(Err(partial)) => tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
+            let docs = cursor
+                .source
+                .finish_batch(partial, max_docs, MAX_BATCH_BYTES, now);
+            (docs, cursor)
+        }))
+        .await
+        .map_err(|e| CommandError::internal(e.to_string()))?,
+        Err(e) => (Err(e), cursor),
+    };
     let docs = docs?;
     let id = if cursor.source.is_exhausted() {
         0
