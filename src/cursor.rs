@@ -1313,13 +1313,19 @@ mod budget_tests {
                     let mut got = Vec::new();
                     while !stepped.done {
                         let mut out = Vec::new();
-                        while stepped.fill(&mut out, max_docs, max_bytes, examine).unwrap() {}
+                        while stepped
+                            .fill(&mut out, max_docs, max_bytes, examine)
+                            .unwrap()
+                        {}
                         got.push(ids(&out));
                     }
                     // The last batch of a scan ended by a budget may come back empty once.
                     got.retain(|b| !b.is_empty());
                     want.retain(|b| !b.is_empty());
-                    assert_eq!(got, want, "limit {limit:?}, {max_docs}/{max_bytes}, {examine}");
+                    assert_eq!(
+                        got, want,
+                        "limit {limit:?}, {max_docs}/{max_bytes}, {examine}"
+                    );
                     assert_eq!(stepped.examined, whole.examined);
                 }
             }
@@ -1338,7 +1344,11 @@ mod budget_tests {
         let mut out = Vec::new();
         assert!(large.fill(&mut out, 101, MAX_BATCH_BYTES, 4).unwrap());
         assert!(!large.done);
-        assert!(large.fill(&mut out, 101, MAX_BATCH_BYTES, u64::MAX).is_ok_and(|more| !more));
+        assert!(
+            large
+                .fill(&mut out, 101, MAX_BATCH_BYTES, u64::MAX)
+                .is_ok_and(|more| !more)
+        );
         assert_eq!(ids(&out), [4, 8, 10]);
     }
 }
