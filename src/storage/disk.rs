@@ -6,10 +6,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fjall::{AbstractTree, Database, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{AbstractTree, Database, KeyspaceCreateOptions, Readable};
 
 use super::expired::{Clock, ExpiredRecords, ExpiredRecordsFactory};
 use super::hot::{HOT_WRITES, HotKeys, MAX_VERSION_CHAIN, VersionChains, split_range};
+use super::journal::JournalSync;
 use super::{
     Batch, CacheStatus, Keyspace, Ledger, Op, Scan, Snapshot, Storage, StorageError, StorageResult,
     runs,
@@ -28,6 +29,8 @@ pub struct DiskStorage {
     expired: Arc<ExpiredRecords>,
     /// Does the rotations commits ask for (see [`DiskStorage::rotate_long_chains`]).
     rotator: Rotator,
+    /// Syncs the journal outside the engine's lock (see `storage::journal`).
+    journal: JournalSync,
 }
 
 /// A thread of its own that rotates memtables when a commit finds a long version chain: a
@@ -185,6 +188,7 @@ impl DiskStorage {
             db,
             keyspaces,
             rotator,
+            journal: JournalSync::new(dir),
             chains: std::array::from_fn(|_| VersionChains::new()),
             hot: Arc::default(),
             ledger: Arc::new(ledger),
@@ -232,6 +236,12 @@ impl DiskStorage {
 
     fn ks(&self, ks: Keyspace) -> &fjall::Keyspace {
         &self.keyspaces[ks.slot()]
+    }
+
+    /// The journal's syncer.
+    #[cfg(test)]
+    pub(super) fn journal(&self) -> &JournalSync {
+        &self.journal
     }
 }
 
@@ -354,7 +364,7 @@ impl Storage for DiskStorage {
     }
 
     fn sync(&self) -> StorageResult<()> {
-        self.db.persist(PersistMode::SyncData).map_err(engine)
+        self.journal.sync(&self.db)
     }
 
     fn is_durable(&self) -> bool {

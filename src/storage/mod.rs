@@ -9,6 +9,7 @@ mod disk;
 mod expired;
 pub mod garbage;
 mod hot;
+mod journal;
 mod memory;
 pub mod record;
 pub mod runs;
