@@ -260,9 +260,20 @@ pub fn top_level_fields<'a, S: AsRef<str>>(
     fields: &[S],
 ) -> Vec<Option<RawBsonRef<'a>>> {
     let mut values: Vec<Option<RawBsonRef<'a>>> = vec![None; fields.len()];
-    let mut missing = fields.len();
+    top_level_fields_into(doc, fields, &mut values);
+    values
+}
+
+/// [`top_level_fields`] into `values` (one slot per field, all `None` on entry), for callers
+/// that keep the slots on the stack.
+pub fn top_level_fields_into<'a, S: AsRef<str>>(
+    doc: &'a RawDocument,
+    fields: &[S],
+    values: &mut [Option<RawBsonRef<'a>>],
+) {
+    let mut missing = fields.len().min(values.len());
     if missing == 0 {
-        return values;
+        return;
     }
     for (kind, key, value) in Elements::of(doc) {
         let Some(i) = fields.iter().position(|f| f.as_ref().as_bytes() == key) else {
@@ -278,7 +289,6 @@ pub fn top_level_fields<'a, S: AsRef<str>>(
             }
         }
     }
-    values
 }
 
 /// The top-level elements of a document as `(type, key, value bytes)`, read from their

@@ -284,6 +284,14 @@ impl Filter {
     ) -> Result<bool, CommandError> {
         // One pass over the document fetches every top-level field the filter reads (the first
         // occurrence of each, as `RawDocument::get` would), instead of one scan per predicate.
+        // Slots on the stack for the usual handful of fields: no allocation per document.
+        const ON_STACK: usize = 8;
+        if self.fields.len() <= ON_STACK {
+            let mut slots = [None; ON_STACK];
+            let values = slots.get_mut(..self.fields.len()).unwrap_or_default();
+            super::path::top_level_fields_into(doc, &self.fields, values);
+            return self.root.eval(doc, values, key, coll);
+        }
         let values = super::path::top_level_fields(doc, &self.fields);
         self.root.eval(doc, &values, key, coll)
     }
