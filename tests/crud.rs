@@ -2360,6 +2360,57 @@ async fn invalid_write_concern_is_refused() -> TestResult {
     Ok(())
 }
 
+/// Every aggregation takes a write concern, one that only reads too (mongod's
+/// `aggregation_accepts_write_concern`), so `count_documents` through a collection handle that
+/// has one works; with `explain` it is refused, as mongod's request parser refuses it.
+#[tokio::test]
+async fn aggregate_takes_a_write_concern_but_not_with_explain() -> TestResult {
+    let (_server, client) = start().await?;
+    coll(&client, "c")
+        .insert_many([doc! { "_id": 1 }, doc! { "_id": 2 }])
+        .await?;
+    let relaxed = mongodb::options::CollectionOptions::builder()
+        .write_concern(WriteConcern::builder().journal(false).build())
+        .build();
+    let handle = client
+        .database(DB)
+        .collection_with_options::<Document>("c", relaxed);
+    assert_eq!(handle.count_documents(doc! { "_id": 2 }).await?, 1);
+    let reply = run_command(
+        &client,
+        DB,
+        doc! {
+            "aggregate": "c", "pipeline": [{ "$match": { "_id": 1 } }], "cursor": {},
+            "writeConcern": { "w": 1 },
+        },
+    )
+    .await?;
+    assert!(is_ok(&reply), "{reply}");
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! {
+            "aggregate": "c", "pipeline": [{ "$out": "o" }], "explain": true,
+            "writeConcern": { "w": 1 },
+        },
+    )
+    .await?;
+    assert_command_error(&err, 9, "FailedToParse");
+    assert_eq!(
+        err.message,
+        "Aggregation explain does not support the'writeConcern' option"
+    );
+    // Other read commands still refuse one, as mongod does.
+    let err = run_command_err(
+        &client,
+        DB,
+        doc! { "find": "c", "writeConcern": { "w": 1 } },
+    )
+    .await?;
+    assert_eq!(err.code, 72, "{err:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn unknown_write_concern_field_is_40415() -> TestResult {
     let (_server, client) = start().await?;

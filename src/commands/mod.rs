@@ -765,15 +765,27 @@ pub fn check_request(
     replset: bool,
 ) -> CommandResult<Checked> {
     let nulls = spec::check(spec.args, spec.name, body, sequences)?;
-    // An aggregation that writes ($out, $merge) takes a write concern, and refuses the
-    // `linearizable` read concern (mongod's `supportsWriteConcern`, and the stages'
-    // `supportsReadConcern`).
-    let writing_stage = (spec.cmd == Cmd::Aggregate)
-        .then(|| writing_stage(body))
-        .flatten();
+    // Every aggregation takes a write concern, one that only reads without waiting for it, but
+    // not with `explain` (mongod's aggregation request parser); one that writes ($out, $merge)
+    // refuses the `linearizable` read concern (the stages' `supportsReadConcern`).
+    let aggregate = spec.cmd == Cmd::Aggregate;
+    let writing_stage = aggregate.then(|| writing_stage(body)).flatten();
+    if aggregate
+        && body.get("writeConcern").ok().flatten().is_some()
+        && body
+            .get("explain")
+            .ok()
+            .flatten()
+            .is_some_and(|e| e.as_bool() == Some(true))
+    {
+        return Err(CommandError::new(
+            ErrorCode::FailedToParse,
+            "Aggregation explain does not support the'writeConcern' option",
+        ));
+    }
     let accepts = generic::Accepts {
         replset,
-        write_concern: spec.write_concern || writing_stage.is_some(),
+        write_concern: spec.write_concern || aggregate,
         ..spec.accepts()
     };
     if let Some(stage) = writing_stage
@@ -785,7 +797,11 @@ pub fn check_request(
             format!("{stage} cannot be used with a 'linearizable' read concern level"),
         ));
     }
-    let limits = generic::check(&accepts, body)?;
+    let mut limits = generic::check(&accepts, body)?;
+    if aggregate && writing_stage.is_none() {
+        // An aggregation that only reads never waits for its write concern.
+        limits.write_concern_error = None;
+    }
     let body = if nulls {
         Some(spec::without_nulls(spec.args, body)?)
     } else {
