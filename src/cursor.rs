@@ -810,8 +810,8 @@ impl Source {
     /// The start of the next batch (see [`Source::next_batch`]) read on the calling thread:
     /// a live collection scan reads at most `examine` entries toward it. `Ok(Err(partial))`
     /// when the batch needs more reading than that: [`Source::finish_batch`] goes on from
-    /// `partial`, on a thread that may block. Other sources read the whole batch when they are
-    /// cheap ([`Source::is_point`]) and nothing otherwise.
+    /// `partial`, on a thread that may block. Other sources (an oplog scan among them) read the
+    /// whole batch when they are cheap ([`Source::is_point`]) and nothing otherwise.
     pub fn start_batch(
         &mut self,
         max_docs: usize,
@@ -820,7 +820,8 @@ impl Source {
         examine: u64,
     ) -> CommandResult<Result<Vec<RawDocumentBuf>, Partial>> {
         match self {
-            Source::Scan(scan) => {
+            // (An oplog scan has no budget: it is read on the blocking thread whole.)
+            Source::Scan(scan) if scan.keyspace != Keyspace::Oplog => {
                 scan.now_ms = now_ms;
                 let mut out = Vec::new();
                 if scan.fill(&mut out, max_docs, max_bytes, examine)? {
@@ -1330,6 +1331,21 @@ mod budget_tests {
                 }
             }
         }
+    }
+
+    /// A query starts a collection scan on the runtime (all of a small one), but never an
+    /// oplog scan, which has no budget.
+    #[test]
+    fn only_collection_scans_start_on_the_runtime() {
+        let store = store(10);
+        let mut small = Source::Scan(Box::new(scan(&store, None)));
+        let docs = small.start_batch(101, MAX_BATCH_BYTES, 10, 64).unwrap();
+        assert_eq!(docs.map(|d| d.len()).ok(), Some(3));
+        let mut oplog = scan(&store, None);
+        oplog.keyspace = Keyspace::Oplog;
+        let mut oplog = Source::Scan(Box::new(oplog));
+        let started = oplog.start_batch(101, MAX_BATCH_BYTES, 10, 64).unwrap();
+        assert!(started.is_err_and(|partial| partial.0.is_empty()));
     }
 
     /// A scan that stops for its budget says so, and a collection read within it does not.
