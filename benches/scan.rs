@@ -171,15 +171,7 @@ async fn bench() -> BenchResult {
             "release"
         },
     );
-    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
-        println!(
-            "load average before the run: {} (other busy processes skew every number)",
-            load.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-    }
+    common::print_load_average();
 
     let server = Server::start()?;
     let client = connect(server.addr, "ebb-scan-bench", Some(1)).await?;

@@ -176,15 +176,7 @@ fn header(scale: f64) {
         common::SERVER_WORKERS,
         common::CLIENT_WORKERS,
     );
-    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
-        println!(
-            "load average before the run: {} (other busy processes skew every number)",
-            load.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-    }
+    common::print_load_average();
 }
 
 /// A driver client for `addr` (`directConnection`), at most `pool` connections, `retryWrites`

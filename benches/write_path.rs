@@ -163,15 +163,7 @@ fn header(scale: f64) {
         common::SERVER_WORKERS,
         common::CLIENT_WORKERS,
     );
-    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
-        println!(
-            "load average before the run: {} (other busy processes skew every number)",
-            load.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-    }
+    common::print_load_average();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -746,6 +738,16 @@ async fn ebb_slice(
             BenchResult::Ok(n)
         }));
     }
+    finish(tasks, start, cpu).await
+}
+
+/// What the writer tasks of one slice did: the documents they wrote, from `start` and the
+/// process's CPU time `cpu` until the last one ended.
+async fn finish(
+    tasks: Vec<tokio::task::JoinHandle<BenchResult<usize>>>,
+    start: Instant,
+    cpu: Cpu,
+) -> BenchResult<Run> {
     let mut docs = 0;
     for t in tasks {
         docs += t.await??;
@@ -789,17 +791,7 @@ async fn engine_slice(
             BenchResult::Ok(n)
         }));
     }
-    let mut docs = 0;
-    for t in tasks {
-        docs += t.await??;
-    }
-    let elapsed = start.elapsed();
-    Ok(Run {
-        docs,
-        elapsed,
-        cpu: Cpu::now().since(cpu),
-        ..Run::default()
-    })
+    finish(tasks, start, cpu).await
 }
 
 struct RateResults {

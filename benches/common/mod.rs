@@ -212,6 +212,19 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// Prints the load average before a run: other busy processes skew every number.
+pub fn print_load_average() {
+    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
+        println!(
+            "load average before the run: {} (other busy processes skew every number)",
+            load.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+}
+
 pub fn verdict(pass: bool) -> &'static str {
     if pass { "PASS" } else { "MISS" }
 }
