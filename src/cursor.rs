@@ -367,6 +367,7 @@ pub struct ScanStats {
 /// A scan of an index's entries within bounds (see [`crate::query::plan::IndexScan`]),
 /// fetching each entry's document from the same snapshot. Entries of the `_id` index hold the
 /// record id in their value, those of other indexes at the end of their key.
+#[expect(clippy::struct_excessive_bools, reason = "independent switches of one scan")]
 pub struct IndexScan {
     /// The read view every batch comes from.
     pub snapshot: Box<dyn Snapshot>,
@@ -406,27 +407,23 @@ pub struct IndexScan {
     /// range covering every key): told to the store when the scan reaches the end, as
     /// [`Scan::whole`].
     pub whole: Option<u64>,
+    /// Whether the keys alone answer (the caller only counts): each entry in bounds then
+    /// stands for its document as an empty one, and no document is read. Only for bounds that
+    /// decide the whole filter over a collection where no document can expire.
+    pub keys_only: bool,
 }
 
 impl IndexScan {
     /// Whether an entry's key fields lie within the bounds, and the record id it leads to;
     /// `None` if the entry is not one.
     fn admits_entry(&self, key: &[u8], value: &[u8]) -> Option<(bool, u64)> {
-        let (mut rest, rid) = if self.id_index {
+        let (rest, rid) = if self.id_index {
             (key.get(8..)?, crate::index::rid_of_value(value)?)
         } else {
             let (_, components, rid) = split_entry(key)?;
             (components, rid)
         };
-        for check in &self.checks {
-            let len = keystring::encoded_len(rest, check.descending)?;
-            let component = rest.get(..len)?;
-            if !check.admits(component) {
-                return Some((false, rid));
-            }
-            rest = rest.get(len..)?;
-        }
-        Some((true, rid))
+        Some((components_admitted(&self.checks, rest)?, rid))
     }
 
     /// Reads the next batch, as [`Scan::next_entries`] does.
@@ -504,6 +501,25 @@ impl IndexScan {
                 {
                     continue;
                 }
+                if self.keys_only {
+                    if self.skip > 0 {
+                        self.skip -= 1;
+                        continue;
+                    }
+                    out.push((rid, RawDocumentBuf::new(), record::NEVER));
+                    if let Some(r) = &mut self.remaining {
+                        *r -= 1;
+                        if *r == 0 {
+                            self.done = true;
+                            return Ok(out);
+                        }
+                    }
+                    if out.len() >= max_docs {
+                        self.resume = Some(Bound::Excluded(key.to_vec()));
+                        return Ok(out);
+                    }
+                    continue;
+                }
                 let doc_key = record::doc_key(self.collection_id, rid);
                 let Some(value) = self.snapshot.get(Keyspace::Docs, &doc_key)? else {
                     continue;
@@ -552,6 +568,20 @@ impl IndexScan {
         }
         Ok(out)
     }
+}
+
+/// Whether each key component (in `components`, encoded) lies within its field's check;
+/// `None` if they are not whole key strings.
+fn components_admitted(checks: &[FieldCheck], mut rest: &[u8]) -> Option<bool> {
+    for check in checks {
+        let len = keystring::encoded_len(rest, check.descending)?;
+        let component = rest.get(..len)?;
+        if !check.admits(component) {
+            return Some(false);
+        }
+        rest = rest.get(len..)?;
+    }
+    Some(true)
 }
 
 /// Where a cursor's documents come from.
@@ -762,8 +792,21 @@ impl Source {
                     stats: ScanStats::default(),
                     interrupt: None,
                     whole,
+                    keys_only: ix.keys_only,
                 }))
             }
+        }
+    }
+
+    /// Makes an index scan read keys only (see [`IndexScan::keys_only`]); returns whether it
+    /// is one.
+    pub fn read_keys_only(&mut self) -> bool {
+        match self {
+            Source::Index(scan) => {
+                scan.keys_only = true;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -1241,6 +1284,9 @@ pub fn live_doc(value: &[u8], now_ms: i64) -> CommandResult<Option<&RawDocument>
     let rec = record::decode(value)?;
     Ok((rec.expires_ms > now_ms).then_some(rec.doc))
 }
+
+mod distinct;
+pub use distinct::distinct_values;
 
 #[cfg(test)]
 mod index_scan_tests;

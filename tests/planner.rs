@@ -680,10 +680,20 @@ async fn indexes_are_used() -> TestResult {
         "executionStats",
     )
     .await?;
+    // The keys decide the count: no document is read, and with three ranges the scan is an
+    // `IXSCAN` (a `COUNT_SCAN` takes one).
+    let stats = e.get_document("executionStats")?;
+    assert_eq!(stats.get_num("totalDocsExamined")?, 0);
     assert_eq!(
-        e.get_document("executionStats")?
-            .get_num("totalDocsExamined")?,
+        stats.get_document("executionStages")?.get_num("nCounted")?,
         2
+    );
+    assert_eq!(
+        stage_names(
+            e.get_document("queryPlanner")?
+                .get_document("winningPlan")?
+        ),
+        ["COUNT", "IXSCAN"]
     );
 
     // Multikey: reported, deduplicated, never a sort source.

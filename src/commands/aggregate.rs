@@ -484,7 +484,7 @@ pub(super) async fn aggregate_explained(
                     Vec::new()
                 }
                 Some(collection) => {
-                    let (plan, mut source) = super::read::open_planned(
+                    let (mut plan, mut source) = super::read::open_planned(
                         state,
                         &collection,
                         push.filter.clone(),
@@ -497,6 +497,10 @@ pub(super) async fn aggregate_explained(
                     let blocking = push.sort.clone().filter(|s| !s.is_empty() && !plan.sorted);
                     if blocking.is_none() {
                         source.set_window(None, push.skip, push.limit);
+                        if push.projection_doc.is_none() && counts_only(raw_stages.get(push.pushed))
+                        {
+                            super::read::keys_only(&collection, &mut plan, &mut source);
+                        }
                     }
                     if let Some(verbosity) = explain {
                         let idhack = super::explain::idhack_filter(push.match_doc.as_deref())
@@ -816,6 +820,44 @@ impl Pushdown {
         }
         push.pushed = n;
         push
+    }
+}
+
+/// Whether `stage` (the first one after what the query layer answers) only counts the
+/// documents it is given: `$count`, or a `$group` on a constant `_id` whose accumulators all
+/// `$sum` a constant number (how drivers run `countDocuments`). Such a stage gets the same
+/// answer from empty documents.
+fn counts_only(stage: Option<&RawDocumentBuf>) -> bool {
+    let Some((name, body)) = stage.and_then(|s| s.iter().next()).and_then(Result::ok) else {
+        return false;
+    };
+    let number = |v: RawBsonRef<'_>| {
+        matches!(
+            v,
+            RawBsonRef::Int32(_)
+                | RawBsonRef::Int64(_)
+                | RawBsonRef::Double(_)
+                | RawBsonRef::Decimal128(_)
+        )
+    };
+    match (name.as_str(), body) {
+        ("$count", RawBsonRef::String(_)) => true,
+        ("$group", RawBsonRef::Document(group)) => group.iter().all(|e| match e {
+            Ok((k, v)) if k.as_str() == "_id" => {
+                number(v)
+                    || matches!(v, RawBsonRef::Null | RawBsonRef::Boolean(_))
+                    || matches!(v, RawBsonRef::String(s) if !s.starts_with('$'))
+            }
+            Ok((_, RawBsonRef::Document(acc))) => {
+                let mut it = acc.iter();
+                matches!(
+                    (it.next(), it.next()),
+                    (Some(Ok((op, v))), None) if op.as_str() == "$sum" && number(v)
+                )
+            }
+            _ => false,
+        }),
+        _ => false,
     }
 }
 

@@ -379,7 +379,7 @@ impl Explain {
                 }
                 Access::Index(ix) => {
                     let mut scan = rawdoc! {
-                        "stage": "IXSCAN",
+                        "stage": if ix.distinct { "DISTINCT_SCAN" } else { "IXSCAN" },
                         "keyPattern": ix.key_pattern.clone(),
                         "indexName": ix.name.as_str(),
                         "isMultiKey": ix.multikey,
@@ -409,21 +409,46 @@ impl Explain {
                         bson::cstr!("direction"),
                         if ix.reverse { "backward" } else { "forward" },
                     );
-                    scan.append(bson::cstr!("indexBounds"), ix.bounds_doc());
-                    with_stats(&mut scan, docs);
+                    // A count read from the keys alone: mongod's `COUNT_SCAN` for one range
+                    // of keys, else an `IXSCAN` with nothing above it to fetch.
+                    let count_scan = ix
+                        .keys_only
+                        .then(|| ix.count_bounds())
+                        .flatten()
+                        .filter(|_| self.stages.first().is_some_and(|s| s.name == "COUNT"));
+                    if let Some(bounds) = count_scan {
+                        let mut renamed = rawdoc! { "stage": "COUNT_SCAN" };
+                        for (k, v) in scan.iter().skip(1).map_while(Result::ok) {
+                            if k != "direction" {
+                                put(&mut renamed, k.as_str(), RawBson::from(v));
+                            }
+                        }
+                        scan = renamed;
+                        scan.append(bson::cstr!("indexBounds"), bounds);
+                    } else {
+                        scan.append(bson::cstr!("indexBounds"), ix.bounds_doc());
+                    }
+                    with_stats(&mut scan, if ix.keys_only { returned } else { docs });
                     if run.is_some() {
                         scan.append(bson::cstr!("keysExamined"), long(keys));
+                        if ix.keys_only {
+                            scan.append(bson::cstr!("docsExamined"), long(0));
+                        }
                     }
-                    let mut fetch = rawdoc! { "stage": "FETCH" };
-                    if !ix.exact && !parsed.is_empty() {
-                        fetch.append(bson::cstr!("filter"), parsed.to_owned());
+                    if ix.keys_only {
+                        scan
+                    } else {
+                        let mut fetch = rawdoc! { "stage": "FETCH" };
+                        if !ix.exact && !parsed.is_empty() {
+                            fetch.append(bson::cstr!("filter"), parsed.to_owned());
+                        }
+                        with_stats(&mut fetch, returned);
+                        if run.is_some() {
+                            fetch.append(bson::cstr!("docsExamined"), long(docs));
+                        }
+                        fetch.append(bson::cstr!("inputStage"), scan);
+                        fetch
                     }
-                    with_stats(&mut fetch, returned);
-                    if run.is_some() {
-                        fetch.append(bson::cstr!("docsExamined"), long(docs));
-                    }
-                    fetch.append(bson::cstr!("inputStage"), scan);
-                    fetch
                 }
             },
             (None, false) => {
@@ -437,6 +462,16 @@ impl Explain {
             let mut d = rawdoc! { "stage": stage.name };
             for (k, v) in stage.fields.iter().map_while(Result::ok) {
                 put(&mut d, k.as_str(), RawBson::from(v));
+            }
+            if stage.name == "COUNT" {
+                // mongod's COUNT returns no document: it counts them.
+                with_stats(&mut d, 0);
+                if run.is_some() {
+                    d.append(bson::cstr!("nCounted"), long(returned));
+                }
+                d.append(bson::cstr!("inputStage"), inner);
+                inner = d;
+                continue;
             }
             with_stats(&mut d, returned);
             d.append(bson::cstr!("inputStage"), inner);

@@ -18,7 +18,7 @@ use crate::cursor::{
 use crate::dispatch::Request;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::{Filter, FilterContext};
-use crate::query::plan::{self, Hint, Plan, Query};
+use crate::query::plan::{self, Access, Hint, Plan, Query};
 use crate::query::projection::Projection;
 use crate::query::shape::ShapeInput;
 use crate::query::sort::SortSpec;
@@ -581,6 +581,22 @@ pub(crate) fn open_planned(
     Ok((plan, source))
 }
 
+/// Makes an index plan read keys only, for a caller that needs no field of the documents it
+/// reads (it counts them), when the keys give the same answer: the bounds decide the whole
+/// filter, and no document of the collection can expire (a key does not tell whether its
+/// document has; a collection without a TTL policy holds no document with an expiry, as
+/// changing the policy removes those already expired). Returns whether it does.
+pub(crate) fn keys_only(collection: &Collection, plan: &mut Plan, source: &mut Source) -> bool {
+    let Access::Index(ix) = &mut plan.access else {
+        return false;
+    };
+    if !ix.exact || !collection.ttl.is_empty() || !source.read_keys_only() {
+        return false;
+    }
+    ix.keys_only = true;
+    true
+}
+
 /// The `hint` option of a command (`field` names it in type errors).
 pub(crate) fn hint_option(req: &Request<'_>, name: &str) -> CommandResult<Option<Hint>> {
     field(req, "hint")?
@@ -794,12 +810,13 @@ pub(super) async fn count_explained(
         return Ok(rawdoc! { "n": 0, "ok": 1.0 });
     };
     let idhack = explain::idhack_filter(query) && skip == 0 && hint.is_none() && simple;
-    let (plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
+    let (mut plan, mut source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
     source.set_window(None, skip, limit);
+    keys_only(&collection, &mut plan, &mut source);
     // mongod counts a whole collection from its record store (`RECORD_STORE_FAST_COUNT`):
     // no collection scan.
     let fast_count = query.is_none_or(bson::RawDocument::is_empty)
-        && matches!(plan.access, crate::query::plan::Access::Collscan { .. });
+        && matches!(plan.access, Access::Collscan { .. });
     if explain.is_none() && !fast_count {
         collection.note_plan(&plan.access);
     }
@@ -877,8 +894,57 @@ pub(super) async fn distinct_explained(
         }
         return Ok(rawdoc! { "values": RawArrayBuf::new(), "ok": 1.0 });
     };
+    let parts: Vec<&str> = key.split('.').collect();
+    // An index on the key serves: one document per value (`DISTINCT_SCAN`).
+    let snapshot = state.snapshot();
+    let distinct_scan = plan::plan_distinct(
+        &Query {
+            filter: filter.as_ref(),
+            sort: None,
+            hint: hint.as_ref(),
+        },
+        &collection.indexes,
+        &key,
+    );
+    let mut read = None;
+    let mut values: Vec<RawBson> = if let Some(ix) = distinct_scan {
+        let interrupt = state.interrupt();
+        let now_ms = state.now_ms();
+        let collection_id = collection.id;
+        let owned: Vec<String> = parts.iter().map(|p| (*p).to_owned()).collect();
+        let plan = Plan {
+            access: Access::Index(ix.clone()),
+            sorted: true,
+        };
+        if explain.is_none() {
+            collection.note_plan(&plan.access);
+        }
+        let run = explain.is_none_or(Verbosity::executes);
+        let filter = filter.clone();
+        let (values, scanned) = if run {
+            tokio::task::spawn_blocking(crate::storage::tally::carry(move || {
+                let parts: Vec<&str> = owned.iter().map(String::as_str).collect();
+                crate::cursor::distinct_values(
+                    &*snapshot,
+                    collection_id,
+                    &ix,
+                    filter.as_ref(),
+                    &parts,
+                    now_ms,
+                    Some(&interrupt),
+                )
+            }))
+            .await
+            .map_err(|e| CommandError::internal(e.to_string()))??
+        } else {
+            (Vec::new(), ScanStats::default())
+        };
+        read = Some((plan, scanned, run));
+        values
+    } else {
+        Vec::new()
+    };
     if let Some(verbosity) = explain {
-        let (plan, source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
         let hashes = explain::Hashes::of(
             &collection,
             &ShapeInput {
@@ -888,6 +954,14 @@ pub(super) async fn distinct_explained(
                 collation: opt_doc(req, "collation")?,
             },
         );
+        if let Some((plan, stats, ran)) = read {
+            let run = ran.then(|| Run::new(values.len(), stats, started));
+            let mut report =
+                Explain::planned(ns, query.map(ToOwned::to_owned), plan, Vec::new(), run);
+            report.hashes = Some(hashes);
+            return Ok(explain::reply(state, &report, verbosity, req.body));
+        }
+        let (plan, source) = open_planned(state, &collection, filter, None, hint.as_ref())?;
         let input = ExplainInput {
             ns,
             filter: query,
@@ -900,15 +974,15 @@ pub(super) async fn distinct_explained(
         };
         return explain_run(state, req, input, source).await;
     }
-    let (_, docs, _) = collect_planned(state, &collection, filter, None, hint.as_ref()).await?;
-    let parts: Vec<&str> = key.split('.').collect();
-    let mut values: Vec<RawBson> = Vec::new();
-    for (doc, _) in &docs {
-        for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray)
-            .into_iter()
-            .flatten()
-        {
-            values.push(RawBson::from(v));
+    if read.is_none() {
+        let (_, docs, _) = collect_planned(state, &collection, filter, None, hint.as_ref()).await?;
+        for (doc, _) in &docs {
+            for v in path::values(doc, &parts, path::LeafArrays::ExpandOmitArray)
+                .into_iter()
+                .flatten()
+            {
+                values.push(RawBson::from(v));
+            }
         }
     }
     // Values equal under the collation count once (the first met, as the sort is stable).

@@ -506,8 +506,13 @@ pub struct IndexScan {
     pub sparse: bool,
     /// Whether it has a `partialFilterExpression`.
     pub partial: bool,
-    /// Whether the bounds alone decide every predicate (explain then shows no `FETCH` filter).
+    /// Whether the bounds alone decide the whole filter (explain then shows no `FETCH` filter).
     pub exact: bool,
+    /// Whether the scan reads keys only, fetching no document (set by the command when its
+    /// answer needs no field and the keys decide it: see `commands::read::keys_only`).
+    pub keys_only: bool,
+    /// Whether it is a `DISTINCT_SCAN` ([`plan_distinct`]).
+    pub distinct: bool,
 }
 
 /// How documents are read.
@@ -785,6 +790,9 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
     }
     let conjuncts = query.filter.map(Filter::plan_conjuncts).unwrap_or_default();
     let collated = query.filter.is_some_and(|f| f.collation().is_some());
+    // Bounds only come from path predicates: any other top-level clause (`$or`, `$expr`…)
+    // is left to the filter.
+    let paths_only = query.filter.is_none_or(Filter::paths_only);
     let all = candidates(indexes);
     let build = |c: &Candidate, fb: FieldBounds, reverse: bool| IndexScan {
         index: c.index,
@@ -798,7 +806,9 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
         unique: c.unique,
         sparse: c.sparse,
         partial: c.partial.is_some(),
-        exact: fb.exact,
+        exact: fb.exact && paths_only,
+        keys_only: false,
+        distinct: false,
     };
     if let Some(hint) = query.hint {
         let found = all.iter().find(|(c, _)| match hint {
@@ -882,6 +892,50 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
             sorted: !wants_sort || dir.is_some(),
             access: Access::Index(build(c, fb, dir.unwrap_or(false))),
         },
+    })
+}
+
+/// A `DISTINCT_SCAN` for `distinct` on `key` (a dotted path): a visible index that is not
+/// multikey, whose first field is `key`, within the bounds `query`'s filter gives it. The
+/// scan reads one document per distinct first component and skips the rest of its keys.
+/// `None` when no index serves, or the query has a hint or a collation (values equal under
+/// it may have several keys: the ordinary plan then finds them all).
+pub fn plan_distinct(query: &Query<'_>, indexes: &[IndexSpec], key: &str) -> Option<IndexScan> {
+    if query.hint.is_some() || query.filter.is_some_and(|f| f.collation().is_some()) {
+        return None;
+    }
+    let conjuncts = query.filter.map(Filter::plan_conjuncts).unwrap_or_default();
+    let paths_only = query.filter.is_none_or(Filter::paths_only);
+    let all = candidates(indexes);
+    // The fewest key fields first: the fewest keys per document value.
+    let (c, fb) = all
+        .iter()
+        .filter(|(c, hidden)| {
+            !*hidden
+                && c.index.is_some()
+                && !c.multikey
+                && c.pattern.fields.first().is_some_and(|(p, _)| p == key)
+                && c.partial
+                    .as_ref()
+                    .is_none_or(|p| implies_partial(&conjuncts, p))
+        })
+        .map(|(c, _)| (c, field_bounds(c, &conjuncts, false)))
+        .min_by_key(|(c, _)| c.pattern.fields.len())?;
+    Some(IndexScan {
+        index: c.index,
+        index_id: c.id,
+        name: c.name.clone(),
+        key_pattern: c.key.clone(),
+        fields: c.pattern.fields.clone(),
+        bounds: fb.bounds,
+        reverse: false,
+        multikey: false,
+        unique: c.unique,
+        sparse: c.sparse,
+        partial: c.partial.is_some(),
+        exact: fb.exact && paths_only,
+        keys_only: false,
+        distinct: true,
     })
 }
 
@@ -1048,6 +1102,63 @@ impl IndexScan {
             put(&mut doc, path, arr);
         }
         doc
+    }
+}
+
+impl IndexScan {
+    /// `COUNT_SCAN`'s `indexBounds` (`startKey`, `startKeyInclusive`, `endKey`,
+    /// `endKeyInclusive`) when the bounds are one range of keys: fields pinned to one value,
+    /// then at most one bounded by a single interval, then fields left whole. `None` otherwise
+    /// (explain then shows the scan as an `IXSCAN`).
+    pub fn count_bounds(&self) -> Option<RawDocumentBuf> {
+        let mut start = RawDocumentBuf::new();
+        let mut end = RawDocumentBuf::new();
+        // Inclusive ends of the range so far (all points: both).
+        let (mut start_incl, mut end_incl) = (true, true);
+        let mut ranged = false;
+        for ((path, dir), list) in self.fields.iter().zip(&self.bounds) {
+            let [i] = list.as_slice() else {
+                return None;
+            };
+            let desc = *dir == Direction::Descending;
+            if ranged {
+                if !i.is_full() {
+                    return None;
+                }
+                // After the bounded field, each field runs over its keys in index order,
+                // from the end that keeps the range's inclusiveness.
+                let (lo, hi) = if desc {
+                    (RawBson::MaxKey, RawBson::MinKey)
+                } else {
+                    (RawBson::MinKey, RawBson::MaxKey)
+                };
+                put(
+                    &mut start,
+                    path,
+                    if start_incl { lo.clone() } else { hi.clone() },
+                );
+                put(&mut end, path, if end_incl { hi } else { lo });
+                continue;
+            }
+            let (from, from_incl, to, to_incl) = if desc {
+                (&i.hi, i.hi_incl, &i.lo, i.lo_incl)
+            } else {
+                (&i.lo, i.lo_incl, &i.hi, i.hi_incl)
+            };
+            put(&mut start, path, from.clone());
+            put(&mut end, path, to.clone());
+            if !i.is_point() {
+                ranged = true;
+                start_incl = from_incl;
+                end_incl = to_incl;
+            }
+        }
+        let mut doc = RawDocumentBuf::new();
+        doc.append(bson::cstr!("startKey"), start);
+        doc.append(bson::cstr!("startKeyInclusive"), start_incl);
+        doc.append(bson::cstr!("endKey"), end);
+        doc.append(bson::cstr!("endKeyInclusive"), end_incl);
+        Some(doc)
     }
 }
 

@@ -354,6 +354,14 @@ impl Filter {
             .collect()
     }
 
+    /// Whether every top-level conjunct is a predicate on a path (what
+    /// [`Filter::plan_conjuncts`] returns is then the whole filter).
+    pub fn paths_only(&self) -> bool {
+        self.top_level()
+            .into_iter()
+            .all(|e| matches!(e, Node::Path { .. }))
+    }
+
     /// The conjuncts at the top level, with nested `$and`s flattened.
     fn top_level(&self) -> Vec<&Node> {
         fn flatten<'e>(e: &'e Node, out: &mut Vec<&'e Node>) {

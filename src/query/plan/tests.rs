@@ -456,6 +456,8 @@ fn key_ranges_of_compound_points_and_ranges() {
         sparse: false,
         partial: false,
         exact: true,
+        keys_only: false,
+        distinct: false,
     };
     let prefix = crate::index::index_prefix(1);
     let (ranges, checks) = ix.key_ranges(&prefix);
@@ -498,6 +500,8 @@ fn only_a_range_over_every_key_covers_all() {
         sparse: false,
         partial: false,
         exact: true,
+        keys_only: false,
+        distinct: false,
     };
     let prefix = crate::index::index_prefix(1);
     for dir in [Direction::Ascending, Direction::Descending] {

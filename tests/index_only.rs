@@ -1,0 +1,389 @@
+//! Plans that read an index without reading every document: counts from keys alone
+//! (`COUNT_SCAN`), `distinct` one document per value (`DISTINCT_SCAN`), through the `mongodb`
+//! crate.
+//!
+//! Each answer is compared with the same command hinted `{$natural: 1}` (a collection scan,
+//! which reads every document): an index-only plan may change how much is read, never the
+//! answer. Explain then shows which plan ran and that it read no document (counts).
+
+mod common;
+
+use bson::{Bson, DateTime, Document, doc};
+use common::{TestResult, TestServer};
+use mongodb::Database;
+
+/// An integer in a reply, int32 or int64.
+fn num(d: &Document, key: &str) -> TestResult<i64> {
+    match d.get(key) {
+        Some(Bson::Int32(n)) => Ok(i64::from(*n)),
+        Some(Bson::Int64(n)) => Ok(*n),
+        other => Err(format!("{key} is not an integer: {other:?}").into()),
+    }
+}
+
+fn natural() -> Document {
+    doc! { "$natural": 1 }
+}
+
+/// 400 documents whose `a` takes values of many types (never an array, so no index on it is
+/// multikey): ints, equal doubles and longs, strings, `null`, missing, documents, booleans,
+/// dates. `b` is `i % 7`, `s` a string, `d.x` a nested field.
+async fn load(db: &Database) -> TestResult {
+    let coll = db.collection::<Document>("c");
+    let mut docs = Vec::new();
+    for i in 0..400_i32 {
+        let mut d = doc! {
+            "_id": i,
+            "a": i % 23,
+            "b": i % 7,
+            "s": format!("k{:03}", i % 50),
+            "d": { "x": i % 4 },
+        };
+        match i % 11 {
+            0 => {
+                d.remove("a");
+            }
+            1 => {
+                d.insert("a", Bson::Null);
+            }
+            2 => {
+                d.insert("a", f64::from(i % 23));
+            }
+            3 => {
+                d.insert("a", i64::from(i % 23));
+            }
+            4 => {
+                d.insert("a", format!("str{}", i % 5));
+            }
+            5 => {
+                d.insert("a", doc! { "y": i % 3 });
+            }
+            6 => {
+                d.insert("a", i % 2 == 0);
+            }
+            7 => {
+                d.insert("a", DateTime::from_millis(i64::from(i % 9) * 1000));
+            }
+            8 => {
+                d.remove("d");
+            }
+            _ => {}
+        }
+        docs.push(d);
+    }
+    coll.insert_many(docs).await?;
+    db.run_command(doc! {
+        "createIndexes": "c",
+        "indexes": [
+            { "key": { "a": 1 }, "name": "a_1" },
+            { "key": { "b": 1, "a": -1 }, "name": "b_1_a_-1" },
+            { "key": { "s": -1 }, "name": "s_-1" },
+            { "key": { "d.x": 1 }, "name": "d.x_1" },
+        ],
+    })
+    .await?;
+    Ok(())
+}
+
+fn count_queries() -> Vec<Document> {
+    vec![
+        doc! { "a": 5 },
+        doc! { "a": 5.0 },
+        doc! { "a": { "$gt": 10 } },
+        doc! { "a": { "$gte": 3, "$lt": 8 } },
+        doc! { "a": { "$lte": 2.5 } },
+        doc! { "a": { "$in": [1, 3, "str2", 101] } },
+        doc! { "a": null },
+        doc! { "a": { "$exists": false } },
+        doc! { "a": { "$exists": true } },
+        doc! { "a": { "y": 1 } },
+        doc! { "a": { "$gt": "str1" } },
+        doc! { "a": true },
+        doc! { "a": { "$gte": DateTime::from_millis(3000) } },
+        doc! { "a": { "$ne": 4 } },
+        doc! { "a": { "$type": "string" } },
+        doc! { "b": 2 },
+        doc! { "b": 2, "a": { "$lt": 9 } },
+        doc! { "b": { "$in": [1, 4] }, "a": 7 },
+        doc! { "b": { "$gt": 2 } },
+        doc! { "b": { "$gt": 2 }, "a": { "$gt": 20 } },
+        doc! { "s": { "$regex": "^k01" } },
+        doc! { "s": { "$lt": "k010" } },
+        doc! { "s": "k007", "b": 2 },
+        doc! { "d.x": 2 },
+        doc! { "d.x": { "$lt": 2 } },
+        doc! { "d": { "x": 2 } },
+        doc! { "_id": { "$gte": 250 } },
+        doc! { "_id": { "$in": [3, 77, 1000] } },
+        // Clauses no bound expresses: the documents must be read.
+        doc! { "a": 5, "$or": [{ "b": 1 }, { "b": 2 }] },
+        doc! { "b": 3, "$expr": { "$gt": ["$a", 10] } },
+        doc! { "a": { "$gt": 3 }, "$nor": [{ "b": 4 }] },
+    ]
+}
+
+/// Counts, with skip and limit, by `count` and by the driver's `countDocuments`, equal those of
+/// a collection scan; those the keys decide read no document.
+#[tokio::test]
+async fn counts_from_keys_equal_counts_from_documents() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_count");
+    load(&db).await?;
+    let coll = db.collection::<Document>("c");
+    for q in count_queries() {
+        for (skip, limit) in [(0, 0), (3, 0), (0, 5), (2, 4)] {
+            let mut cmd = doc! { "count": "c", "query": q.clone() };
+            if skip > 0 {
+                cmd.insert("skip", skip);
+            }
+            if limit > 0 {
+                cmd.insert("limit", limit);
+            }
+            let got = num(&db.run_command(cmd.clone()).await?, "n")?;
+            let mut hinted = cmd.clone();
+            hinted.insert("hint", natural());
+            let want = num(&db.run_command(hinted).await?, "n")?;
+            assert_eq!(got, want, "count {cmd}");
+        }
+        let got = coll.count_documents(q.clone()).await?;
+        let want = coll
+            .count_documents(q.clone())
+            .hint(mongodb::options::Hint::Keys(natural()))
+            .await?;
+        assert_eq!(got, want, "countDocuments {q}");
+    }
+
+    let explain = |query: Document| {
+        let db = db.clone();
+        async move {
+            db.run_command(doc! {
+                "explain": { "count": "c", "query": query },
+                "verbosity": "executionStats",
+            })
+            .await
+        }
+    };
+    // One range of keys: `COUNT_SCAN`.
+    let e = explain(doc! { "b": 2, "a": { "$lt": 9 } }).await?;
+    let stats = e.get_document("executionStats")?;
+    assert_eq!(num(stats, "totalDocsExamined")?, 0);
+    let count = stats.get_document("executionStages")?;
+    assert_eq!(count.get_str("stage")?, "COUNT");
+    assert_eq!(num(count, "nReturned")?, 0);
+    let scan = count.get_document("inputStage")?;
+    assert_eq!(scan.get_str("stage")?, "COUNT_SCAN");
+    assert_eq!(scan.get_str("indexName")?, "b_1_a_-1");
+    assert_eq!(num(count, "nCounted")?, num(scan, "nReturned")?);
+    assert_eq!(
+        scan.get_document("indexBounds")?,
+        &doc! {
+            "startKey": { "b": 2, "a": 9 },
+            "startKeyInclusive": false,
+            "endKey": { "b": 2, "a": f64::NEG_INFINITY },
+            "endKeyInclusive": true,
+        }
+    );
+    let n = num(
+        &db.run_command(doc! { "count": "c", "query": { "b": 2, "a": { "$lt": 9 } } })
+            .await?,
+        "n",
+    )?;
+    assert_eq!(num(count, "nCounted")?, n);
+    assert!(n > 0);
+
+    // A predicate outside the bounds: the documents are fetched and filtered.
+    for q in [
+        doc! { "a": 5, "$or": [{ "b": 1 }, { "b": 2 }] },
+        doc! { "s": { "$regex": "^k01" } },
+        doc! { "a": null },
+    ] {
+        let e = explain(q.clone()).await?;
+        let stats = e.get_document("executionStats")?;
+        assert!(num(stats, "totalDocsExamined")? > 0, "{q}");
+        let fetch = stats
+            .get_document("executionStages")?
+            .get_document("inputStage")?;
+        assert_eq!(fetch.get_str("stage")?, "FETCH", "{q}");
+        assert!(fetch.get_document("filter").is_ok(), "{q}");
+    }
+    Ok(())
+}
+
+/// Where documents may expire, a key does not tell whether its document has: counts read
+/// documents, and leave expired ones out. Once no TTL index remains, nothing expired comes
+/// back and the keys answer again.
+#[tokio::test]
+async fn counts_skip_expired_documents_that_keys_still_hold() -> TestResult {
+    let server = TestServer::start_with_test_clock().await?;
+    let client = server.client().await?;
+    let admin = client.database("admin");
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 0, "freeze": true })
+        .await?;
+    let db = client.database("index_only_ttl");
+    db.run_command(doc! {
+        "createIndexes": "c",
+        "indexes": [
+            { "key": { "_ts": 1 }, "name": "_ts_1", "expireAfterSeconds": 10 },
+            { "key": { "a": 1 }, "name": "a_1" },
+        ],
+    })
+    .await?;
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..60).map(|i| doc! { "_id": i, "a": i % 6 }))
+        .await?;
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 6000, "freeze": true })
+        .await?;
+    coll.insert_many((60..100).map(|i| doc! { "_id": i, "a": i % 6 }))
+        .await?;
+    admin
+        .run_command(doc! { "ebbAdvanceClock": 5000, "freeze": true })
+        .await?;
+    let q = doc! { "a": { "$gte": 2, "$lte": 3 } };
+    // 40 documents live (ids 60..100), 2 values of 6.
+    let want = 40 / 6 * 2
+        + [96, 97, 98, 99]
+            .iter()
+            .filter(|i| (2..=3).contains(&(*i % 6)))
+            .count();
+    let n = num(
+        &db.run_command(doc! { "count": "c", "query": q.clone() })
+            .await?,
+        "n",
+    )?;
+    assert_eq!(n, i64::try_from(want)?);
+    assert_eq!(coll.count_documents(q.clone()).await?, u64::try_from(want)?);
+    let e = db
+        .run_command(doc! {
+            "explain": { "count": "c", "query": q.clone() },
+            "verbosity": "executionStats",
+        })
+        .await?;
+    assert!(num(e.get_document("executionStats")?, "totalDocsExamined")? > 0);
+
+    db.run_command(doc! { "dropIndexes": "c", "index": "_ts_1" })
+        .await?;
+    let n = num(
+        &db.run_command(doc! { "count": "c", "query": q.clone() })
+            .await?,
+        "n",
+    )?;
+    assert_eq!(n, i64::try_from(want)?);
+    let e = db
+        .run_command(doc! {
+            "explain": { "count": "c", "query": q },
+            "verbosity": "executionStats",
+        })
+        .await?;
+    assert_eq!(
+        num(e.get_document("executionStats")?, "totalDocsExamined")?,
+        0
+    );
+    Ok(())
+}
+
+/// A multikey index holds several keys per document: counts through it read documents.
+#[tokio::test]
+async fn multikey_counts_read_documents() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_multikey");
+    let coll = db.collection::<Document>("c");
+    coll.insert_many((0..50).map(|i| doc! { "_id": i, "t": [i % 5, i % 3 + 10] }))
+        .await?;
+    coll.create_index(mongodb::IndexModel::builder().keys(doc! { "t": 1 }).build())
+        .await?;
+    for q in [doc! { "t": 2 }, doc! { "t": { "$gte": 2, "$lte": 11 } }] {
+        let got = coll.count_documents(q.clone()).await?;
+        let want = coll
+            .count_documents(q.clone())
+            .hint(mongodb::options::Hint::Keys(natural()))
+            .await?;
+        assert_eq!(got, want, "{q}");
+        let e = db
+            .run_command(doc! {
+                "explain": { "count": "c", "query": q.clone() },
+                "verbosity": "executionStats",
+            })
+            .await?;
+        assert!(
+            num(e.get_document("executionStats")?, "totalDocsExamined")? > 0,
+            "{q}"
+        );
+    }
+    Ok(())
+}
+
+async fn distinct(db: &Database, key: &str, query: &Document, hint: bool) -> TestResult<Vec<Bson>> {
+    let mut cmd = doc! { "distinct": "c", "key": key, "query": query.clone() };
+    if hint {
+        cmd.insert("hint", natural());
+    }
+    Ok(db.run_command(cmd).await?.get_array("values")?.clone())
+}
+
+/// `distinct` on an indexed field answers what a collection scan answers, value for value and
+/// type for type (of values that compare equal, the first document's), reading one document
+/// per value.
+#[tokio::test]
+async fn distinct_scans_equal_collection_scans() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_distinct");
+    load(&db).await?;
+    let queries = [
+        doc! {},
+        doc! { "b": 3 },
+        doc! { "a": { "$gt": 10 } },
+        doc! { "a": { "$type": "number" } },
+        doc! { "b": { "$in": [1, 5] }, "s": { "$gt": "k020" } },
+        doc! { "$or": [{ "b": 1 }, { "d.x": 3 }] },
+        doc! { "_id": { "$lt": 0 } },
+    ];
+    for key in ["a", "b", "s", "d.x", "d"] {
+        for q in &queries {
+            let got = distinct(&db, key, q, false).await?;
+            let want = distinct(&db, key, q, true).await?;
+            assert_eq!(got, want, "distinct {key} {q}");
+        }
+    }
+    // Values of several types that compare equal: one, that of the first document (`_id` 2
+    // holds 2.0, 25 holds 2L, 140 holds 2).
+    for (after, want) in [
+        (-1, Bson::Double(2.0)),
+        (2, Bson::Int64(2)),
+        (25, Bson::Int32(2)),
+    ] {
+        let got = distinct(&db, "a", &doc! { "a": 2, "_id": { "$gt": after } }, false).await?;
+        assert_eq!(got, vec![want]);
+    }
+
+    let e = db
+        .run_command(doc! {
+            "explain": { "distinct": "c", "key": "b", "query": { "s": { "$gte": "k040" } } },
+            "verbosity": "executionStats",
+        })
+        .await?;
+    let fetch = e
+        .get_document("queryPlanner")?
+        .get_document("winningPlan")?;
+    assert_eq!(fetch.get_str("stage")?, "FETCH");
+    let scan = fetch.get_document("inputStage")?;
+    assert_eq!(scan.get_str("stage")?, "DISTINCT_SCAN");
+    assert_eq!(scan.get_str("indexName")?, "b_1_a_-1");
+    // Seven values of `b`, each needing documents until one matches: far fewer than 400.
+    let stats = e.get_document("executionStats")?;
+    assert_eq!(num(stats, "nReturned")?, 7);
+    assert!(num(stats, "totalDocsExamined")? < 400);
+
+    // A multikey index is not used for it (its keys are elements): the answer still holds.
+    let coll = db.collection::<Document>("c");
+    coll.insert_one(doc! { "_id": 1000, "b": [1, 70], "a": 1 })
+        .await?;
+    let got = distinct(&db, "b", &doc! {}, false).await?;
+    assert_eq!(got, distinct(&db, "b", &doc! {}, true).await?);
+    assert!(got.contains(&Bson::Int32(70)));
+    Ok(())
+}
