@@ -376,18 +376,21 @@ impl Collection {
     /// does once per operation: one access to the index it scans (the `_id` index included),
     /// or one collection scan.
     pub fn note_plan(&self, access: &crate::query::plan::Access) {
+        use crate::query::plan::Access;
+        let note = |scan: &crate::query::plan::IndexScan| match scan.index {
+            None => self.id_accesses.note(),
+            Some(pos) => {
+                if let Some(spec) = self.indexes.get(pos) {
+                    spec.accesses.note();
+                }
+            }
+        };
         match access {
-            crate::query::plan::Access::Collscan { .. } => {
+            Access::Collscan { .. } => {
                 self.scans.total.fetch_add(1, Ordering::Relaxed);
             }
-            crate::query::plan::Access::Index(scan) => match scan.index {
-                None => self.id_accesses.note(),
-                Some(pos) => {
-                    if let Some(spec) = self.indexes.get(pos) {
-                        spec.accesses.note();
-                    }
-                }
-            },
+            Access::Index(scan) => note(scan),
+            Access::Or(legs) => legs.iter().for_each(note),
         }
     }
 

@@ -367,7 +367,10 @@ pub struct ScanStats {
 /// A scan of an index's entries within bounds (see [`crate::query::plan::IndexScan`]),
 /// fetching each entry's document from the same snapshot. Entries of the `_id` index hold the
 /// record id in their value, those of other indexes at the end of their key.
-#[expect(clippy::struct_excessive_bools, reason = "independent switches of one scan")]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent switches of one scan"
+)]
 pub struct IndexScan {
     /// The read view every batch comes from.
     pub snapshot: Box<dyn Snapshot>,
@@ -411,9 +414,75 @@ pub struct IndexScan {
     /// stands for its document as an empty one, and no document is read. Only for bounds that
     /// decide the whole filter over a collection where no document can expire.
     pub keys_only: bool,
+    /// The scans still to run after this one's ranges (the other branches of an `$or`), which
+    /// share its snapshot, window and record ids already read.
+    pub legs: VecDeque<Leg>,
+}
+
+/// One index scan of an [`IndexScan`]: an `$or` branch's, or the only one.
+pub struct Leg {
+    /// Whether the entries are those of the `_id` index.
+    id_index: bool,
+    /// The prefix of its entries.
+    prefix: Vec<u8>,
+    /// Key ranges, in scan order.
+    ranges: Vec<KeyRange>,
+    /// Per key field, the byte ranges its component must lie in.
+    checks: Vec<FieldCheck>,
+}
+
+impl Leg {
+    /// The ranges and checks of `ix`, over collection `collection_id`.
+    fn of(collection_id: u64, ix: &crate::query::plan::IndexScan) -> Leg {
+        let id_index = ix.index.is_none();
+        let prefix = if id_index {
+            record::collection_prefix(collection_id).to_vec()
+        } else {
+            crate::index::index_prefix(ix.index_id).to_vec()
+        };
+        let (ranges, checks) = ix.key_ranges(&prefix);
+        Leg {
+            id_index,
+            prefix,
+            ranges,
+            checks,
+        }
+    }
 }
 
 impl IndexScan {
+    /// A forward scan of `leg`, fetching every entry's document, before any window is set.
+    fn new(
+        snapshot: Box<dyn Snapshot>,
+        collection_id: u64,
+        leg: Leg,
+        filter: Option<Filter>,
+        now_ms: i64,
+    ) -> IndexScan {
+        IndexScan {
+            snapshot,
+            collection_id,
+            id_index: leg.id_index,
+            ranges: leg.ranges,
+            checks: leg.checks,
+            at: 0,
+            resume: None,
+            seen: None,
+            filter,
+            projection: None,
+            skip: 0,
+            remaining: None,
+            now_ms,
+            done: false,
+            reverse: false,
+            stats: ScanStats::default(),
+            interrupt: None,
+            whole: None,
+            keys_only: false,
+            legs: VecDeque::new(),
+        }
+    }
+
     /// Whether an entry's key fields lie within the bounds, and the record id it leads to;
     /// `None` if the entry is not one.
     fn admits_entry(&self, key: &[u8], value: &[u8]) -> Option<(bool, u64)> {
@@ -449,6 +518,14 @@ impl IndexScan {
         let ks = Keyspace::Index;
         while !self.done {
             let Some(range) = self.ranges.get(self.at) else {
+                if let Some(leg) = self.legs.pop_front() {
+                    self.id_index = leg.id_index;
+                    self.ranges = leg.ranges;
+                    self.checks = leg.checks;
+                    self.at = 0;
+                    self.resume = None;
+                    continue;
+                }
                 self.done = true;
                 if let Some(id) = self.whole {
                     self.snapshot.scanned(ks, id, self.stats.keys_examined);
@@ -757,43 +834,43 @@ impl Source {
                 }))
             }
             Access::Index(ix) => {
-                let id_index = ix.index.is_none();
-                let prefix = if id_index {
-                    record::collection_prefix(collection_id)
-                } else {
-                    crate::index::index_prefix(ix.index_id)
-                };
-                let (ranges, checks) = ix.key_ranges(&prefix);
-                let whole = match ranges.as_slice() {
+                let leg = Leg::of(collection_id, ix);
+                let whole = match leg.ranges.as_slice() {
                     [range]
-                        if range
-                            .covers_all(&prefix, checks.first().is_some_and(|c| c.descending)) =>
+                        if range.covers_all(
+                            &leg.prefix,
+                            leg.checks.first().is_some_and(|c| c.descending),
+                        ) =>
                     {
-                        Some(if id_index { collection_id } else { ix.index_id })
+                        Some(if leg.id_index {
+                            collection_id
+                        } else {
+                            ix.index_id
+                        })
                     }
                     _ => None,
                 };
-                Source::Index(Box::new(IndexScan {
-                    snapshot,
-                    collection_id,
-                    id_index,
-                    ranges,
-                    checks,
-                    at: 0,
-                    resume: None,
-                    seen: ix.multikey.then(HashSet::new),
-                    filter,
-                    projection: None,
-                    skip: 0,
-                    remaining: None,
-                    now_ms,
-                    done: false,
-                    reverse: ix.reverse,
-                    stats: ScanStats::default(),
-                    interrupt: None,
-                    whole,
-                    keys_only: ix.keys_only,
-                }))
+                let mut scan = IndexScan::new(snapshot, collection_id, leg, filter, now_ms);
+                scan.seen = ix.multikey.then(HashSet::new);
+                scan.reverse = ix.reverse;
+                scan.whole = whole;
+                scan.keys_only = ix.keys_only;
+                Source::Index(Box::new(scan))
+            }
+            Access::Or(legs) => {
+                let mut legs: VecDeque<Leg> =
+                    legs.iter().map(|ix| Leg::of(collection_id, ix)).collect();
+                let first = legs.pop_front().unwrap_or_else(|| Leg {
+                    id_index: true,
+                    prefix: Vec::new(),
+                    ranges: Vec::new(),
+                    checks: Vec::new(),
+                });
+                let mut scan = IndexScan::new(snapshot, collection_id, first, filter, now_ms);
+                // A document several branches match is read once.
+                scan.seen = Some(HashSet::new());
+                scan.legs = legs;
+                Source::Index(Box::new(scan))
             }
         }
     }
@@ -974,7 +1051,8 @@ impl Source {
             // pinned) when at most a few documents are wanted (`find_one`): a handful of
             // entries and point reads, cheaper than the hand-off.
             Source::Index(scan) => {
-                let one_key = scan.ranges.len() <= 1
+                let one_key = scan.legs.is_empty()
+                    && scan.ranges.len() <= 1
                     && scan.ranges.iter().all(|r| r.upper == prefix_end(&r.lower));
                 one_key
                     && (scan.id_index

@@ -387,3 +387,99 @@ async fn distinct_scans_equal_collection_scans() -> TestResult {
     assert!(got.contains(&Bson::Int32(70)));
     Ok(())
 }
+
+/// A query that is an `$or` whose every branch an index bounds reads the union of those
+/// scans (each document once), in any order the command's sort then fixes, and answers what a
+/// collection scan answers.
+#[tokio::test]
+async fn or_reads_the_union_of_index_scans() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_or");
+    load(&db).await?;
+    let coll = db.collection::<Document>("c");
+    let q = doc! { "$or": [{ "b": 2, "a": { "$lt": 5 } }, { "s": "k003" }, { "a": { "$gte": 3, "$lte": 4 } }] };
+    let e = db
+        .run_command(doc! {
+            "explain": { "find": "c", "filter": q.clone() },
+            "verbosity": "executionStats",
+        })
+        .await?;
+    let plan = e
+        .get_document("queryPlanner")?
+        .get_document("winningPlan")?;
+    assert_eq!(plan.get_str("stage")?, "SUBPLAN");
+    let fetch = plan.get_document("inputStage")?;
+    assert_eq!(fetch.get_str("stage")?, "FETCH");
+    let or = fetch.get_document("inputStage")?;
+    assert_eq!(or.get_str("stage")?, "OR");
+    let names: Vec<&str> = or
+        .get_array("inputStages")?
+        .iter()
+        .filter_map(|s| s.as_document()?.get_str("indexName").ok())
+        .collect();
+    assert_eq!(names, ["b_1_a_-1", "s_-1", "a_1"]);
+    let stats = e.get_document("executionStats")?;
+    let returned = num(stats, "nReturned")?;
+    assert!(returned > 0);
+    assert!(num(stats, "totalDocsExamined")? < 200);
+
+    let mut got: Vec<Document> = Vec::new();
+    let mut cursor = coll.find(q.clone()).batch_size(7).await?;
+    while cursor.advance().await? {
+        got.push(cursor.deserialize_current()?);
+    }
+    assert_eq!(i64::try_from(got.len())?, returned);
+    let mut ids: Vec<i32> = got
+        .iter()
+        .map(|d| d.get_i32("_id"))
+        .collect::<Result<_, _>>()?;
+    ids.sort_unstable();
+    let before = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), before, "a document returned twice");
+    let mut want: Vec<i32> = Vec::new();
+    let mut cursor = coll
+        .find(q.clone())
+        .hint(mongodb::options::Hint::Keys(natural()))
+        .await?;
+    while cursor.advance().await? {
+        want.push(cursor.deserialize_current()?.get_i32("_id")?);
+    }
+    want.sort_unstable();
+    assert_eq!(ids, want);
+
+    // Sorted, skipped and limited: a blocking sort over the union.
+    let sorted: Vec<i32> = {
+        let mut out = Vec::new();
+        let mut cursor = coll
+            .find(q.clone())
+            .sort(doc! { "_id": -1 })
+            .skip(2)
+            .limit(5)
+            .await?;
+        while cursor.advance().await? {
+            out.push(cursor.deserialize_current()?.get_i32("_id")?);
+        }
+        out
+    };
+    let expect: Vec<i32> = want.iter().rev().skip(2).take(5).copied().collect();
+    assert_eq!(sorted, expect);
+    assert_eq!(
+        coll.count_documents(q.clone()).await?,
+        u64::try_from(want.len())?
+    );
+
+    // Updates and deletes find their documents the same way.
+    let updated = coll
+        .update_many(q.clone(), doc! { "$set": { "hit": true } })
+        .await?;
+    assert_eq!(updated.matched_count, u64::try_from(want.len())?);
+    assert_eq!(
+        coll.count_documents(doc! { "hit": true }).await?,
+        u64::try_from(want.len())?
+    );
+    let deleted = coll.delete_many(q).await?;
+    assert_eq!(deleted.deleted_count, u64::try_from(want.len())?);
+    Ok(())
+}

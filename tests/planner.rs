@@ -152,6 +152,15 @@ fn queries() -> Vec<Document> {
         doc! { "s": { "$regex": "3$" } },
         doc! { "s": "k007", "b": 2 },
         doc! { "$or": [{ "a": 1 }, { "b": 3 }] },
+        // Unions of index scans: overlapping branches, one beside other conjuncts, on `_id`,
+        // multikey values, nested, and a branch no index serves (a collection scan).
+        doc! { "$or": [{ "a": { "$gte": 5, "$lte": 9 } }, { "a": { "$gte": 7, "$lt": 12 } }, { "b": 3, "a": 7 }] },
+        doc! { "s": { "$gt": "k010" }, "$or": [{ "a": 100 }, { "b": { "$in": [1, 2] } }] },
+        doc! { "$or": [{ "_id": { "$lt": 20 } }, { "a": 101 }, { "a": null }] },
+        doc! { "$or": [{ "a": 2 }, { "$or": [{ "b": 4 }, { "s": "k003" }] }] },
+        doc! { "$or": [{ "a": 2 }, { "c": 1 }] },
+        doc! { "$or": [{ "s": { "$regex": "^k00" } }, { "a": { "$type": "string" } }] },
+        doc! { "$or": [{ "a": 3, "b": { "$ne": 3 } }, { "b": 0, "s": { "$in": ["k005", "k010"] } }] },
         doc! { "_id": { "$gte": 250 } },
         doc! { "_id": { "$in": [3, 77, 1000] }, "a": { "$exists": true } },
         // Arrays as values: equality with a whole array, `$in` holding one, `$all`, ranges

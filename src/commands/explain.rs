@@ -296,6 +296,37 @@ pub(crate) fn parsed_query(filter: Option<&RawDocument>) -> RawDocumentBuf {
     crate::query::shape::normalize(filter, true)
 }
 
+/// An index scan's stage as explain shows it, up to its `direction` (the caller adds its
+/// bounds and counts): `IXSCAN`, or `DISTINCT_SCAN`.
+fn index_scan(ix: &crate::query::plan::IndexScan) -> RawDocumentBuf {
+    let mut scan = rawdoc! {
+        "stage": if ix.distinct { "DISTINCT_SCAN" } else { "IXSCAN" },
+        "keyPattern": ix.key_pattern.clone(),
+        "indexName": ix.name.as_str(),
+        "isMultiKey": ix.multikey,
+    };
+    // Ebb records multikeyness per index, not per path: when multikey, every key path may
+    // hold arrays.
+    let mut paths = RawDocumentBuf::new();
+    for (p, _) in &ix.fields {
+        let mut arr = RawArrayBuf::new();
+        if ix.multikey {
+            arr.push(p.as_str());
+        }
+        put(&mut paths, p, arr);
+    }
+    scan.append(bson::cstr!("multiKeyPaths"), paths);
+    scan.append(bson::cstr!("isUnique"), ix.unique);
+    scan.append(bson::cstr!("isSparse"), ix.sparse);
+    scan.append(bson::cstr!("isPartial"), ix.partial);
+    scan.append(bson::cstr!("indexVersion"), 2);
+    scan.append(
+        bson::cstr!("direction"),
+        if ix.reverse { "backward" } else { "forward" },
+    );
+    scan
+}
+
 impl Explain {
     /// The report on a collection that does not exist: nothing planned, nothing read.
     pub(crate) fn no_collection(
@@ -378,37 +409,7 @@ impl Explain {
                     d
                 }
                 Access::Index(ix) => {
-                    let mut scan = rawdoc! {
-                        "stage": if ix.distinct { "DISTINCT_SCAN" } else { "IXSCAN" },
-                        "keyPattern": ix.key_pattern.clone(),
-                        "indexName": ix.name.as_str(),
-                        "isMultiKey": ix.multikey,
-                    };
-                    if ix.multikey {
-                        // Ebb records multikeyness per index, not per path: every key path may
-                        // hold arrays.
-                        let mut paths = RawDocumentBuf::new();
-                        for (p, _) in &ix.fields {
-                            let mut arr = RawArrayBuf::new();
-                            arr.push(p.as_str());
-                            put(&mut paths, p, arr);
-                        }
-                        scan.append(bson::cstr!("multiKeyPaths"), paths);
-                    } else {
-                        let mut paths = RawDocumentBuf::new();
-                        for (p, _) in &ix.fields {
-                            put(&mut paths, p, RawArrayBuf::new());
-                        }
-                        scan.append(bson::cstr!("multiKeyPaths"), paths);
-                    }
-                    scan.append(bson::cstr!("isUnique"), ix.unique);
-                    scan.append(bson::cstr!("isSparse"), ix.sparse);
-                    scan.append(bson::cstr!("isPartial"), ix.partial);
-                    scan.append(bson::cstr!("indexVersion"), 2);
-                    scan.append(
-                        bson::cstr!("direction"),
-                        if ix.reverse { "backward" } else { "forward" },
-                    );
+                    let mut scan = index_scan(ix);
                     // A count read from the keys alone: mongod's `COUNT_SCAN` for one range
                     // of keys, else an `IXSCAN` with nothing above it to fetch.
                     let count_scan = ix
@@ -447,6 +448,39 @@ impl Explain {
                             fetch.append(bson::cstr!("docsExamined"), long(docs));
                         }
                         fetch.append(bson::cstr!("inputStage"), scan);
+                        fetch
+                    }
+                }
+                Access::Or(legs) => {
+                    // Per-branch counts are not kept: the totals are in `executionStats`.
+                    let mut inputs = RawArrayBuf::new();
+                    for leg in legs {
+                        let mut scan = index_scan(leg);
+                        scan.append(bson::cstr!("indexBounds"), leg.bounds_doc());
+                        inputs.push(scan);
+                    }
+                    let mut or = rawdoc! { "stage": "OR" };
+                    with_stats(&mut or, docs);
+                    or.append(bson::cstr!("inputStages"), inputs);
+                    let mut fetch = rawdoc! { "stage": "FETCH" };
+                    if !parsed.is_empty() {
+                        fetch.append(bson::cstr!("filter"), parsed.to_owned());
+                    }
+                    with_stats(&mut fetch, returned);
+                    if run.is_some() {
+                        fetch.append(bson::cstr!("docsExamined"), long(docs));
+                    }
+                    fetch.append(bson::cstr!("inputStage"), or);
+                    // A query that is one `$or` is planned branch by branch (mongod's SUBPLAN).
+                    let mut top = parsed.iter().map_while(Result::ok);
+                    if let (Some(("$or", _)), None) =
+                        (top.next().map(|(k, v)| (k.as_str(), v)), top.next())
+                    {
+                        let mut sub = rawdoc! { "stage": "SUBPLAN" };
+                        with_stats(&mut sub, returned);
+                        sub.append(bson::cstr!("inputStage"), fetch);
+                        sub
+                    } else {
                         fetch
                     }
                 }

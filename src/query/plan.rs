@@ -525,6 +525,9 @@ pub enum Access {
     },
     /// An index's entries within bounds.
     Index(IndexScan),
+    /// The union of index scans, one per branch of a top-level `$or`, each document once (in
+    /// no particular order), filtered by the whole query.
+    Or(Vec<IndexScan>),
 }
 
 /// A chosen plan.
@@ -836,19 +839,60 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
     if natural.is_some() {
         return Ok(collscan(natural == Some(-1)));
     }
-    // Score: (leading fields pinned to points, a bounded field after them, gives the order).
+    if let Some((c, fb, dir)) = best_index(&all, &conjuncts, collated, &sort_keys, wants_sort) {
+        return Ok(Plan {
+            sorted: !wants_sort || dir.is_some(),
+            access: Access::Index(build(c, fb, dir.unwrap_or(false))),
+        });
+    }
+    // No index bounds the whole filter: a top-level `$or` whose every branch an index
+    // bounds (with the conjuncts beside the `$or`) is read as the union of those scans.
+    if let Some(branches) = query.filter.and_then(Filter::or_branches) {
+        let mut legs = Vec::with_capacity(branches.len());
+        for branch in branches {
+            let mut both = branch;
+            both.extend(conjuncts.iter().copied());
+            let Some((c, fb, _)) = best_index(&all, &both, collated, &[], false) else {
+                return Ok(collscan(false));
+            };
+            let mut leg = build(c, fb, false);
+            // The whole filter is applied to what the legs fetch.
+            leg.exact = false;
+            legs.push(leg);
+        }
+        if !legs.is_empty() {
+            return Ok(Plan {
+                sorted: !wants_sort,
+                access: Access::Or(legs),
+            });
+        }
+    }
+    Ok(collscan(false))
+}
+
+/// The best visible index to read for `conjuncts`: its bounds, and the direction that gives
+/// `sort_keys`' order if one does. Scored by how many leading fields are pinned to points,
+/// then whether a bounded field follows them, then whether it gives the order. `None` when
+/// no index bounds its first field (nor gives the order).
+fn best_index<'c>(
+    all: &'c [(Candidate, bool)],
+    conjuncts: &[(&str, PlanPred<'_>)],
+    collated: bool,
+    sort_keys: &[(String, bool)],
+    wants_sort: bool,
+) -> Option<(&'c Candidate, FieldBounds, Option<bool>)> {
     let mut best: Option<Scored<'_>> = None;
-    for (c, hidden) in &all {
+    for (c, hidden) in all {
         if *hidden {
             continue;
         }
         if c.partial
             .as_ref()
-            .is_some_and(|p| !implies_partial(&conjuncts, p))
+            .is_some_and(|p| !implies_partial(conjuncts, p))
         {
             continue;
         }
-        let fb = field_bounds(c, &conjuncts, collated);
+        let fb = field_bounds(c, conjuncts, collated);
         if c.sparse && !fb.requires_field {
             continue;
         }
@@ -861,7 +905,7 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
             .bounds
             .get(points)
             .is_some_and(|b| !b.iter().any(Interval::is_full));
-        let dir = sort_direction(c, &fb.bounds, &sort_keys).filter(|_| wants_sort);
+        let dir = sort_direction(c, &fb.bounds, sort_keys).filter(|_| wants_sort);
         let leading = fb
             .bounds
             .first()
@@ -876,23 +920,14 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
                 .first()
                 .is_some_and(|b| b.len() == 1 && b[0].is_point())
         {
-            return Ok(Plan {
-                sorted: !wants_sort || dir.is_some(),
-                access: Access::Index(build(c, fb, dir.unwrap_or(false))),
-            });
+            return Some((c, fb, dir));
         }
         let score = (points, ranged, dir.is_some());
         if best.as_ref().is_none_or(|(s, ..)| score > *s) {
             best = Some((score, c, fb, dir));
         }
     }
-    Ok(match best {
-        None => collscan(false),
-        Some((_, c, fb, dir)) => Plan {
-            sorted: !wants_sort || dir.is_some(),
-            access: Access::Index(build(c, fb, dir.unwrap_or(false))),
-        },
-    })
+    best.map(|(_, c, fb, dir)| (c, fb, dir))
 }
 
 /// A `DISTINCT_SCAN` for `distinct` on `key` (a dotted path): a visible index that is not

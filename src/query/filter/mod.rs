@@ -354,6 +354,33 @@ impl Filter {
             .collect()
     }
 
+    /// The branches of the first top-level `$or`, each as the path predicates among its own
+    /// top-level conjuncts (what an index scan per branch can be bounded by), or `None`
+    /// without one. A branch whose other clauses are left out only gets looser bounds.
+    pub fn or_branches(&self) -> Option<Vec<Vec<(&str, PlanPred<'_>)>>> {
+        let branches = self.top_level().into_iter().find_map(|e| match e {
+            Node::Or(v) => Some(v),
+            _ => None,
+        })?;
+        Some(
+            branches
+                .iter()
+                .map(|b| {
+                    let mut top = Vec::new();
+                    flatten_and(b, &mut top);
+                    top.into_iter()
+                        .filter_map(|e| match e {
+                            Node::Path { path, pred, .. } => {
+                                Some((path.dotted(), pred.plan_view()))
+                            }
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect(),
+        )
+    }
+
     /// Whether every top-level conjunct is a predicate on a path (what
     /// [`Filter::plan_conjuncts`] returns is then the whole filter).
     pub fn paths_only(&self) -> bool {
@@ -364,15 +391,17 @@ impl Filter {
 
     /// The conjuncts at the top level, with nested `$and`s flattened.
     fn top_level(&self) -> Vec<&Node> {
-        fn flatten<'e>(e: &'e Node, out: &mut Vec<&'e Node>) {
-            match e {
-                Node::And(v) => v.iter().for_each(|c| flatten(c, out)),
-                other => out.push(other),
-            }
-        }
         let mut out = Vec::new();
-        flatten(&self.root, &mut out);
+        flatten_and(&self.root, &mut out);
         out
+    }
+}
+
+/// The conjuncts of `e`, with nested `$and`s flattened.
+fn flatten_and<'e>(e: &'e Node, out: &mut Vec<&'e Node>) {
+    match e {
+        Node::And(v) => v.iter().for_each(|c| flatten_and(c, out)),
+        other => out.push(other),
     }
 }
 

@@ -25,7 +25,7 @@ pub enum PlanOp {
 
 /// One predicate of a filter's top-level conjunction, for the query planner
 /// ([`Filter::plan_conjuncts`](super::Filter::plan_conjuncts)).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum PlanPred<'f> {
     /// Some value the path reaches compares so with the operand (with mongod's type
     /// bracketing, see [`compare`](crate::query::compare::compare)).

@@ -44,7 +44,7 @@ fn plan_of(
 /// The chosen index's name and `indexBounds` (`None` for a collection scan).
 fn chosen(p: &Plan) -> Option<(String, RawDocumentBuf)> {
     match &p.access {
-        Access::Collscan { .. } => None,
+        Access::Collscan { .. } | Access::Or(_) => None,
         Access::Index(ix) => Some((ix.name.clone(), ix.bounds_doc())),
     }
 }
@@ -116,7 +116,7 @@ fn unplannable_predicates_scan_the_collection() {
         rawdoc! { "a": { "$ne": 1 } },
         rawdoc! { "a": { "$exists": true } },
         rawdoc! { "a": [1, 2] },
-        rawdoc! { "$or": [{ "a": 1 }, { "a": 2 }] },
+        rawdoc! { "$or": [{ "a": 1 }, { "b": 2 }] },
         rawdoc! { "b": 1 },
         rawdoc! { "a": { "$type": "string" } },
         rawdoc! { "a": { "$elemMatch": { "$gt": 1 } } },
@@ -124,6 +124,57 @@ fn unplannable_predicates_scan_the_collection() {
         let p = plan_of(filter.clone(), None, None, &a).expect("plans");
         assert!(chosen(&p).is_none(), "{filter:?}");
     }
+}
+
+#[test]
+fn or_branches_are_each_scanned() {
+    let ab = [
+        simple(7, "a_1", rawdoc! { "a": 1 }),
+        simple(8, "b_1", rawdoc! { "b": 1 }),
+    ];
+    let legs = |filter: RawDocumentBuf| {
+        let p = plan_of(filter, None, None, &ab).expect("plans");
+        match p.access {
+            Access::Or(legs) => Some(
+                legs.iter()
+                    .map(|l| (l.name.clone(), l.bounds_doc(), l.exact))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        }
+    };
+    let got = legs(rawdoc! { "$or": [{ "a": 1 }, { "b": { "$gt": 2 } }] }).expect("a union");
+    assert_eq!(
+        got,
+        vec![
+            (
+                "a_1".to_owned(),
+                rawdoc! { "a": strings(&["[1, 1]"]) },
+                false
+            ),
+            (
+                "b_1".to_owned(),
+                rawdoc! { "b": strings(&["(2, inf.0]"]) },
+                false
+            ),
+        ]
+    );
+    // The conjuncts beside the `$or` bound each branch too.
+    let got = legs(rawdoc! { "b": 5, "$or": [{ "a": 1 }, { "c": 2 }] });
+    assert!(got.is_none(), "b's index serves the whole query");
+    let got = legs(rawdoc! { "c": 5, "$or": [{ "a": 1 }, { "b": 2, "c": 1 }] }).expect("a union");
+    assert_eq!(got.len(), 2);
+    // A branch no index serves: the collection is scanned.
+    assert!(legs(rawdoc! { "$or": [{ "a": 1 }, { "c": 2 }] }).is_none());
+    // A hint, or `$natural`, decides.
+    let p = plan_of(
+        rawdoc! { "$or": [{ "a": 1 }, { "b": 2 }] },
+        None,
+        Some(Hint::Natural(false)),
+        &ab,
+    )
+    .expect("plans");
+    assert!(matches!(p.access, Access::Collscan { .. }));
 }
 
 #[test]
