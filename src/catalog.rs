@@ -1453,8 +1453,8 @@ impl Catalog {
                 if multikey {
                     indexes[t.pos].multikey.store(true, Ordering::Release);
                 }
-                for e in entries {
-                    batch.put(Keyspace::Index, e, Vec::new());
+                for (e, v) in entries {
+                    batch.put(Keyspace::Index, e, v);
                 }
             }
             documents += 1;

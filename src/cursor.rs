@@ -414,6 +414,10 @@ pub struct IndexScan {
     /// stands for its document as an empty one, and no document is read. Only for bounds that
     /// decide the whole filter over a collection where no document can expire.
     pub keys_only: bool,
+    /// An index-only projection (see [`IndexScan::cover`]): per output field, its name and
+    /// the position of its key field. Entries without stored values (written before Ebb kept
+    /// them) fall back to reading the document.
+    pub cover: Option<Vec<(String, usize)>>,
     /// The scans still to run after this one's ranges (the other branches of an `$or`), which
     /// share its snapshot, window and record ids already read.
     pub legs: VecDeque<Leg>,
@@ -479,6 +483,7 @@ impl IndexScan {
             interrupt: None,
             whole: None,
             keys_only: false,
+            cover: None,
             legs: VecDeque::new(),
         }
     }
@@ -578,12 +583,26 @@ impl IndexScan {
                 {
                     continue;
                 }
-                if self.keys_only {
+                let from_keys = if self.keys_only {
+                    Some(RawDocumentBuf::new())
+                } else {
+                    self.cover.as_deref().and_then(|c| covered_doc(c, &value))
+                };
+                if let Some(doc) = from_keys {
                     if self.skip > 0 {
                         self.skip -= 1;
                         continue;
                     }
-                    out.push((rid, RawDocumentBuf::new(), record::NEVER));
+                    let size = doc.as_bytes().len();
+                    if !out.is_empty() && bytes + size > max_bytes {
+                        if let Some(seen) = &mut self.seen {
+                            seen.remove(&rid);
+                        }
+                        self.resume = Some(Bound::Included(key.to_vec()));
+                        return Ok(out);
+                    }
+                    bytes += size;
+                    out.push((rid, doc, record::NEVER));
                     if let Some(r) = &mut self.remaining {
                         *r -= 1;
                         if *r == 0 {
@@ -645,6 +664,30 @@ impl IndexScan {
         }
         Ok(out)
     }
+}
+
+/// The document an index-only projection `cover` makes of an entry's `value` (see
+/// `index::keys::covering_value`); `None` when the entry has no stored values.
+fn covered_doc(cover: &[(String, usize)], value: &[u8]) -> Option<RawDocumentBuf> {
+    if value.is_empty() {
+        return None;
+    }
+    let stored: Vec<_> = RawDocument::from_bytes(value)
+        .ok()?
+        .iter()
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let mut doc = RawDocumentBuf::new();
+    for (name, at) in cover {
+        let (marker, v) = stored.get(*at)?;
+        // `"m"`: the document lacks the field.
+        if marker.as_str().is_empty()
+            && let Ok(name) = <&bson::raw::CStr>::try_from(name.as_str())
+        {
+            doc.append(name, *v);
+        }
+    }
+    Some(doc)
 }
 
 /// Whether each key component (in `components`, encoded) lies within its field's check;
@@ -872,6 +915,18 @@ impl Source {
                 scan.legs = legs;
                 Source::Index(Box::new(scan))
             }
+        }
+    }
+
+    /// Makes an index scan answer with projection `cover` made from its entries (see
+    /// [`IndexScan::cover`]); returns whether it is one.
+    pub fn cover(&mut self, cover: Vec<(String, usize)>) -> bool {
+        match self {
+            Source::Index(scan) => {
+                scan.cover = Some(cover);
+                true
+            }
+            _ => false,
         }
     }
 

@@ -483,3 +483,142 @@ async fn or_reads_the_union_of_index_scans() -> TestResult {
     assert_eq!(deleted.deleted_count, u64::try_from(want.len())?);
     Ok(())
 }
+
+/// The fields of a document sorted by name, for comparing projections whose field order
+/// differs (a covered projection's follows the key pattern, a fetched one's the document).
+fn by_name(d: &Document) -> Vec<(String, Bson)> {
+    let mut v: Vec<(String, Bson)> = d.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+async fn find_all(
+    db: &Database,
+    filter: &Document,
+    projection: &Document,
+    hint: Option<Document>,
+) -> TestResult<(Vec<Vec<(String, Bson)>>, Document)> {
+    let mut cmd = doc! { "find": "c", "filter": filter.clone(), "projection": projection.clone(), "batchSize": 5 };
+    if let Some(h) = hint {
+        cmd.insert("hint", h);
+    }
+    let mut cursor = db.run_cursor_command(cmd.clone()).await?;
+    let mut out = Vec::new();
+    while cursor.advance().await? {
+        out.push(by_name(&cursor.deserialize_current()?));
+    }
+    out.sort_by_key(|d| format!("{d:?}"));
+    let explain = db
+        .run_command(doc! { "explain": cmd, "verbosity": "executionStats" })
+        .await?;
+    Ok((out, explain))
+}
+
+fn stages(mut stage: &Document) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        out.push(stage.get_str("stage").unwrap_or("?").to_owned());
+        match stage.get_document("inputStage") {
+            Ok(s) => stage = s,
+            Err(_) => return out,
+        }
+    }
+}
+
+/// A projection of fields the index holds is made from its entries, with each value's own
+/// type (`1`, `1L`, `1.0`), `null` apart from a missing field, and reads no document; it
+/// answers what reading the documents answers.
+#[tokio::test]
+async fn covered_projections_equal_fetched_ones() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_covered");
+    load(&db).await?;
+    let cases = [
+        (
+            doc! { "a": { "$gte": 2, "$lte": 4 } },
+            doc! { "a": 1, "_id": 0 },
+        ),
+        (doc! { "a": { "$gt": "" } }, doc! { "_id": 0, "a": true }),
+        (doc! { "a": { "$lt": 3 } }, doc! { "a": 1.0, "_id": false }),
+        (doc! { "b": 2 }, doc! { "a": 1, "b": 1, "_id": 0 }),
+        (
+            doc! { "b": { "$in": [1, 3] }, "a": { "$gte": 5 } },
+            doc! { "b": 1, "_id": 0 },
+        ),
+        (doc! { "b": { "$gt": 4 } }, doc! { "a": 1, "_id": 0 }),
+        (doc! { "s": { "$lte": "k005" } }, doc! { "s": 1, "_id": 0 }),
+    ];
+    for (filter, projection) in &cases {
+        let (got, e) = find_all(&db, filter, projection, None).await?;
+        let (want, _) = find_all(&db, filter, projection, Some(natural())).await?;
+        assert!(!got.is_empty(), "{filter}");
+        assert_eq!(got, want, "{filter} {projection}");
+        let plan = e
+            .get_document("queryPlanner")?
+            .get_document("winningPlan")?;
+        assert_eq!(
+            stages(plan),
+            ["PROJECTION_COVERED", "IXSCAN"],
+            "{filter} {projection}"
+        );
+        assert_eq!(
+            num(e.get_document("executionStats")?, "totalDocsExamined")?,
+            0
+        );
+    }
+    // Field order follows the key pattern; types are kept.
+    let coll = db.collection::<Document>("c");
+    let got = coll
+        .find_one(doc! { "b": 3, "a": { "$gte": 0 } })
+        .projection(doc! { "a": 1, "b": 1, "_id": 0 })
+        .await?;
+    let keys: Vec<&str> = got
+        .as_ref()
+        .map(|d| d.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["b", "a"]);
+    let types: Vec<Bson> = {
+        let (docs, _) = find_all(&db, &doc! { "a": 2 }, &doc! { "a": 1, "_id": 0 }, None).await?;
+        docs.into_iter()
+            .filter_map(|d| d.into_iter().next().map(|(_, v)| v))
+            .collect()
+    };
+    assert!(types.contains(&Bson::Int32(2)));
+    assert!(types.contains(&Bson::Int64(2)));
+    assert!(types.contains(&Bson::Double(2.0)));
+
+    // A value changing type but not key (`2` to `2.0`) is shown with its new type.
+    coll.update_one(doc! { "_id": 140 }, doc! { "$set": { "a": 2.0, "b": 0 } })
+        .await?;
+    let got = coll
+        .find_one(doc! { "b": 0, "a": 2.0 })
+        .projection(doc! { "a": 1, "_id": 0 })
+        .await?;
+    assert_eq!(got, Some(doc! { "a": 2.0 }));
+
+    // What a covered projection cannot show reads the documents: `_id` not in the index, a
+    // dotted field, a field the index lacks, a filter the bounds do not decide.
+    for (filter, projection) in [
+        (doc! { "a": 3 }, doc! { "a": 1 }),
+        (doc! { "d.x": 1 }, doc! { "d.x": 1, "_id": 0 }),
+        (doc! { "a": 3 }, doc! { "a": 1, "s": 1, "_id": 0 }),
+        (
+            doc! { "a": 3, "$or": [{ "b": 1 }, { "b": 2 }] },
+            doc! { "a": 1, "_id": 0 },
+        ),
+        (doc! { "a": null }, doc! { "a": 1, "_id": 0 }),
+    ] {
+        let (got, e) = find_all(&db, &filter, &projection, None).await?;
+        let (want, _) = find_all(&db, &filter, &projection, Some(natural())).await?;
+        assert_eq!(got, want, "{filter} {projection}");
+        let plan = e
+            .get_document("queryPlanner")?
+            .get_document("winningPlan")?;
+        assert!(
+            !stages(plan).contains(&"PROJECTION_COVERED".to_owned()),
+            "{filter} {projection}"
+        );
+    }
+    Ok(())
+}

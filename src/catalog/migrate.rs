@@ -145,8 +145,8 @@ impl Catalog {
                 if multikey {
                     copy.indexes[fi.pos].multikey.store(true, Ordering::Release);
                 }
-                for e in entries {
-                    batch.put(Keyspace::Index, e, Vec::new());
+                for (e, v) in entries {
+                    batch.put(Keyspace::Index, e, v);
                 }
             }
             if batch.len() >= BUILD_CHUNK {

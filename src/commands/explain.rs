@@ -61,6 +61,13 @@ impl Stage {
     pub(crate) fn new(name: &'static str, fields: RawDocumentBuf) -> Stage {
         Stage { name, fields }
     }
+
+    /// Shows a projection stage as made from index entries (`PROJECTION_COVERED`).
+    pub(crate) fn cover(stages: &mut [Stage]) {
+        if let Some(p) = stages.iter_mut().find(|s| s.name.starts_with("PROJECTION")) {
+            p.name = "PROJECTION_COVERED";
+        }
+    }
 }
 
 /// The stages mongod puts over the access path of a find-like query, outermost first: the
@@ -429,14 +436,21 @@ impl Explain {
                     } else {
                         scan.append(bson::cstr!("indexBounds"), ix.bounds_doc());
                     }
-                    with_stats(&mut scan, if ix.keys_only { returned } else { docs });
+                    with_stats(
+                        &mut scan,
+                        if ix.keys_only || ix.covered {
+                            returned
+                        } else {
+                            docs
+                        },
+                    );
                     if run.is_some() {
                         scan.append(bson::cstr!("keysExamined"), long(keys));
                         if ix.keys_only {
                             scan.append(bson::cstr!("docsExamined"), long(0));
                         }
                     }
-                    if ix.keys_only {
+                    if ix.keys_only || ix.covered {
                         scan
                     } else {
                         let mut fetch = rawdoc! { "stage": "FETCH" };

@@ -410,6 +410,17 @@ pub(super) async fn find_explained(
     let source = match blocking {
         None => {
             source.set_window(projection, skip, limit);
+            let mut plan = plan;
+            let mut explained = explained;
+            if let Some(cover) = covering(&collection, &plan, projection_doc)
+                && source.cover(cover)
+                && let Access::Index(ix) = &mut plan.access
+            {
+                ix.covered = true;
+                if let Some((_, stages)) = &mut explained {
+                    Stage::cover(stages);
+                }
+            }
             if let Some((verbosity, stages)) = explained {
                 return explain_run(
                     state,
@@ -595,6 +606,64 @@ pub(crate) fn keys_only(collection: &Collection, plan: &mut Plan, source: &mut S
     }
     ix.keys_only = true;
     true
+}
+
+/// The index-only projection of a `find` read as `plan` says: per output field, its name and
+/// the position of its key field in the index. Only when `projection` includes top-level
+/// fields the index holds and nothing else (`_id` is excluded, or a key field), the index is
+/// a secondary one and not multikey (an entry then holds each field's whole value), its
+/// bounds decide the whole filter, and no document of the collection can expire (see
+/// [`keys_only`]). The fields come in key pattern order, as mongod's covered projections
+/// build them (a fetched document's come in its own order).
+fn covering(
+    collection: &Collection,
+    plan: &Plan,
+    projection: Option<&bson::RawDocument>,
+) -> Option<Vec<(String, usize)>> {
+    let Access::Index(ix) = &plan.access else {
+        return None;
+    };
+    if ix.index.is_none() || ix.multikey || !ix.exact || !collection.ttl.is_empty() {
+        return None;
+    }
+    let mut id = true;
+    let mut names = Vec::new();
+    for (k, v) in projection?.iter().map_while(Result::ok) {
+        let k = k.as_str();
+        if k.starts_with('$') || k.contains('.') {
+            return None;
+        }
+        let include = match v {
+            RawBsonRef::Boolean(b) => b,
+            RawBsonRef::Int32(_)
+            | RawBsonRef::Int64(_)
+            | RawBsonRef::Double(_)
+            | RawBsonRef::Decimal128(_) => crate::query::true_value(v),
+            _ => return None,
+        };
+        if k == "_id" {
+            id = include;
+        } else if include {
+            names.push(k);
+        } else {
+            return None;
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    if id {
+        names.push("_id");
+    }
+    let mut cover = names
+        .into_iter()
+        .map(|name| {
+            let at = ix.fields.iter().position(|(p, _)| p == name)?;
+            Some((name.to_owned(), at))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    cover.sort_by_key(|(_, at)| *at);
+    Some(cover)
 }
 
 /// The `hint` option of a command (`field` names it in type errors).

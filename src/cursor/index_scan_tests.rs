@@ -243,3 +243,73 @@ fn a_cancelled_scan_fails_with_interrupted_at_shutdown() {
     assert_eq!(error.code, ErrorCode::InterruptedAtShutdown);
     assert_eq!(error.errmsg, "interrupted at shutdown");
 }
+
+/// A covered scan makes each document from its entry's stored values; an entry written
+/// before Ebb stored them (an empty value) reads its document instead, with the same result.
+#[test]
+fn covered_scans_read_documents_only_for_entries_without_values() {
+    let docs: Vec<RawDocumentBuf> = (0..40)
+        .map(|i| match i % 4 {
+            0 => rawdoc! { "_id": i, "a": i },
+            1 => rawdoc! { "_id": i, "a": f64::from(i) },
+            2 => rawdoc! { "_id": i, "a": i64::from(i) },
+            _ => rawdoc! { "_id": i },
+        })
+        .collect();
+    let (storage, spec) = store(&docs, &rawdoc! { "a": 1 }, &[]);
+    // Entries of even record ids get their values (as key generation now writes them).
+    let pattern = KeyPattern::parse(&rawdoc! { "a": 1 }).expect("pattern");
+    let mut batch = Batch::new();
+    for (rid, d) in (1_u64..).zip(&docs) {
+        if rid % 2 == 0 {
+            let keys = crate::index::keys::document_keys(&pattern, d, false).expect("keys");
+            for (c, v) in keys.components.iter().zip(keys.values) {
+                batch.put(Keyspace::Index, entry_key(INDEX, c, rid).expect("fits"), v);
+            }
+        }
+    }
+    storage.commit(batch).expect("commit");
+    let filter = Filter::compile(&rawdoc! { "a": { "$gte": 0 } }).expect("filter");
+    let p = plan::plan(
+        &Query {
+            filter: Some(&filter),
+            sort: None,
+            hint: None,
+        },
+        std::slice::from_ref(&spec),
+    )
+    .expect("plan");
+    let projection = Projection::compile(&rawdoc! { "a": 1, "_id": 0 }).expect("projection");
+    let mut source = Source::open(COLL, storage.snapshot(), &p.access, Some(filter), 10);
+    source.set_window(Some(projection), 0, None);
+    assert!(source.cover(vec![("a".to_owned(), 0)]));
+    let mut got = Vec::new();
+    loop {
+        let b = source.next_entries(7, usize::MAX).expect("batch");
+        if b.is_empty() {
+            break;
+        }
+        got.extend(b.into_iter().map(|(d, _)| d));
+    }
+    let mut want: Vec<RawDocumentBuf> = docs
+        .iter()
+        .filter_map(|d| d.get("a").ok().flatten().map(|a| (d, a)))
+        .map(|(_, a)| {
+            let mut out = RawDocumentBuf::new();
+            out.append(bson::cstr!("a"), a);
+            out
+        })
+        .collect();
+    let key =
+        |d: &RawDocumentBuf| format!("{:?}", bson::Document::try_from(d.as_ref()).expect("doc"));
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(got, want);
+    // Those with `a` under odd record ids (entries without values) are read.
+    let old_entries = (1_u64..)
+        .zip(&docs)
+        .filter(|(rid, d)| rid % 2 == 1 && d.get("a").ok().flatten().is_some())
+        .count();
+    assert_eq!(old_entries, 20);
+    assert_eq!(source.stats().docs_examined, 20);
+}

@@ -17,7 +17,7 @@
 //! single element (mongod leaves the index non-multikey for `[x]`). The planner may then skip a
 //! few optimisations it could have made, never make a wrong one.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use bson::{RawArray, RawBsonRef, RawDocument};
 
@@ -30,6 +30,9 @@ pub struct Keys {
     /// The encoded keys (every component, see [`super::encode_component`]), sorted and without
     /// duplicates.
     pub components: Vec<Vec<u8>>,
+    /// For each key, its entry's value: the key fields' values as stored (see
+    /// [`covering_value`]).
+    pub values: Vec<Vec<u8>>,
     /// Whether an array was met along a key path.
     pub multikey: bool,
 }
@@ -37,19 +40,40 @@ pub struct Keys {
 /// The keys `doc` gives an index with key pattern `pattern` (partial filters are the caller's
 /// business). Errors: `CannotIndexParallelArrays` (171).
 pub fn document_keys(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> CommandResult<Keys> {
-    let mut out = BTreeSet::new();
+    let mut out = BTreeMap::new();
     let multikey = generate(pattern, doc, sparse, &mut |values| {
         let mut key = Vec::new();
         for (value, (_, direction)) in values.iter().zip(&pattern.fields) {
             encode_component(value.as_bson(), *direction, &mut key);
         }
-        out.insert(key);
+        // Of values with one key (`1` and `1.0` in one array), the first met.
+        out.entry(key).or_insert_with(|| covering_value(values));
         false
     })?;
+    let (components, values) = out.into_iter().unzip();
     Ok(Keys {
-        components: out.into_iter().collect(),
+        components,
+        values,
         multikey,
     })
+}
+
+/// An index entry's value: a BSON document of the key fields' values in key pattern order,
+/// each under the name `""`, or under `"m"` (as `null`) when the document lacks the field.
+/// A key string does not keep a value's type (`1`, `1L` and `1.0` share one) nor whether a
+/// `null` key was a `null` or nothing, so an index-only read takes the values from here.
+/// (Entries written before these values existed have an empty value: the reader then reads
+/// the document.)
+fn covering_value(values: &[Val<'_>]) -> Vec<u8> {
+    let mut doc = bson::RawDocumentBuf::new();
+    for v in values {
+        match v {
+            Val::Missing => doc.append(bson::cstr!("m"), bson::RawBson::Null),
+            Val::Undefined => doc.append(bson::cstr!(""), bson::RawBson::Undefined),
+            Val::Found(v) => doc.append(bson::cstr!(""), *v),
+        }
+    }
+    doc.into_bytes()
 }
 
 /// The values of the key of `doc` whose encoding is `components`, as `(field, value)` pairs

@@ -10,6 +10,9 @@ use crate::catalog::IndexSpec;
 use crate::error::{CommandError, CommandResult, ErrorCode};
 use crate::query::filter::Filter;
 
+/// An index entry: its key, and its value (see `keys::covering_value`).
+pub type Entry = (Vec<u8>, Vec<u8>);
+
 /// An index with entries (every index but the `_ts` TTL policy), compiled.
 #[derive(Debug)]
 pub struct FieldIndex {
@@ -84,14 +87,19 @@ impl FieldIndex {
         })
     }
 
-    /// Every entry `doc` (stored under record id `rid`) gives this index, and whether its keys
-    /// are multikey.
-    pub fn entries(&self, doc: &RawDocument, rid: u64) -> CommandResult<(Vec<Vec<u8>>, bool)> {
+    /// Every entry `doc` (stored under record id `rid`) gives this index, with its value, and
+    /// whether its keys are multikey.
+    pub fn entries(
+        &self,
+        doc: &RawDocument,
+        rid: u64,
+    ) -> CommandResult<(Vec<Entry>, bool)> {
         let keys = self.keys(doc)?;
         let entries = keys
             .components
             .iter()
-            .map(|c| self.entry(c, rid))
+            .zip(keys.values)
+            .map(|(c, v)| Ok((self.entry(c, rid)?, v)))
             .collect::<CommandResult<_>>()?;
         Ok((entries, keys.multikey))
     }

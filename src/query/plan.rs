@@ -513,6 +513,9 @@ pub struct IndexScan {
     pub keys_only: bool,
     /// Whether it is a `DISTINCT_SCAN` ([`plan_distinct`]).
     pub distinct: bool,
+    /// Whether a projection is made from its entries, fetching no document (set by `find`:
+    /// see `commands::read::covering`).
+    pub covered: bool,
 }
 
 /// How documents are read.
@@ -812,6 +815,7 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
         exact: fb.exact && paths_only,
         keys_only: false,
         distinct: false,
+        covered: false,
     };
     if let Some(hint) = query.hint {
         let found = all.iter().find(|(c, _)| match hint {
@@ -971,6 +975,7 @@ pub fn plan_distinct(query: &Query<'_>, indexes: &[IndexSpec], key: &str) -> Opt
         exact: fb.exact && paths_only,
         keys_only: false,
         distinct: true,
+        covered: false,
     })
 }
 

@@ -639,8 +639,12 @@ impl<'a> Writer<'a> {
         let live = expires > self.now_ms;
         let old_live = old.is_some_and(|(e, _)| e > self.now_ms);
         let old_doc = old.and_then(|(_, d)| d);
-        // (field index, entry, key components) to add and to remove.
+        // (field index, entry, key components) to add and to remove; each put's value.
         let mut puts: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut put_values: Vec<Vec<u8>> = Vec::new();
+        // Entries this document keeps whose values change (`1` becomes `1.0`): rewritten, with
+        // no uniqueness check (the document holds the key already).
+        let mut rewrites: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut deletes: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
         let mut now_multikey = Vec::new();
         let collection = self.collection;
@@ -652,12 +656,17 @@ impl<'a> Writer<'a> {
             };
             // A stored document's keys were computed when it was written: they compute again.
             let old_keys = old_doc.and_then(|d| fi.keys(d).ok()).unwrap_or_default();
-            for c in &new_keys.components {
-                if old_live && old_keys.components.binary_search(c).is_ok() {
+            for (c, value) in new_keys.components.iter().zip(&new_keys.values) {
+                if old_live && let Ok(at) = old_keys.components.binary_search(c) {
+                    if old_keys.values.get(at) != Some(value) {
+                        let entry = fi.entry(c, rid).map_err(|e| (e, None))?;
+                        rewrites.push((entry, value.clone()));
+                    }
                     continue;
                 }
                 let entry = fi.entry(c, rid).map_err(|e| (e, None))?;
                 puts.push((n, entry, c.clone()));
+                put_values.push(value.clone());
             }
             for c in &old_keys.components {
                 if new_keys.components.binary_search(c).is_err() {
@@ -713,12 +722,15 @@ impl<'a> Writer<'a> {
             }
             self.batch.delete(Keyspace::Index, entry);
         }
-        for (n, entry, c) in puts {
+        for ((n, entry, c), value) in puts.into_iter().zip(put_values) {
             if collection.field_indexes[n].unique {
                 self.unique_added
                     .insert((collection.field_indexes[n].id, c), rid);
             }
-            self.batch.put(Keyspace::Index, entry, Vec::new());
+            self.batch.put(Keyspace::Index, entry, value);
+        }
+        for (entry, value) in rewrites {
+            self.batch.put(Keyspace::Index, entry, value);
         }
         Ok(())
     }

@@ -509,6 +509,7 @@ fn key_ranges_of_compound_points_and_ranges() {
         exact: true,
         keys_only: false,
         distinct: false,
+        covered: false,
     };
     let prefix = crate::index::index_prefix(1);
     let (ranges, checks) = ix.key_ranges(&prefix);
@@ -553,6 +554,7 @@ fn only_a_range_over_every_key_covers_all() {
         exact: true,
         keys_only: false,
         distinct: false,
+        covered: false,
     };
     let prefix = crate::index::index_prefix(1);
     for dir in [Direction::Ascending, Direction::Descending] {
