@@ -739,6 +739,17 @@ impl Rng {
     }
 }
 
+/// A number below `n` as an int32, an int64 or a double: one key, three stored values.
+fn typed(rng: &mut Rng, n: u64) -> Bson {
+    let v = rng.below(n);
+    match rng.below(3) {
+        0 => Bson::Int32(i32::try_from(v).unwrap_or(0)),
+        1 => Bson::Int64(v),
+        #[expect(clippy::cast_precision_loss, reason = "small integers")]
+        _ => Bson::Double(v as f64),
+    }
+}
+
 /// A random document for the randomized test's collection.
 fn random_doc(rng: &mut Rng, id: i64) -> Document {
     let mut d = doc! { "_id": id };
@@ -764,7 +775,7 @@ fn random_doc(rng: &mut Rng, id: i64) -> Document {
         }
     }
     if rng.chance(50) {
-        d.insert("s", rng.below(50));
+        d.insert("s", typed(rng, 50));
     }
     if rng.chance(60) {
         d.insert("p", rng.below(100));
@@ -793,7 +804,12 @@ async fn assert_unique_invariants(client: &Client) -> TestResult {
     let mut p = std::collections::HashSet::new();
     for d in docs {
         let d = d.as_document().ok_or("not a document")?;
-        let uv = integer(d.get("u"));
+        // (`u` may be stored as a double of an integer value: see `typed`.)
+        #[expect(clippy::cast_possible_truncation, reason = "small integers")]
+        let uv = match d.get("u") {
+            Some(Bson::Double(f)) => Some(*f as i64),
+            other => integer(other),
+        };
         assert!(u.insert(uv), "two live documents with u = {uv:?}");
         if let Some(pv) = integer(d.get("p")).filter(|&v| v > 50) {
             assert!(p.insert(pv), "two live documents with p = {pv}");
@@ -853,8 +869,12 @@ async fn randomized_writes_keep_indexes_exact() -> TestResult {
                     run_command(&client, DB, doc! { "update": "r", "updates": [{ "q": { "_id": id }, "u": replacement, "upsert": rng.chance(50) }] }).await?
                 }
                 4 | 5 => {
-                    let set = match rng.below(5) {
-                        0 => doc! { "$set": { "u": rng.below(400) } },
+                    let set = match rng.below(6) {
+                        // The same number in another type (1 as int64 or double).
+                        5 => doc! { "$mul": { "u": if rng.chance(50) { Bson::Int64(1) } else { Bson::Double(1.0) } } },
+                        // One number in any of three types: a key kept, its stored value
+                        // changed (validate compares entries' values with documents').
+                        0 => doc! { "$set": { "u": typed(&mut rng, 400) } },
                         1 => doc! { "$push": { "tags": rng.below(20) } },
                         2 => doc! { "$set": { "items": [{ "k": rng.below(10), "v": rng.below(5) }, { "k": rng.below(10) }] } },
                         3 => doc! { "$unset": { "s": 1, "u": 1 } },

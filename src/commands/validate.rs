@@ -79,6 +79,11 @@ struct IndexCheck {
     expected: HashSet<Vec<u8>>,
     /// Entries expired documents may have.
     optional: HashSet<Vec<u8>>,
+    /// The value each expected secondary entry should hold (its key fields' values).
+    values: HashMap<Vec<u8>, Vec<u8>>,
+    /// Entries found whose value differs from their document's (an empty value, written
+    /// before entries held values, differs from nothing).
+    wrong_values: usize,
     /// Whether some live document is multikey for it.
     multikey: bool,
     errors: Vec<String>,
@@ -158,11 +163,12 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
             if live && keys.multikey {
                 c.multikey = true;
             }
-            for k in &keys.components {
+            for (k, value) in keys.components.iter().zip(&keys.values) {
                 let Ok(entry) = fi.entry(k, rid) else {
                     continue;
                 };
                 if live {
+                    c.values.insert(entry.clone(), value.clone());
                     c.expected.insert(entry);
                 } else {
                     c.optional.insert(entry);
@@ -225,9 +231,12 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
         let mut previous_live: Option<Vec<u8>> = None;
         let mut extra_here = 0_usize;
         for entry in snapshot.prefix(Keyspace::Index, &prefix) {
-            let (key, _) = entry?;
+            let (key, value) = entry?;
             if c.expected.remove(&key[..]) {
                 c.keys += 1;
+                if !value.is_empty() && c.values.get(&key[..]).is_some_and(|v| v[..] != value[..]) {
+                    c.wrong_values += 1;
+                }
                 if fi.unique
                     && let Some((_, components, _)) = split_entry(&key)
                 {
@@ -250,6 +259,12 @@ fn check(collection: &Collection, snapshot: &dyn Snapshot, now_ms: i64) -> Comma
                     });
                 }
             }
+        }
+        if c.wrong_values > 0 {
+            c.errors.push(format!(
+                "index '{}' has {} entries whose values differ from their documents'",
+                spec.name, c.wrong_values
+            ));
         }
         let mut leftover: Vec<Vec<u8>> = c.expected.drain().collect();
         leftover.sort();
