@@ -89,11 +89,7 @@ impl FieldIndex {
 
     /// Every entry `doc` (stored under record id `rid`) gives this index, with its value, and
     /// whether its keys are multikey.
-    pub fn entries(
-        &self,
-        doc: &RawDocument,
-        rid: u64,
-    ) -> CommandResult<(Vec<Entry>, bool)> {
+    pub fn entries(&self, doc: &RawDocument, rid: u64) -> CommandResult<(Vec<Entry>, bool)> {
         let keys = self.keys(doc)?;
         let entries = keys
             .components
