@@ -378,6 +378,25 @@ async fn distinct_scans_equal_collection_scans() -> TestResult {
     assert_eq!(num(stats, "nReturned")?, 7);
     assert!(num(stats, "totalDocsExamined")? < 400);
 
+    // Bounds that decide the query: the values come from the entries, no document is read.
+    let e = db
+        .run_command(doc! {
+            "explain": { "distinct": "c", "key": "a", "query": { "a": { "$gte": 3 } } },
+            "verbosity": "executionStats",
+        })
+        .await?;
+    let top = e
+        .get_document("queryPlanner")?
+        .get_document("winningPlan")?;
+    assert_eq!(top.get_str("stage")?, "PROJECTION_COVERED");
+    assert_eq!(
+        top.get_document("inputStage")?.get_str("stage")?,
+        "DISTINCT_SCAN"
+    );
+    let stats = e.get_document("executionStats")?;
+    assert_eq!(num(stats, "totalDocsExamined")?, 0);
+    assert_eq!(num(stats, "nReturned")?, 20);
+
     // A multikey index is not used for it (its keys are elements): the answer still holds.
     let coll = db.collection::<Document>("c");
     coll.insert_one(doc! { "_id": 1000, "b": [1, 70], "a": 1 })

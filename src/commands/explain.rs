@@ -450,7 +450,21 @@ impl Explain {
                             scan.append(bson::cstr!("docsExamined"), long(0));
                         }
                     }
-                    if ix.keys_only || ix.covered {
+                    if ix.distinct && ix.covered {
+                        // `distinct` made from the entries.
+                        let mut transform = RawDocumentBuf::new();
+                        transform.append(bson::cstr!("_id"), 0);
+                        if let Some((field, _)) = ix.fields.first() {
+                            put(&mut transform, field, 1);
+                        }
+                        let mut projection = rawdoc! {
+                            "stage": "PROJECTION_COVERED",
+                            "transformBy": transform,
+                        };
+                        with_stats(&mut projection, returned);
+                        projection.append(bson::cstr!("inputStage"), scan);
+                        projection
+                    } else if ix.keys_only || ix.covered {
                         scan
                     } else {
                         let mut fetch = rawdoc! { "stage": "FETCH" };

@@ -976,7 +976,8 @@ pub(super) async fn distinct_explained(
         &key,
     );
     let mut read = None;
-    let mut values: Vec<RawBson> = if let Some(ix) = distinct_scan {
+    let mut values: Vec<RawBson> = if let Some(mut ix) = distinct_scan {
+        ix.covered = ix.exact && collection.ttl.is_empty();
         let interrupt = state.interrupt();
         let now_ms = state.now_ms();
         let collection_id = collection.id;

@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use bson::RawBson;
+use bson::{RawBson, RawDocument};
 
 use super::{ScanStats, components_admitted, interrupted};
 use crate::error::CommandResult;
@@ -21,6 +21,10 @@ use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 /// (in record id order) that is live at `now_ms`, matches and has the field. Values that share
 /// a key (`1`, `1.0`) compare equal, so one stands for all, as `distinct` answers. Also
 /// returns what it read.
+///
+/// With `ix.covered` (its bounds decide the filter and no document can expire), the value
+/// comes from the entry itself and no document is read, but for entries written before
+/// entries held values.
 ///
 /// Errors: storage errors, a corrupt record, `interrupt`.
 pub fn distinct_values(
@@ -49,7 +53,7 @@ pub fn distinct_values(
                 false,
             );
             for entry in entries {
-                let (key, _) = entry?;
+                let (key, value) = entry?;
                 stats.keys_examined += 1;
                 interrupted(interrupt, stats.keys_examined)?;
                 let Some((_, components, rid)) = split_entry(&key) else {
@@ -60,6 +64,20 @@ pub fn distinct_values(
                 };
                 if components_admitted(&checks, components) != Some(true) {
                     continue;
+                }
+                // Covered: the entry holds the value (see `index::keys::covering_value`).
+                if ix.covered {
+                    match first_stored(&value) {
+                        Stored::Value(v) => {
+                            out.push(v);
+                            skip_to = key.get(..8 + first_len).and_then(prefix_end);
+                            break;
+                        }
+                        // The document lacks the field: another under this `null` key may hold
+                        // `null`.
+                        Stored::Missing => continue,
+                        Stored::Unknown => {}
+                    }
                 }
                 let Some(value) =
                     snapshot.get(Keyspace::Docs, &record::doc_key(collection_id, rid))?
@@ -98,4 +116,27 @@ pub fn distinct_values(
         }
     }
     Ok((out, stats))
+}
+
+/// What an entry holds of its first key field.
+enum Stored {
+    /// Its value.
+    Value(RawBson),
+    /// The document lacks the field.
+    Missing,
+    /// Nothing: an entry written before entries held values (or unreadable).
+    Unknown,
+}
+
+/// The first key field's value an entry's `value` holds.
+fn first_stored(value: &[u8]) -> Stored {
+    let first = RawDocument::from_bytes(value)
+        .ok()
+        .and_then(|d| d.iter().next())
+        .and_then(Result::ok);
+    match first {
+        Some((marker, v)) if marker.as_str().is_empty() => Stored::Value(RawBson::from(v)),
+        Some(_) => Stored::Missing,
+        None => Stored::Unknown,
+    }
 }
