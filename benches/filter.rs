@@ -33,8 +33,26 @@
 //!   cold. A scan after reopening with the OS cache kept (engine cache cold, files in memory) is
 //!   printed beside them.
 //!
+//!
+//! **Split scans** (the performance issue's question: may a scan of a large collection use more
+//! than one core, splitting its key range?). A measurement for that decision, not an
+//! implementation of it. On the same store, the same 1% filtered scan of the whole collection
+//! runs (a) on one thread, as above; (b) split into 2 key ranges at the record id halfway
+//! between the collection's first and last (record keys are the collection prefix then the
+//! record id, big-endian; two seeks find the ends), scanned at once by 2 threads (this one and
+//! one spawned per scan, `std::thread::scope`) reading one shared snapshot, the matches put
+//! back in key order; (c) 4 such ranges taken in turn by the same 2 threads (a thread slowed by
+//! other load takes fewer). Every split's documents must be (a)'s, in the same order, or the run
+//! fails. The three rotate over [`SPLIT_ROUNDS`] rounds; each reports its median wall time, the
+//! CPU time of its scanning threads (`/proc/thread-self/schedstat`, with the time they waited
+//! for a CPU) and of the whole process (`/proc/self/stat`), and the speed-up of (b) and (c)
+//! over (a) with the CPU it cost. The load average is printed before and after: on a busy
+//! machine the second thread finds no idle core, which is the condition the issue puts on
+//! splitting.
+//!
 //! `EBB_BENCH_SCALE` (a float, default 1.0) scales the number of documents and rounds.
-//! `EBB_BENCH_ONLY=engine` runs the engine part alone (for profiling).
+//! `EBB_BENCH_ONLY=engine` runs the engine part alone (for profiling), `EBB_BENCH_ONLY=split`
+//! the split scans alone; by default all three parts run.
 
 use std::hint::black_box;
 use std::thread;
@@ -42,14 +60,20 @@ use std::time::{Duration, Instant};
 
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bson::raw::cstr;
 use bson::{RawDocument, RawDocumentBuf, doc, rawdoc};
+use bytes::Bytes;
 use ebb::Config;
 use ebb::config::physical_memory;
-use ebb::cursor::{MAX_BATCH_BYTES, Scan};
+use ebb::cursor::{MAX_BATCH_BYTES, Record, Scan};
 use ebb::query::filter::Filter;
-use ebb::storage::{Batch, DiskStorage, Keyspace, Storage, prefix_end, record};
+use ebb::storage::{
+    Batch, DiskStorage, Keyspace, Scan as Entries, Snapshot, Storage, StorageResult, prefix_end,
+    record,
+};
 
 type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -72,6 +96,12 @@ const COLLECTION: u64 = 1;
 const SCAN_GOAL: f64 = 0.5;
 /// Goal: the cold scan's time over the warm one's, at least.
 const WARM_GOAL: f64 = 3.0;
+/// Interleaved rounds of the split-scan part (scaled, at least [`MIN_ROUNDS`]).
+const SPLIT_ROUNDS: f64 = 30.0;
+/// Threads a split scan runs on (this one and one more).
+const SPLIT_THREADS: usize = 2;
+/// `/proc`'s clock ticks a second (`USER_HZ`: 100 on Linux).
+const USER_HZ: f64 = 100.0;
 
 const STATUSES: &[&str] = &["new", "paid", "shipped", "delivered", "cancelled"];
 const NAMES: &[&str] = &[
@@ -317,8 +347,10 @@ fn bench() -> BenchResult {
     let n_docs = scaled(DOCS, scale, 1_000);
     let rounds = scaled(ROUNDS, scale, MIN_ROUNDS);
     header(scale);
-    if std::env::var("EBB_BENCH_ONLY").is_ok_and(|v| v == "engine") {
-        return engine(scale);
+    match std::env::var("EBB_BENCH_ONLY").as_deref() {
+        Ok("engine") => return engine(&load(scale)?, scale),
+        Ok("split") => return split(&load(scale)?, scale),
+        _ => {}
     }
 
     let built = Instant::now();
@@ -437,18 +469,27 @@ fn bench() -> BenchResult {
          rate over the baseline's (1.00 = as fast as only walking the elements)",
         measured.as_secs_f64()
     );
-    engine(scale)
+    let loaded = load(scale)?;
+    engine(&loaded, scale)?;
+    split(&loaded, scale)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Through the engine
 // ---------------------------------------------------------------------------------------------
 
-/// The engine part: stores the documents, then measures the scan against iteration and cold
-/// against warm.
-fn engine(scale: f64) -> BenchResult {
+/// The store the engine parts read: the first [`ENGINE_DOCS`] generated documents as one
+/// collection's records, flushed and compacted, in a temporary directory (closed).
+struct Loaded {
+    dir: tempfile::TempDir,
+    n_docs: usize,
+    /// How many documents the parts' filter (`qty < 10`) matches, from the generator.
+    expected: usize,
+}
+
+/// Stores the documents for the engine parts.
+fn load(scale: f64) -> BenchResult<Loaded> {
     let n_docs = scaled(ENGINE_DOCS, scale, 1_000);
-    let rounds = scaled(ENGINE_ROUNDS, scale, MIN_ROUNDS);
     let mut rng = Rng(0x00EB_B0F1_17E5);
     let shapes: Vec<Shape> = (0..n_docs).map(|_| shape(&mut rng)).collect();
     let dir = tempfile::tempdir()?;
@@ -474,16 +515,28 @@ fn engine(scale: f64) -> BenchResult {
         // Into tables, as a collection that has lived a while is.
         store.compact(&[Keyspace::Docs])?;
     }
-    let expected = shapes.iter().filter(|s| s.qty < 10).count();
     println!();
     println!(
-        "Through the engine: {n_docs} documents ({} MB) stored as one collection's records in a \
-         durable store (block cache {} MB), flushed and compacted, in {:.1} s; {rounds} rounds",
+        "Engine store: {n_docs} documents ({} MB) stored as one collection's records in a durable \
+         store (block cache {} MB), flushed and compacted, in {:.1} s",
         bytes / 1_000_000,
         Config::default().cache_bytes(physical_memory()) >> 20,
         loaded.elapsed().as_secs_f64()
     );
-    let filter = Filter::compile(&rawdoc! { "qty": { "$lt": 10 } }).map_err(|e| e.errmsg)?;
+    Ok(Loaded {
+        dir,
+        n_docs,
+        expected: shapes.iter().filter(|s| s.qty < 10).count(),
+    })
+}
+
+/// The engine part: the scan against iteration, and cold against warm.
+fn engine(loaded: &Loaded, scale: f64) -> BenchResult {
+    let (dir, n_docs, expected) = (&loaded.dir, loaded.n_docs, loaded.expected);
+    let rounds = scaled(ENGINE_ROUNDS, scale, MIN_ROUNDS);
+    println!();
+    println!("Through the engine: {rounds} rounds");
+    let filter = selective_filter()?;
 
     // Cold, then warm: the engine's cache and the OS page cache both empty at first.
     let cold = {
@@ -615,15 +668,41 @@ fn iterate_records(store: &DiskStorage) -> BenchResult<(Duration, usize)> {
     Ok((started.elapsed(), n))
 }
 
+/// The engine parts' filter: `{qty: {$lt: 10}}`, which 1% of the documents match.
+fn selective_filter() -> BenchResult<Filter> {
+    Ok(Filter::compile(&rawdoc! { "qty": { "$lt": 10 } }).map_err(|e| e.errmsg)?)
+}
+
 /// The collection scan `find` runs, with `filter`, drained in reply-sized batches: how long
 /// it took and how many documents matched.
 fn timed_scan(store: &DiskStorage, filter: &Filter) -> BenchResult<(Duration, usize)> {
     let (lower, upper) = collection_range()?;
     let started = Instant::now();
+    let (matched, _) = scan_records(
+        store.snapshot(),
+        Bound::Included(lower),
+        Bound::Excluded(upper),
+        filter,
+        Some(COLLECTION),
+    )?;
+    Ok((started.elapsed(), matched.len()))
+}
+
+/// The collection scan `find` runs (`cursor::Scan`) over the records in `lower..upper` of
+/// `snapshot`, with `filter`, drained in reply-sized batches: the matching records, in key
+/// order, and how many records it read. `whole` as [`Scan::whole`]: the collection's id when
+/// the bounds are all of its keys.
+fn scan_records(
+    snapshot: Box<dyn Snapshot>,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    filter: &Filter,
+    whole: Option<u64>,
+) -> BenchResult<(Vec<Record>, u64)> {
     let mut scan = Scan {
-        snapshot: store.snapshot(),
-        lower: Bound::Included(lower),
-        upper: Bound::Excluded(upper),
+        snapshot,
+        lower,
+        upper,
         filter: Some(filter.clone()),
         projection: None,
         skip: 0,
@@ -633,15 +712,453 @@ fn timed_scan(store: &DiskStorage, filter: &Filter) -> BenchResult<(Duration, us
         reverse: false,
         examined: 0,
         interrupt: None,
-        whole: Some(COLLECTION),
+        whole,
         keyspace: Keyspace::Docs,
+        split: false,
     };
-    let mut matched = 0;
+    let mut matched = Vec::new();
     while !scan.done {
         let batch = scan.next_records(usize::MAX, MAX_BATCH_BYTES)?;
-        matched += black_box(batch).len();
+        matched.extend(black_box(batch));
     }
-    Ok((started.elapsed(), matched))
+    Ok((matched, scan.examined))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split scans
+// ---------------------------------------------------------------------------------------------
+
+/// One way of running part 3's scan, and what its rounds measured.
+struct Side {
+    label: &'static str,
+    /// Key ranges the collection is split into, and threads scanning them (1 and 1: the scan
+    /// `find` runs today).
+    ranges: usize,
+    threads: usize,
+    /// Per round, seconds: wall time, and the scanning threads' CPU time and run-queue wait
+    /// (`NaN` where `/proc/thread-self/schedstat` cannot tell).
+    wall: Vec<f64>,
+    cpu: Vec<f64>,
+    waited: Vec<f64>,
+    /// The whole process's CPU time over all the rounds (every thread, the store's own too), in
+    /// `/proc` clock ticks; `None` where `/proc/self/stat` cannot tell.
+    process_ticks: Option<u64>,
+}
+
+/// A range of keys: lower and upper bounds.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// What one thread of a split scan did: the ranges it scanned (index, matches, records read),
+/// and the CPU it used.
+type Done = (Vec<(usize, Vec<Record>, u64)>, Option<Sched>);
+
+/// One split scan: how long it took, what it returned, the CPU its threads and the process
+/// used.
+struct SplitRun {
+    wall: Duration,
+    records: Vec<Record>,
+    sched: Option<Sched>,
+    process_ticks: Option<u64>,
+}
+
+/// Part 3: the filtered scan of the whole collection on one thread, against the same split into
+/// key ranges scanned by two threads at once.
+fn split(loaded: &Loaded, scale: f64) -> BenchResult {
+    let rounds = scaled(SPLIT_ROUNDS, scale, MIN_ROUNDS);
+    let n_docs = loaded.n_docs;
+    println!();
+    println!(
+        "Split scans: the same filtered scan of the whole collection on one thread, and split \
+         into key ranges (at record ids equally far apart) scanned by {SPLIT_THREADS} threads at \
+         once from one snapshot, the matches concatenated in key order; {rounds} rounds, {} \
+         CPUs",
+        thread::available_parallelism().map_or(0, std::num::NonZero::get)
+    );
+    println!(
+        "  load average before: {}",
+        load_average().as_deref().unwrap_or("unknown")
+    );
+    let filter = selective_filter()?;
+    let store = open_store(loaded.dir.path())?;
+    let mut sides: Vec<Side> = [
+        ("(a) one thread, whole range", 1, 1),
+        ("(b) 2 ranges on 2 threads", 2, SPLIT_THREADS),
+        ("(c) 4 ranges on 2 threads", 4, SPLIT_THREADS),
+    ]
+    .into_iter()
+    .map(|(label, ranges, threads)| Side {
+        label,
+        ranges,
+        threads,
+        wall: Vec::new(),
+        cpu: Vec::new(),
+        waited: Vec::new(),
+        process_ticks: Some(0),
+    })
+    .collect();
+
+    // One untimed pass each first; the one-thread scan's records are what every split must
+    // return, in the same order.
+    let reference = split_scan(&store, &filter, 1, 1)?.records;
+    check_matched(reference.len(), loaded.expected)?;
+    for side in &sides {
+        same_records(
+            &reference,
+            &split_scan(&store, &filter, side.ranges, side.threads)?.records,
+            side.label,
+        )?;
+    }
+    let started = Instant::now();
+    for round in 0..rounds {
+        let k = sides.len();
+        for i in 0..k {
+            let side = &mut sides[(round + i) % k];
+            let run = split_scan(&store, &filter, side.ranges, side.threads)?;
+            same_records(&reference, &run.records, side.label)?;
+            side.wall.push(run.wall.as_secs_f64());
+            side.cpu
+                .push(run.sched.map_or(f64::NAN, |s| nanos(s.run_ns)));
+            side.waited
+                .push(run.sched.map_or(f64::NAN, |s| nanos(s.wait_ns)));
+            side.process_ticks = side
+                .process_ticks
+                .zip(run.process_ticks)
+                .map(|(a, b)| a + b);
+        }
+    }
+    let measured = started.elapsed();
+
+    println!(
+        "  {:<28} {:>9} {:>7} {:>10} {:>11} {:>11} {:>9} {:>8}",
+        "", "wall", "spread", "docs/s", "CPU: scan", "process", "CPU/wall", "waited"
+    );
+    let rounds_f = f64::from(u32::try_from(rounds)?);
+    for side in &sides {
+        let wall = median(&side.wall);
+        let cpu = mean(&side.cpu);
+        let process = side
+            .process_ticks
+            .map_or(f64::NAN, |t| to_f64_u64(t) / USER_HZ / rounds_f);
+        println!(
+            "  {:<28} {:>6.1} ms {:>7.2} {:>10}/s {:>8.1} ms {:>8.1} ms {:>9.2} {:>5.1} ms{}",
+            side.label,
+            wall * 1e3,
+            spread(&side.wall),
+            format_rate(f64::from(u32::try_from(n_docs)?) / wall),
+            cpu * 1e3,
+            process * 1e3,
+            cpu / mean(&side.wall),
+            mean(&side.waited) * 1e3,
+            if spread(&side.wall) > NOISY_SPREAD {
+                "  noisy"
+            } else {
+                ""
+            }
+        );
+    }
+    println!(
+        "  (wall: median over the rounds; CPU of the scanning threads (schedstat) and of the \
+         whole process (/proc/self/stat, 10 ms ticks), and the time the scanning threads \
+         waited for a CPU: means per scan; CPU/wall: cores kept busy)"
+    );
+    let one = &sides[0];
+    for side in &sides[1..] {
+        let paired: Vec<f64> = one
+            .wall
+            .iter()
+            .zip(&side.wall)
+            .map(|(a, b)| a / b)
+            .collect();
+        println!(
+            "  {} against (a): {:.2}x as fast (medians; {:.2}x the median of per-round \
+             ratios), for {:.2}x the scanning threads' CPU ({:+.1} ms a scan) and {:.2}x the \
+             process's",
+            &side.label[..3],
+            median(&one.wall) / median(&side.wall),
+            median(&paired),
+            mean(&side.cpu) / mean(&one.cpu),
+            (mean(&side.cpu) - mean(&one.cpu)) * 1e3,
+            side.process_ticks
+                .zip(one.process_ticks)
+                .map_or(f64::NAN, |(s, o)| to_f64_u64(s) / to_f64_u64(o))
+        );
+    }
+    println!(
+        "  every split returned the same {} documents in the same order as (a); measured in \
+         {:.1} s",
+        reference.len(),
+        measured.as_secs_f64()
+    );
+    println!(
+        "  load average after: {}",
+        load_average().as_deref().unwrap_or("unknown")
+    );
+    Ok(())
+}
+
+/// The filtered scan of the whole collection, as [`scan_records`] runs it: on this thread
+/// with `ranges` 1, else split into `ranges` key ranges (between record ids equally far apart,
+/// from the collection's first to its last) that `threads` threads (this one and others
+/// spawned for it) take one after the other, all reading one snapshot; the matches of each
+/// range are put back in key order.
+fn split_scan(
+    store: &DiskStorage,
+    filter: &Filter,
+    ranges: usize,
+    threads: usize,
+) -> BenchResult<SplitRun> {
+    let process_before = process_ticks();
+    let started = Instant::now();
+    let (records, sched) = if ranges <= 1 {
+        let before = Sched::now();
+        let (lower, upper) = collection_range()?;
+        let (records, _) = scan_records(
+            store.snapshot(),
+            Bound::Included(lower),
+            Bound::Excluded(upper),
+            filter,
+            Some(COLLECTION),
+        )?;
+        (records, Sched::since(before))
+    } else {
+        let snapshot: Arc<dyn Snapshot> = Arc::from(store.snapshot());
+        let bounds = split_bounds(snapshot.as_ref(), ranges)?;
+        let next = AtomicUsize::new(0);
+        // Each thread takes the next range not yet taken until none is left.
+        let work = || -> Result<Done, String> {
+            let before = Sched::now();
+            let mut done = Vec::new();
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((lower, upper)) = bounds.get(i) else {
+                    break;
+                };
+                let (records, examined) = scan_records(
+                    Box::new(Shared(Arc::clone(&snapshot))),
+                    lower.clone(),
+                    upper.clone(),
+                    filter,
+                    None,
+                )
+                .map_err(|e| e.to_string())?;
+                done.push((i, records, examined));
+            }
+            Ok((done, Sched::since(before)))
+        };
+        let results = thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+            let mut results = vec![work()];
+            for helper in helpers {
+                results.push(
+                    helper
+                        .join()
+                        .unwrap_or_else(|_| Err("a scan thread panicked".to_owned())),
+                );
+            }
+            results
+        });
+        let mut parts: Vec<Option<Vec<Record>>> = (0..bounds.len()).map(|_| None).collect();
+        let mut examined = 0;
+        let mut sched = Some(Sched::default());
+        for result in results {
+            let (done, used) = result?;
+            sched = sched.zip(used).map(|(a, b)| a.plus(b));
+            for (i, records, read) in done {
+                parts[i] = Some(records);
+                examined += read;
+            }
+        }
+        // All of the collection was read: told to the store once, as a whole scan does.
+        snapshot.scanned(Keyspace::Docs, COLLECTION, examined);
+        let mut records = Vec::new();
+        for part in parts {
+            records.extend(part.ok_or("a range was left unscanned")?);
+        }
+        (records, sched)
+    };
+    let wall = started.elapsed();
+    Ok(SplitRun {
+        wall,
+        records,
+        sched,
+        process_ticks: process_ticks()
+            .zip(process_before)
+            .map(|(after, before)| after.saturating_sub(before)),
+    })
+}
+
+/// The collection's keys cut into `ranges` ranges at record ids equally far apart between its
+/// first record's and its last's (two seeks), in key order.
+fn split_bounds(snapshot: &dyn Snapshot, ranges: usize) -> BenchResult<Vec<KeyRange>> {
+    let (lower, upper) = collection_range()?;
+    let end = |reverse| -> BenchResult<Option<u64>> {
+        let first = snapshot
+            .range(
+                Keyspace::Docs,
+                Bound::Included(&lower),
+                Bound::Excluded(&upper),
+                reverse,
+            )
+            .next()
+            .transpose()?;
+        Ok(match first {
+            Some((key, _)) => Some(record::rid_of_doc_key(&key).ok_or("a record key too short")?),
+            None => None,
+        })
+    };
+    let mut bounds = Vec::new();
+    let mut from = Bound::Included(lower.clone());
+    if let (Some(first), Some(last)) = (end(false)?, end(true)?) {
+        let span = u128::from(last - first) + 1;
+        let k = u128::from(u64::try_from(ranges)?);
+        for i in 1..k {
+            let at = first + u64::try_from(span * i / k)?;
+            let key = record::doc_key(COLLECTION, at).to_vec();
+            bounds.push((from, Bound::Excluded(key.clone())));
+            from = Bound::Included(key);
+        }
+    }
+    bounds.push((from, Bound::Excluded(upper)));
+    Ok(bounds)
+}
+
+/// Fails unless `got` holds the same records as `expected` (record ids, documents and expiry
+/// instants), in the same order.
+fn same_records(expected: &[Record], got: &[Record], label: &str) -> BenchResult {
+    if expected.len() != got.len() {
+        return Err(format!(
+            "{label} returned {} documents, the one-thread scan {}",
+            got.len(),
+            expected.len()
+        )
+        .into());
+    }
+    for (i, (e, g)) in expected.iter().zip(got).enumerate() {
+        if e.0 != g.0 || e.1.as_bytes() != g.1.as_bytes() || e.2 != g.2 {
+            return Err(format!(
+                "{label} differs from the one-thread scan at its document {i}: record id {} \
+                 where {} was expected",
+                g.0, e.0
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// One snapshot read by several scans at once: a split scan reads one point in time, as the
+/// scan it replaces does.
+struct Shared(Arc<dyn Snapshot>);
+
+impl Snapshot for Shared {
+    fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.0.get(ks, key)
+    }
+
+    fn range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Entries<'_> {
+        self.0.range(ks, lower, upper, reverse)
+    }
+
+    fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
+        self.0.scanned(ks, id, returned);
+    }
+
+    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
+        self.0.stored_get(ks, key)
+    }
+
+    fn stored_range(
+        &self,
+        ks: Keyspace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Entries<'_> {
+        self.0.stored_range(ks, lower, upper, reverse)
+    }
+}
+
+/// What the scheduler tells of the calling thread (`/proc/thread-self/schedstat`): nanoseconds
+/// on a CPU, and runnable but waiting for one.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sched {
+    run_ns: u64,
+    wait_ns: u64,
+}
+
+impl Sched {
+    /// Now, for the calling thread; `None` where the kernel does not tell.
+    fn now() -> Option<Sched> {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let mut fields = stat.split_whitespace();
+        Some(Sched {
+            run_ns: fields.next()?.parse().ok()?,
+            wait_ns: fields.next()?.parse().ok()?,
+        })
+    }
+
+    /// What the calling thread used since `before` (read on the same thread).
+    fn since(before: Option<Sched>) -> Option<Sched> {
+        let (now, before) = (Sched::now()?, before?);
+        Some(Sched {
+            run_ns: now.run_ns.saturating_sub(before.run_ns),
+            wait_ns: now.wait_ns.saturating_sub(before.wait_ns),
+        })
+    }
+
+    fn plus(self, other: Sched) -> Sched {
+        Sched {
+            run_ns: self.run_ns + other.run_ns,
+            wait_ns: self.wait_ns + other.wait_ns,
+        }
+    }
+}
+
+/// The CPU time the whole process used so far (every thread, those ended too: user and
+/// system), in `/proc` clock ticks ([`USER_HZ`]); `None` where there is no `/proc/self/stat`.
+fn process_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces; utime and stime are
+    // fields 14 and 15, the 12th and 13th after it.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// The 1-, 5- and 15-minute load averages, from `/proc/loadavg`.
+fn load_average() -> Option<String> {
+    let load = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+fn nanos(ns: u64) -> f64 {
+    to_f64_u64(ns) / 1e9
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "CPU times and tick counts, far below 2^52"
+)]
+fn to_f64_u64(n: u64) -> f64 {
+    n as f64
+}
+
+fn mean(values: &[f64]) -> f64 {
+    let n = f64::from(u32::try_from(values.len()).unwrap_or(u32::MAX));
+    values.iter().sum::<f64>() / n
 }
 
 /// Drops the OS page cache of every file under `dir` (`posix_fadvise(DONTNEED)` after a sync),
@@ -701,14 +1218,8 @@ fn header(scale: f64) {
         },
         thread::available_parallelism().map_or(0, std::num::NonZero::get),
     );
-    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
-        println!(
-            "load average before the run: {} (other busy processes skew every number)",
-            load.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+    if let Some(load) = load_average() {
+        println!("load average before the run: {load} (other busy processes skew every number)");
     }
 }
 
