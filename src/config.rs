@@ -127,6 +127,11 @@ pub struct Config {
     /// taken only as data is read into it.
     #[arg(long = "cache-size-gb", alias = "wiredTigerCacheSizeGB", value_name = "GB", value_parser = cache_size_gb)]
     pub cache_size_gb: Option<f64>,
+    /// Whether a command that reads a large collection scan to its end (a count, an
+    /// aggregation's input, `distinct`) may read its two halves on two threads while another
+    /// core is idle.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub split_scans: bool,
     /// Most connections open at once; more are accepted and closed at once, as mongod does
     /// past `maxIncomingConnections`.
     #[arg(long, alias = "maxConns", default_value_t = 10_000)]
@@ -322,6 +327,7 @@ impl Default for Config {
             oplog_size_mb: None,
             oplog_min_retention_hours: None,
             cache_size_gb: None,
+            split_scans: true,
             tls_mode: TlsMode::Disabled,
             tls_certificate_key_file: None,
             tls_ca_file: None,

@@ -73,6 +73,9 @@ pub struct Scan {
     /// The keyspace it reads: [`Keyspace::Docs`] (records), or [`Keyspace::Oplog`]
     /// (`local.oplog.rs`: plain documents under their times, which never expire).
     pub keyspace: Keyspace,
+    /// Whether a caller reading it to the end may read its two halves on two threads (see
+    /// `cursor::split`).
+    pub split: bool,
 }
 
 /// A document read from a collection: its record id, the document, its expiry instant.
@@ -874,6 +877,7 @@ impl Source {
                     interrupt: None,
                     whole: Some(collection_id),
                     keyspace: Keyspace::Docs,
+                    split: false,
                 }))
             }
             Access::Index(ix) => {
@@ -1056,6 +1060,11 @@ impl Source {
 
     /// Every document left of a live scan, with its record id. Empty for other sources.
     pub fn drain_records(&mut self) -> CommandResult<Vec<Record>> {
+        if let Source::Scan(s) = self
+            && let Some(all) = s.drain_split()?
+        {
+            return Ok(all);
+        }
         let mut all = Vec::new();
         loop {
             let batch = match self {
@@ -1072,6 +1081,11 @@ impl Source {
 
     /// Every document left.
     pub fn drain(&mut self) -> CommandResult<Vec<(RawDocumentBuf, i64)>> {
+        if let Source::Scan(s) = self
+            && let Some(all) = s.drain_split()?
+        {
+            return Ok(without_rids(all));
+        }
         let mut all = Vec::new();
         loop {
             let batch = self.next_entries(usize::MAX, usize::MAX)?;
@@ -1079,6 +1093,31 @@ impl Source {
                 return Ok(all);
             }
             all.extend(batch);
+        }
+    }
+
+    /// How many documents are left, read and dropped.
+    pub fn count_rest(&mut self) -> CommandResult<usize> {
+        if let Source::Scan(s) = self
+            && let Some(n) = s.count_split()?
+        {
+            return Ok(n);
+        }
+        let mut n = 0;
+        loop {
+            let batch = self.next_entries(split::COUNT_BATCH, usize::MAX)?;
+            if batch.is_empty() {
+                return Ok(n);
+            }
+            n += batch.len();
+        }
+    }
+
+    /// Lets a caller that reads this source to its end read a collection scan's two halves on
+    /// two threads when a core is idle (see `cursor::split`).
+    pub fn allow_split(&mut self, allowed: bool) {
+        if let Source::Scan(s) = self {
+            s.split = allowed;
         }
     }
 
@@ -1420,6 +1459,7 @@ pub fn live_doc(value: &[u8], now_ms: i64) -> CommandResult<Option<&RawDocument>
 
 mod distinct;
 pub use distinct::distinct_values;
+mod split;
 
 #[cfg(test)]
 mod index_scan_tests;
@@ -1453,6 +1493,7 @@ mod budget_tests {
             interrupt: None,
             whole: None,
             keyspace: Keyspace::Docs,
+            split: false,
         }
     }
 

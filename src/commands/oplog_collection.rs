@@ -129,6 +129,7 @@ fn open(
         interrupt: None,
         whole: None,
         keyspace: Keyspace::Oplog,
+        split: false,
     }));
     source.set_interrupt(&state.interrupt());
     source

@@ -589,6 +589,7 @@ pub(crate) fn open_planned(
         state.now_ms(),
     );
     source.set_interrupt(&state.interrupt());
+    source.allow_split(state.config.split_scans);
     Ok((plan, source))
 }
 
@@ -912,16 +913,7 @@ pub(super) async fn count_explained(
         return explain_run(state, req, input, source).await;
     }
     let n = tokio::task::spawn_blocking(crate::storage::tally::carry(
-        move || -> CommandResult<usize> {
-            let mut n = 0;
-            loop {
-                let batch = source.next_entries(10_000, usize::MAX)?;
-                if batch.is_empty() {
-                    return Ok(n);
-                }
-                n += batch.len();
-            }
-        },
+        move || -> CommandResult<usize> { source.count_rest() },
     ))
     .await
     .map_err(|e| CommandError::internal(e.to_string()))??;

@@ -294,6 +294,15 @@ impl Snapshot for DiskSnapshot {
     fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
         self.ledger.scanned(ks, id, returned);
     }
+
+    fn share(&self) -> Option<Box<dyn Snapshot>> {
+        Some(Box::new(DiskSnapshot {
+            snapshot: self.snapshot.clone(),
+            keyspaces: self.keyspaces.clone(),
+            hot: Arc::clone(&self.hot),
+            ledger: Arc::clone(&self.ledger),
+        }))
+    }
 }
 
 impl Storage for DiskStorage {

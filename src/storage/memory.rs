@@ -50,6 +50,12 @@ impl Snapshot for MemorySnapshot {
         runs::get(self, ks, key)
     }
 
+    fn share(&self) -> Option<Box<dyn Snapshot>> {
+        Some(Box::new(MemorySnapshot {
+            maps: self.maps.clone(),
+        }))
+    }
+
     fn range(
         &self,
         ks: Keyspace,

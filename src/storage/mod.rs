@@ -233,6 +233,12 @@ pub trait Snapshot: Send + Sync {
     /// ([`Ledger::scanned`]). Scans of part of an id's keys do not call this.
     fn scanned(&self, _ks: Keyspace, _id: u64, _returned: u64) {}
 
+    /// Another handle on this same read view, for a second thread to read part of a scan
+    /// (see `cursor::Scan::split`); `None` where there is none to give.
+    fn share(&self) -> Option<Box<dyn Snapshot>> {
+        None
+    }
+
     /// [`Snapshot::get`] of what is stored, runs unsplit ([`runs`]); the engines keep it, views
     /// over them show [`Snapshot::get`].
     fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {

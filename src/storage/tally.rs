@@ -169,6 +169,11 @@ pub fn note_batch(batch: &Batch) {
 struct Counted(Box<dyn Snapshot>);
 
 impl Snapshot for Counted {
+    fn share(&self) -> Option<Box<dyn Snapshot>> {
+        // Counted in the tally of whichever thread reads (see [`carry`]).
+        Some(Box::new(Counted(self.0.share()?)))
+    }
+
     fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<bytes::Bytes>> {
         let value = self.0.get(ks, key)?;
         if let Some(v) = &value {

@@ -123,6 +123,10 @@ impl Snapshot for Shared {
         self.0.range(ks, lower, upper, reverse)
     }
 
+    fn share(&self) -> Option<Box<dyn Snapshot>> {
+        Some(Box::new(Shared(Arc::clone(&self.0))))
+    }
+
     fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
         self.0.scanned(ks, id, returned);
     }
