@@ -1,4 +1,4 @@
-//! What does answering from index keys alone buy? Three query shapes whose plans can skip most
+//! What does answering from index keys alone buy? Four query shapes whose plans can skip most
 //! or all of the documents, each against the same query made to read them, in the same run.
 //!
 //! One process: Ebb on a durable store in a temporary directory, in its own 2-worker runtime on
@@ -25,18 +25,33 @@
 //! 3. **`$or`.** `find({$or: [{g: 3}, {k: {$lt: 100}}]})`, drained, against the same with
 //!    `hint: {$natural: 1}`; the documents are compared sorted by `_id`. The winning plan is
 //!    printed, whatever it is (an index union or a collection scan).
+//! 4. **Covered projections.** `find({g: {$gte: 10, $lt: 20}}, {g: 1, _id: 0})`, drained (10%
+//!    of the documents), which the entries of `{g: 1}` answer whole (its explain:
+//!    `PROJECTION_COVERED` over `IXSCAN`, no document examined), against the same find and
+//!    projection with `pad: {$exists: true}` added to the filter (the same answer, but the
+//!    bounds no longer decide the filter, so every document in the range is fetched through
+//!    the same index). Then point lookups `find({k: v}, {k: 1, _id: 0})` both ways (covered,
+//!    and with `pad: {$exists: true}`): [`LOOKUP_VALUES`] values of `k` scattered over the
+//!    collection, [`LOOKUP_BLOCK`] lookups of each side per round walking them in turn, both
+//!    sides the same values. A returned document must hold the projected field alone, with
+//!    the generator's value and type (`g` an int32, `k` an int64); the answers are compared
+//!    sorted.
 //!
 //! For each pair: a warm-up, then [`ROUNDS`] rounds in which the two sides take turns (the one
-//! that goes first alternating), [`PER_BLOCK`] queries each. Per round and side, the median
+//! that goes first alternating), [`PER_BLOCK`] queries each ([`LOOKUP_BLOCK`] for the point
+//! lookups). Per round and side, the median
 //! query; over the rounds, the median of those (each side's median latency) and the median of
 //! the rounds' ratios (the side that reads more documents over the other, so above 1 means the
 //! plan that skips documents is faster), with the smallest and largest round ratio beside it.
 //! Before the rounds, `explain` (`executionStats`) of each side: its winning plan and the keys
 //! and documents it examined. The run fails if a keys-only count examined any document (or
 //! plans a `FETCH`) or the other side none, if either count side does not use `{g: 1}` alone,
-//! if the unhinted `distinct` is not a `DISTINCT_SCAN` or the hinted one not a `COLLSCAN`, or
-//! if any answer of either side differs from the generator's (so the two sides differ from
-//! each other; a returned document's `g` must also be its `k`'s): the error names the query.
+//! if the unhinted `distinct` is not a `DISTINCT_SCAN` or the hinted one not a `COLLSCAN`, if a
+//! covered find's plan is not `PROJECTION_COVERED` over an `IXSCAN` of the expected index
+//! alone or it examined any document, or its fetching twin does not `FETCH` through the same
+//! index every document it returns, or if any answer of either side differs from the
+//! generator's (so the two sides differ from each other; a returned document's `g` must also
+//! be its `k`'s): the error names the query.
 //!
 //! This is a measurement, not a test: no figure here is PASS or MISS, and no time is asserted.
 //! The run fails (non-zero) only if the server cannot be started or answers wrongly.
@@ -70,6 +85,10 @@ const ROUNDS: f64 = 40.0;
 const PER_BLOCK: usize = 5;
 /// Queries of each side before the rounds, not recorded.
 const WARM_UP: usize = 2;
+/// Point lookups of one side per round (phase 4).
+const LOOKUP_BLOCK: usize = 50;
+/// Distinct values of `k` the point lookups walk (phase 4).
+const LOOKUP_VALUES: usize = 64;
 const DB: &str = "indexonlybench";
 const COLL: &str = "c";
 
@@ -82,8 +101,8 @@ async fn bench() -> BenchResult {
     let n = scaled(DOCS, scale).max(1_000);
     let rounds = scaled(ROUNDS, scale).max(5);
     println!(
-        "index_only bench: counts from keys alone, DISTINCT_SCAN and $or, each against the same \
-         query reading documents, over {n} documents ({} build, durable store, \
+        "index_only bench: counts from keys alone, DISTINCT_SCAN, $or and covered projections, \
+         each against the same query reading documents, over {n} documents ({} build, durable store, \
          EBB_BENCH_SCALE={scale})",
         if cfg!(debug_assertions) {
             "DEBUG"
@@ -248,6 +267,53 @@ async fn bench() -> BenchResult {
         &[("$or [{g: 3}, {k: {$lt: 100}}]", summary)],
     );
 
+    // 4. Covered projections.
+    println!();
+    println!(
+        "4. find with a projection of the index's field: from the index entries alone \
+         (PROJECTION_COVERED), against fetching every document"
+    );
+    let mut results = Vec::new();
+    let range_g = Query::Projected {
+        filter: doc! { "g": { "$gte": 10, "$lt": 20 } },
+        field: "g",
+    };
+    let range_g_fetch = Query::Projected {
+        filter: doc! { "g": { "$gte": 10, "$lt": 20 }, "pad": { "$exists": true } },
+        field: "g",
+    };
+    let expected = Answer::Projected(data.projected_g(|d| (10..20).contains(&d.g)));
+    check_covered(&ctx, &range_g, &range_g_fetch, "g_1", &expected).await?;
+    results.push((
+        "{g: {$gte: 10, $lt: 20}}, {g: 1, _id: 0}".to_string(),
+        compare_many(&ctx, &[(range_g, range_g_fetch, expected)], PER_BLOCK).await?,
+    ));
+    let mut lookups = Vec::new();
+    let mut rng = XorShift(0x5eed_0000_c0fe_4e44);
+    for _ in 0..LOOKUP_VALUES {
+        let k = i64::try_from(rng.below(u64::try_from(n)?))?;
+        lookups.push((
+            Query::Projected {
+                filter: doc! { "k": k },
+                field: "k",
+            },
+            Query::Projected {
+                filter: doc! { "k": k, "pad": { "$exists": true } },
+                field: "k",
+            },
+            Answer::Projected(data.projected_k(|d| d.k == k)),
+        ));
+    }
+    if let Some((covered, fetch, expected)) = lookups.first() {
+        check_covered(&ctx, covered, fetch, "k_1", expected).await?;
+    }
+    results.push((
+        format!("{{k: v}}, {{k: 1, _id: 0}}, {LOOKUP_VALUES} values"),
+        compare_many(&ctx, &lookups, LOOKUP_BLOCK).await?,
+    ));
+    let results: Vec<(&str, Summary)> = results.iter().map(|(l, s)| (l.as_str(), *s)).collect();
+    print_table("covered", "fetch", &results);
+
     println!();
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         println!(
@@ -293,6 +359,20 @@ impl Data {
 
     fn ids(&self, pred: impl Fn(&Row) -> bool) -> Vec<i64> {
         self.rows.iter().filter(|r| pred(r)).map(|r| r.id).collect()
+    }
+
+    /// The `g` of every matching document (an int32, as stored), sorted.
+    fn projected_g(&self, pred: impl Fn(&Row) -> bool) -> Vec<Bson> {
+        let mut v: Vec<i32> = self.rows.iter().filter(|r| pred(r)).map(|r| r.g).collect();
+        v.sort_unstable();
+        v.into_iter().map(Bson::Int32).collect()
+    }
+
+    /// The `k` of every matching document (an int64, as stored), sorted.
+    fn projected_k(&self, pred: impl Fn(&Row) -> bool) -> Vec<Bson> {
+        let mut v: Vec<i64> = self.rows.iter().filter(|r| pred(r)).map(|r| r.k).collect();
+        v.sort_unstable();
+        v.into_iter().map(Bson::Int64).collect()
     }
 }
 
@@ -385,6 +465,11 @@ enum Query {
     Distinct { filter: Document, natural: bool },
     /// `find(filter)` drained, hinted `{$natural: 1}` if `natural`.
     Find { filter: Document, natural: bool },
+    /// `find(filter)` with the projection `{field: 1, _id: 0}`, drained.
+    Projected {
+        filter: Document,
+        field: &'static str,
+    },
 }
 
 /// What a query answered, in a form two answers compare in.
@@ -395,6 +480,9 @@ enum Answer {
     Values(Vec<Bson>),
     /// The documents' `_id`s, sorted; each document checked against the generator.
     Ids(Vec<i64>),
+    /// The projected field's values, sorted (by number; the types compare too); each document
+    /// checked to hold that field alone.
+    Projected(Vec<Bson>),
 }
 
 fn natural() -> Hint {
@@ -419,6 +507,9 @@ impl Query {
                 "db.{COLL}.find({filter}){}",
                 if *natural { ".hint({$natural: 1})" } else { "" }
             ),
+            Query::Projected { filter, field } => {
+                format!("db.{COLL}.find({filter}, {})", projection(field))
+            }
         }
     }
 
@@ -447,6 +538,11 @@ impl Query {
             Query::Find { filter, natural } => {
                 hinted(doc! { "find": COLL, "filter": filter.clone() }, *natural)
             }
+            Query::Projected { filter, field } => doc! {
+                "find": COLL,
+                "filter": filter.clone(),
+                "projection": projection(field),
+            },
         }
     }
 
@@ -489,8 +585,39 @@ impl Query {
                 ids.sort_unstable();
                 Ok(Answer::Ids(ids))
             }
+            Query::Projected { filter, field } => {
+                let mut cursor = ctx
+                    .coll
+                    .find(filter.clone())
+                    .projection(projection(field))
+                    .await?;
+                let mut values = Vec::new();
+                while cursor.advance().await? {
+                    let d = cursor.current();
+                    let mut fields = d.iter();
+                    let value = match (fields.next().transpose()?, fields.next()) {
+                        (Some((name, value)), None) if name == *field => value,
+                        _ => {
+                            return Err(format!(
+                                "{}: returned {:?}, expected a document of {field} alone",
+                                self.describe(),
+                                d
+                            )
+                            .into());
+                        }
+                    };
+                    values.push(Bson::try_from(value)?);
+                }
+                values.sort_by_key(numeric);
+                Ok(Answer::Projected(values))
+            }
         }
     }
+}
+
+/// The projection of phase 4: `{field: 1, _id: 0}`.
+fn projection(field: &str) -> Document {
+    doc! { field: 1, "_id": 0 }
 }
 
 /// An integer value's number, for sorting `distinct` values (others sort first).
@@ -549,6 +676,15 @@ fn brief(answer: &Answer) -> String {
             ids.iter().sum::<i64>(),
             ids.iter().take(10).collect::<Vec<_>>()
         ),
+        Answer::Projected(v) => format!(
+            "{} values, sum {}, first {:?}",
+            v.len(),
+            v.iter().map(numeric).sum::<i64>(),
+            v.iter()
+                .take(10)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        ),
     }
 }
 
@@ -565,7 +701,22 @@ struct Summary {
 
 /// Warm-up, then the rounds: `a` and `b` taking turns, each checked against `expected`.
 async fn compare(ctx: &Ctx<'_>, a: &Query, b: &Query, expected: &Answer) -> BenchResult<Summary> {
-    for _ in 0..WARM_UP {
+    compare_many(ctx, &[(a.clone(), b.clone(), expected.clone())], PER_BLOCK).await
+}
+
+/// [`compare`] over several versions of one pair (`(a, b, expected)`, the same shape with
+/// other values), `per_block` queries of a side per round: a block walks `cases` in turn,
+/// from where the round's first block started, so both sides run the same values. The
+/// answer size shown is the first case's.
+async fn compare_many(
+    ctx: &Ctx<'_>,
+    cases: &[(Query, Query, Answer)],
+    per_block: usize,
+) -> BenchResult<Summary> {
+    let Some((_, _, first)) = cases.first() else {
+        return Err("compare_many: no case".into());
+    };
+    for (a, b, expected) in cases.iter().cycle().take(WARM_UP * cases.len()) {
         timed(ctx, a, expected).await?;
         timed(ctx, b, expected).await?;
     }
@@ -574,8 +725,9 @@ async fn compare(ctx: &Ctx<'_>, a: &Query, b: &Query, expected: &Answer) -> Benc
         let mut times = [Vec::new(), Vec::new()];
         for turn in 0..2 {
             let side = (round + turn) % 2;
-            let query = if side == 0 { a } else { b };
-            for _ in 0..PER_BLOCK {
+            for i in 0..per_block {
+                let (a, b, expected) = &cases[(round * per_block + i) % cases.len()];
+                let query = if side == 0 { a } else { b };
                 times[side].push(timed(ctx, query, expected).await?);
             }
         }
@@ -593,9 +745,9 @@ async fn compare(ctx: &Ctx<'_>, a: &Query, b: &Query, expected: &Answer) -> Benc
         ratio: median(&ratios),
         lo,
         hi,
-        answer_size: match expected {
+        answer_size: match first {
             Answer::Count(n) => usize::try_from(*n).unwrap_or(0),
-            Answer::Values(v) => v.len(),
+            Answer::Values(v) | Answer::Projected(v) => v.len(),
             Answer::Ids(ids) => ids.len(),
         },
     })
@@ -699,6 +851,50 @@ fn shape(stage: &Document) -> String {
         out.push(')');
     }
     out
+}
+
+/// Explains a covered find and its fetching twin, prints both plans, and fails unless the
+/// first is `PROJECTION_COVERED` over an `IXSCAN` of `index` that examined no document and the
+/// second `FETCH`es through `index` every document of the answer.
+async fn check_covered(
+    ctx: &Ctx<'_>,
+    covered: &Query,
+    fetch: &Query,
+    index: &str,
+    expected: &Answer,
+) -> BenchResult {
+    let (c, f) = (explain(ctx, covered).await?, explain(ctx, fetch).await?);
+    print_plan("covered  ", covered, &c);
+    print_plan("fetching ", fetch, &f);
+    let scan = format!("IXSCAN {index}");
+    if c.plan != format!("PROJECTION_COVERED({scan})") || c.docs_examined != Some(0) {
+        return Err(format!(
+            "{}: expected PROJECTION_COVERED({scan}) examining no document, got {}, {:?} \
+             documents examined",
+            covered.describe(),
+            c.plan,
+            c.docs_examined
+        )
+        .into());
+    }
+    let returned = match expected {
+        Answer::Projected(v) => i64::try_from(v.len())?,
+        _ => return Err(format!("{}: not a projection", covered.describe()).into()),
+    };
+    if !f.plan.contains(&format!("FETCH({scan})"))
+        || f.plan.contains("PROJECTION_COVERED")
+        || f.docs_examined != Some(returned)
+    {
+        return Err(format!(
+            "{}: expected a FETCH({scan}) examining the {returned} documents returned, got {}, \
+             {:?} documents examined",
+            fetch.describe(),
+            f.plan,
+            f.docs_examined
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn print_plan(side: &str, query: &Query, e: &Explained) {
