@@ -182,13 +182,22 @@ pub(super) async fn open(req: &Request<'_>, state: &ServerState) -> CommandResul
     let catalog = std::sync::Arc::clone(&state.catalog);
     let now = state.now_ms();
     let max_docs = batch_size.unwrap_or(usize::MAX);
+    let start = ts_to_u64(reader.next_time());
     let (docs, reader) = tokio::task::spawn_blocking(move || {
         let docs = reader.read(&catalog, now, (oldest, visible), max_docs, MAX_BATCH_BYTES);
         (docs, reader)
     })
     .await
     .map_err(|e| CommandError::internal(e.to_string()))?;
-    let docs = docs?;
+    let docs = docs.map_err(|e| {
+        // The retention may have removed the token's entry after `oldest` was read: its
+        // event is then not found because the history before it is gone.
+        if e.code == ErrorCode::ChangeStreamFatalError && start < oplog.oldest() {
+            crate::changestream::history_lost()
+        } else {
+            e
+        }
+    })?;
     let token = reader.post_batch_resume_token();
     let id = if reader.invalidated {
         0
