@@ -17,10 +17,11 @@ use crate::storage::{Keyspace, Snapshot, prefix_end, record};
 
 /// The values of `parts` (`distinct`'s key, the first field of `ix`, which is not multikey)
 /// in the documents of collection `collection_id` that match `filter`, one per distinct key of
-/// that field within `ix`'s bounds, in key order: each from the first document under that key
-/// (in record id order) that is live at `now_ms`, matches and has the field. Values that share
-/// a key (`1`, `1.0`) compare equal, so one stands for all, as `distinct` answers. Also
-/// returns what it read.
+/// that field within `ix`'s bounds, in key order: each from the first entry under that key
+/// (in index order: by record id for a single-field index, by the other key fields first for a
+/// compound one) whose document is live at `now_ms`, matches and has the field. Values that
+/// share a key (`1`, `1.0`) compare equal, so one stands for all, as `distinct` answers
+/// (which one depends on the plan, as in mongod). Also returns what it read.
 ///
 /// With `ix.covered` (its bounds decide the filter and no document can expire), the value
 /// comes from the entry itself and no document is read, but for entries written before

@@ -1089,14 +1089,14 @@ impl IndexScan {
             lower: prefix.to_vec(),
             upper: prefix_end(prefix),
         }];
-        for check in &checks {
+        for (check, list) in checks.iter().zip(&self.bounds) {
             if ranges.len() * check.ranges.len() > MAX_RANGES {
                 break;
             }
-            let all_points = check
-                .ranges
-                .iter()
-                .all(|r| r.upper.as_ref() == prefix_end(&r.lower).as_ref());
+            // Judged on the intervals: a byte range may look like one key's (`[x, x+1)`)
+            // without being one, as a descending field's range of strings between `"a"` and
+            // `"b"` does (both ends cut inside the strings).
+            let all_points = list.iter().all(Interval::is_point);
             let mut next = Vec::with_capacity(ranges.len() * check.ranges.len());
             for p in &ranges {
                 for r in &check.ranges {
