@@ -39,10 +39,10 @@
 //!
 //! For each pair: a warm-up, then [`ROUNDS`] rounds in which the two sides take turns (the one
 //! that goes first alternating), [`PER_BLOCK`] queries each ([`LOOKUP_BLOCK`] for the point
-//! lookups). Per round and side, the median
-//! query; over the rounds, the median of those (each side's median latency) and the median of
-//! the rounds' ratios (the side that reads more documents over the other, so above 1 means the
-//! plan that skips documents is faster), with the smallest and largest round ratio beside it.
+//! lookups). Per round and side, the median query; over the rounds, the median of those (each
+//! side's median latency) and the median of the rounds' ratios (the side that reads more
+//! documents over the other, so above 1 means the plan that skips documents is faster), with
+//! the smallest and largest round ratio beside it.
 //! Before the rounds, `explain` (`executionStats`) of each side: its winning plan and the keys
 //! and documents it examined. The run fails if a keys-only count examined any document (or
 //! plans a `FETCH`) or the other side none, if either count side does not use `{g: 1}` alone,
@@ -102,8 +102,8 @@ async fn bench() -> BenchResult {
     let rounds = scaled(ROUNDS, scale).max(5);
     println!(
         "index_only bench: counts from keys alone, DISTINCT_SCAN, $or and covered projections, \
-         each against the same query reading documents, over {n} documents ({} build, durable store, \
-         EBB_BENCH_SCALE={scale})",
+         each against the same query reading documents, over {n} documents ({} build, durable \
+         store, EBB_BENCH_SCALE={scale})",
         if cfg!(debug_assertions) {
             "DEBUG"
         } else {
