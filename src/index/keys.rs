@@ -50,7 +50,12 @@ pub fn document_keys(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> C
         out.entry(key).or_insert_with(|| covering_value(values));
         false
     })?;
-    let (components, values) = out.into_iter().unzip();
+    let (components, mut values): (Vec<_>, Vec<_>) = out.into_iter().unzip();
+    if multikey {
+        // No index-only read goes through a multikey index: its entries' values would never
+        // be read (and an entry of an array element holds the element, not the field).
+        values.iter_mut().for_each(Vec::clear);
+    }
     Ok(Keys {
         components,
         values,
@@ -62,8 +67,8 @@ pub fn document_keys(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> C
 /// each under the name `""`, or under `"m"` (as `null`) when the document lacks the field.
 /// A key string does not keep a value's type (`1`, `1L` and `1.0` share one) nor whether a
 /// `null` key was a `null` or nothing, so an index-only read takes the values from here.
-/// (Entries written before these values existed have an empty value: the reader then reads
-/// the document.)
+/// (Entries written before these values existed, and those of multikey documents, have an
+/// empty value: a reader then reads the document.)
 fn covering_value(values: &[Val<'_>]) -> Vec<u8> {
     let mut doc = bson::RawDocumentBuf::new();
     for v in values {
