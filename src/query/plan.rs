@@ -694,8 +694,13 @@ fn field_bounds(c: &Candidate, conjuncts: &[(&str, PlanPred<'_>)], collated: boo
 
 /// Whether the filter's conjuncts imply the partial filter expression: every conjunct of the
 /// latter is a comparison, `$in` or `$exists: true` whose set of values contains that of some
-/// conjunct of the query on the same path.
-fn implies_partial(conjuncts: &[(&str, PlanPred<'_>)], partial: &RawDocument) -> bool {
+/// conjunct of the query on the same path (under a query's collation, `collated`, one whose
+/// bounds compare no strings, documents or arrays).
+fn implies_partial(
+    conjuncts: &[(&str, PlanPred<'_>)],
+    partial: &RawDocument,
+    collated: bool,
+) -> bool {
     let Ok(pf) = Filter::compile(partial) else {
         return false;
     };
@@ -714,7 +719,9 @@ fn implies_partial(conjuncts: &[(&str, PlanPred<'_>)], partial: &RawDocument) ->
             if exists {
                 matches!(have, PlanPred::Exists) || excludes_missing(&have_bounds)
             } else {
-                covers(&want_bounds, &have_bounds)
+                // The partial filter compares binarily: under the query's collation, a
+                // predicate on strings (documents, arrays) may match values it excludes.
+                (!collated || collation_safe(&have_bounds)) && covers(&want_bounds, &have_bounds)
             }
         })
     })
@@ -829,7 +836,7 @@ pub fn plan(query: &Query<'_>, indexes: &[IndexSpec]) -> CommandResult<Plan> {
         if *hidden
             || c.partial
                 .as_ref()
-                .is_some_and(|p| !implies_partial(&conjuncts, p))
+                .is_some_and(|p| !implies_partial(&conjuncts, p, collated))
         {
             return Err(no_such_index());
         }
@@ -892,7 +899,7 @@ fn best_index<'c>(
         }
         if c.partial
             .as_ref()
-            .is_some_and(|p| !implies_partial(conjuncts, p))
+            .is_some_and(|p| !implies_partial(conjuncts, p, collated))
         {
             continue;
         }
@@ -956,7 +963,7 @@ pub fn plan_distinct(query: &Query<'_>, indexes: &[IndexSpec], key: &str) -> Opt
                 && c.pattern.fields.first().is_some_and(|(p, _)| p == key)
                 && c.partial
                     .as_ref()
-                    .is_none_or(|p| implies_partial(&conjuncts, p))
+                    .is_none_or(|p| implies_partial(&conjuncts, p, false))
         })
         .map(|(c, _)| (c, field_bounds(c, &conjuncts, false)))
         .min_by_key(|(c, _)| c.pattern.fields.len())?;

@@ -279,3 +279,50 @@ async fn distinct_scan_on_compound_index_answers_an_equal_value() -> TestResult 
     assert_eq!(values(&planned), ["Double(1.0)"]);
     Ok(())
 }
+
+/// Found by this test (seed 103), fixed (src/query/plan.rs `implies_partial`). A partial index
+/// filters binarily: `{c: {$gt: "a"}}` leaves out `"B"`. Under a case-insensitive collation the
+/// same predicate in a query matches `"B"`, so it does not imply the partial filter, but the
+/// planner took it to and read the partial index: documents were lost.
+#[tokio::test]
+async fn a_collated_query_does_not_use_a_partial_index_its_strings_imply() -> TestResult {
+    let server = TestServer::start().await?;
+    let client = server.client().await?;
+    let db = client.database("index_only_random_partial_collation");
+    let c = db.collection::<Document>("c");
+    c.insert_many([
+        doc! { "_id": 1, "b": 0, "c": "B" },
+        doc! { "_id": 2, "b": 0, "c": "b" },
+        doc! { "_id": 3, "b": 0, "c": "A" },
+    ])
+    .await?;
+    db.run_command(doc! {
+        "createIndexes": "c",
+        "indexes": [{ "key": { "b": 1 }, "name": "b_1", "partialFilterExpression": { "c": { "$gt": "a" } } }],
+    })
+    .await?;
+    let count = |hint: bool| {
+        let db = db.clone();
+        async move {
+            let mut cmd = doc! {
+                "count": "c",
+                "query": { "b": 0, "c": { "$gt": "a" } },
+                "collation": { "locale": "en", "strength": 2 },
+            };
+            if hint {
+                cmd.insert("hint", natural());
+            }
+            db.run_command(cmd).await
+        }
+    };
+    let planned = count(false).await?;
+    let scanned = count(true).await?;
+    assert_eq!(planned.get_i32("n")?, 2, "{planned}");
+    assert_eq!(scanned.get_i32("n")?, 2, "{scanned}");
+    // Without the collation the partial index serves (binarily only "b" is above "a").
+    let simple = db
+        .run_command(doc! { "count": "c", "query": { "b": 0, "c": { "$gt": "a" } } })
+        .await?;
+    assert_eq!(simple.get_i32("n")?, 1, "{simple}");
+    Ok(())
+}
