@@ -65,15 +65,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bson::raw::cstr;
 use bson::{RawDocument, RawDocumentBuf, doc, rawdoc};
-use bytes::Bytes;
 use ebb::Config;
 use ebb::config::physical_memory;
 use ebb::cursor::{MAX_BATCH_BYTES, Record, Scan};
 use ebb::query::filter::Filter;
-use ebb::storage::{
-    Batch, DiskStorage, Keyspace, Scan as Entries, Snapshot, Storage, StorageResult, prefix_end,
-    record,
-};
+use ebb::storage::{Batch, DiskStorage, Keyspace, Snapshot, Storage, prefix_end, record};
 
 type BenchResult<T = ()> = Result<T, Box<dyn std::error::Error>>;
 
@@ -934,7 +930,9 @@ fn split_scan(
                     break;
                 };
                 let (records, examined) = scan_records(
-                    Box::new(Shared(Arc::clone(&snapshot))),
+                    snapshot
+                        .share()
+                        .ok_or("the engine's snapshot cannot be shared")?,
                     lower.clone(),
                     upper.clone(),
                     filter,
@@ -1044,44 +1042,6 @@ fn same_records(expected: &[Record], got: &[Record], label: &str) -> BenchResult
         }
     }
     Ok(())
-}
-
-/// One snapshot read by several scans at once: a split scan reads one point in time, as the
-/// scan it replaces does.
-struct Shared(Arc<dyn Snapshot>);
-
-impl Snapshot for Shared {
-    fn get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
-        self.0.get(ks, key)
-    }
-
-    fn range(
-        &self,
-        ks: Keyspace,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> Entries<'_> {
-        self.0.range(ks, lower, upper, reverse)
-    }
-
-    fn scanned(&self, ks: Keyspace, id: u64, returned: u64) {
-        self.0.scanned(ks, id, returned);
-    }
-
-    fn stored_get(&self, ks: Keyspace, key: &[u8]) -> StorageResult<Option<Bytes>> {
-        self.0.stored_get(ks, key)
-    }
-
-    fn stored_range(
-        &self,
-        ks: Keyspace,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        reverse: bool,
-    ) -> Entries<'_> {
-        self.0.stored_range(ks, lower, upper, reverse)
-    }
 }
 
 /// What the scheduler tells of the calling thread (`/proc/thread-self/schedstat`): nanoseconds

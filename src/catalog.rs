@@ -419,7 +419,9 @@ impl Collection {
             );
         }
         for fi in &self.field_indexes {
-            let Ok(keys) = fi.keys(doc) else { continue };
+            let Ok(keys) = fi.key_strings(doc) else {
+                continue;
+            };
             for c in &keys.components {
                 if let Ok(entry) = fi.entry(c, rid) {
                     batch.delete(Keyspace::Index, entry);

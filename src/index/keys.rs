@@ -40,6 +40,21 @@ pub struct Keys {
 /// The keys `doc` gives an index with key pattern `pattern` (partial filters are the caller's
 /// business). Errors: `CannotIndexParallelArrays` (171).
 pub fn document_keys(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> CommandResult<Keys> {
+    keys_of(pattern, doc, sparse, true)
+}
+
+/// [`document_keys`] without the entries' values (left empty): for callers that only find
+/// or remove entries.
+pub fn key_strings(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> CommandResult<Keys> {
+    keys_of(pattern, doc, sparse, false)
+}
+
+fn keys_of(
+    pattern: &KeyPattern,
+    doc: &RawDocument,
+    sparse: bool,
+    with_values: bool,
+) -> CommandResult<Keys> {
     let mut out = BTreeMap::new();
     let multikey = generate(pattern, doc, sparse, &mut |values| {
         let mut key = Vec::new();
@@ -47,7 +62,13 @@ pub fn document_keys(pattern: &KeyPattern, doc: &RawDocument, sparse: bool) -> C
             encode_component(value.as_bson(), *direction, &mut key);
         }
         // Of values with one key (`1` and `1.0` in one array), the first met.
-        out.entry(key).or_insert_with(|| covering_value(values));
+        out.entry(key).or_insert_with(|| {
+            if with_values {
+                covering_value(values)
+            } else {
+                Vec::new()
+            }
+        });
         false
     })?;
     let (components, mut values): (Vec<_>, Vec<_>) = out.into_iter().unzip();

@@ -73,6 +73,16 @@ impl FieldIndex {
         document_keys(&self.pattern, doc, self.sparse)
     }
 
+    /// [`FieldIndex::keys`] without the entries' values: enough to find or remove entries.
+    pub fn key_strings(&self, doc: &RawDocument) -> CommandResult<Keys> {
+        if let Some(f) = &self.partial
+            && !f.try_matches(doc)?
+        {
+            return Ok(Keys::default());
+        }
+        super::keys::key_strings(&self.pattern, doc, self.sparse)
+    }
+
     /// The entry of key `components` for the document stored under record id `rid`.
     pub fn entry(&self, components: &[u8], rid: u64) -> CommandResult<Vec<u8>> {
         entry_key(self.id, components, rid).ok_or_else(|| {

@@ -827,7 +827,7 @@ impl<'a> Writer<'a> {
         let key = self.key(found.rid);
         self.claim(Keyspace::Docs, &key)?;
         for fi in &self.collection.field_indexes {
-            let Ok(keys) = fi.keys(&found.doc) else {
+            let Ok(keys) = fi.key_strings(&found.doc) else {
                 continue;
             };
             for c in keys.components {
