@@ -17,9 +17,12 @@
 //!      with each write, only blocks get allocated);
 //!    * "engine one": the engine without the server: [`DiskStorage`] (in another temporary
 //!      directory, same file system) behind [`GroupCommit`], one commit of that one document as
-//!      Ebb stores it, then `durable(ticket)`, from a task of the client runtime.
+//!      Ebb stores it, then `durable(ticket)`, from a task of the client runtime;
+//!    * "`insert_one` hand-off": the same inserts into a second server started with
+//!      `--leader-sync false`, where every durable insert hands its sync to the syncer thread
+//!      (what the first server does only when two writers wait at once): what leading saves.
 //!
-//!    The six kinds take turns in blocks of [`LATENCY_BLOCK`] (the order rotating every
+//!    The seven kinds take turns in blocks of [`LATENCY_BLOCK`] (the order rotating every
 //!    block), so machine and disk noise hit them all alike; the file syncs run on a blocking
 //!    thread. Per round: each kind's p50 and the ratio `(insert_one p50 - ping p50) /
 //!    fdatasync p50`; the goal (ratio ≤ 1.3) is judged on the median of the per-round ratios,
@@ -137,7 +140,11 @@ async fn bench() -> BenchResult {
         engine_dir.path().display()
     );
 
-    let latency = latency_phase(&server, &engine, scale).await?;
+    // The same server with leading syncs off: every durable insert hands its sync to the
+    // syncer thread (diagnosis only).
+    let handoff = Server::start_with(|config| config.leader_sync = false)?;
+    let latency = latency_phase(&server, &handoff, &engine, scale).await?;
+    handoff.stop()?;
     let rates = rate_phase(&server, &engine, scale).await?;
     report_goals(&latency, &rates);
 
@@ -239,16 +246,18 @@ enum Kind {
     Fsync,
     FsyncPrealloc,
     EngineOne,
+    InsertHandOff,
 }
 
 impl Kind {
-    const ALL: [Kind; 6] = [
+    const ALL: [Kind; 7] = [
         Kind::Ping,
         Kind::Insert,
         Kind::InsertRelaxed,
         Kind::Fsync,
         Kind::FsyncPrealloc,
         Kind::EngineOne,
+        Kind::InsertHandOff,
     ];
 
     fn name(self) -> &'static str {
@@ -259,6 +268,7 @@ impl Kind {
             Kind::Fsync => "fdatasync (append)",
             Kind::FsyncPrealloc => "fdatasync prealloc",
             Kind::EngineOne => "engine one",
+            Kind::InsertHandOff => "insert_one hand-off",
         }
     }
 }
@@ -272,6 +282,7 @@ struct LatencySet {
     fsync: Samples,
     prealloc: Samples,
     engine: Samples,
+    handoff: Samples,
 }
 
 impl LatencySet {
@@ -283,6 +294,7 @@ impl LatencySet {
             Kind::Fsync => &self.fsync,
             Kind::FsyncPrealloc => &self.prealloc,
             Kind::EngineOne => &self.engine,
+            Kind::InsertHandOff => &self.handoff,
         }
     }
 
@@ -294,6 +306,7 @@ impl LatencySet {
             Kind::Fsync => &mut self.fsync,
             Kind::FsyncPrealloc => &mut self.prealloc,
             Kind::EngineOne => &mut self.engine,
+            Kind::InsertHandOff => &mut self.handoff,
         }
     }
 
@@ -458,6 +471,7 @@ struct LatencyResults {
 
 async fn latency_phase(
     server: &Server,
+    handoff_server: &Server,
     engine: &Arc<GroupCommit>,
     scale: f64,
 ) -> BenchResult<LatencyResults> {
@@ -473,7 +487,12 @@ async fn latency_phase(
             .write_concern(WriteConcern::builder().journal(false).build())
             .build(),
     );
+    let handoff_client = connect(handoff_server.addr, "ebb-write-path-handoff", Some(1)).await?;
+    let handoff = handoff_client
+        .database(DB)
+        .collection::<RawDocumentBuf>("one");
     let ids = AtomicI64::new(0);
+    let handoff_ids = AtomicI64::new(0);
     let relaxed_ids = AtomicI64::new(0);
     let engine_ids = AtomicI64::new(0);
     let mut append = SyncProbe::appending(server.data_dir().join("write_path-fdatasync.probe"))?;
@@ -489,6 +508,7 @@ async fn latency_phase(
     pings(&db, warmup, &mut ignored.ping).await?;
     insert_ones(&coll, &ids, warmup, &mut ignored.insert).await?;
     insert_ones(&relaxed, &relaxed_ids, warmup, &mut ignored.relaxed).await?;
+    insert_ones(&handoff, &handoff_ids, warmup, &mut ignored.handoff).await?;
     engine_ones(engine, &engine_ids, warmup, &mut ignored.engine).await?;
     (append, _) = sync_block(append, warmup, Samples::default()).await?;
     (prealloc, _) = sync_block(prealloc, warmup, Samples::default()).await?;
@@ -500,11 +520,20 @@ async fn latency_phase(
          in blocks of {LATENCY_BLOCK} (order rotating; warm-up {warmup}; a round stops early \
          after {cap:.1?}). Documents of {DOC_SIZE} B, default write concern; fdatasync after \
          appending {PROBE_RECORD} B to a file in the Ebb store's directory; engine one = one \
-         1-document commit + durable(ticket) on the engine alone. Per-round p50s, us:"
+         1-document commit + durable(ticket) on the engine alone; hand-off = insert_one on a \
+         second server started with --leader-sync false. Per-round p50s, us:"
     );
     println!(
-        "  {:<6} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10} {:>8}",
-        "round", "ping", "insert_one", "j:false", "fdatasync", "prealloc", "engine 1", "ratio"
+        "  {:<6} {:>9} {:>11} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8}",
+        "round",
+        "ping",
+        "insert_one",
+        "j:false",
+        "fdatasync",
+        "prealloc",
+        "engine 1",
+        "hand-off",
+        "ratio"
     );
     let mut all = LatencySet::default();
     let mut round_ratios = Vec::with_capacity(LATENCY_ROUNDS);
@@ -526,6 +555,9 @@ async fn latency_phase(
                     Kind::EngineOne => {
                         engine_ones(engine, &engine_ids, n, &mut this.engine).await?;
                     }
+                    Kind::InsertHandOff => {
+                        insert_ones(&handoff, &handoff_ids, n, &mut this.handoff).await?;
+                    }
                     Kind::Fsync => {
                         let samples = std::mem::take(&mut this.fsync);
                         (append, this.fsync) = sync_block(append, n, samples).await?;
@@ -542,7 +574,7 @@ async fn latency_phase(
         let ratio = this.ratio();
         round_ratios.push(ratio);
         println!(
-            "  {:<6} {:>9.1} {:>11.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7.3}x",
+            "  {:<6} {:>9.1} {:>11.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>9.1} {:>7.3}x",
             round + 1,
             this.p50(Kind::Ping),
             this.p50(Kind::Insert),
@@ -550,6 +582,7 @@ async fn latency_phase(
             this.p50(Kind::Fsync),
             this.p50(Kind::FsyncPrealloc),
             this.p50(Kind::EngineOne),
+            this.p50(Kind::InsertHandOff),
             ratio
         );
         all.extend(this);
@@ -584,7 +617,8 @@ async fn latency_phase(
          (insert_one j:false - ping) {:.1} us; waiting for durability (insert_one - j:false) \
          {:.1} us, against the engine's own 1-document commit + durable {engine_one:.1} us \
          ({:.3} x fdatasync; {:.1} us over the preallocated-file fdatasync, {:.1} us over the \
-         appending one)",
+         appending one). With the sync handed to the syncer thread (--leader-sync false), \
+         insert_one p50 - ping p50 = {:.1} us = {:.3} x fdatasync p50",
         insert - ping,
         all.ratio(),
         range_text(&round_ratios),
@@ -593,12 +627,18 @@ async fn latency_phase(
         engine_one / fsync,
         engine_one - all.p50(Kind::FsyncPrealloc),
         engine_one - fsync,
+        all.p50(Kind::InsertHandOff) - ping,
+        (all.p50(Kind::InsertHandOff) - ping) / fsync,
     );
 
     // Counted through a handle without the `{j: false}` write concern, which the driver would
     // send along with the count's `aggregate` (and Ebb refuses on a read).
     let relaxed_plain = db.collection::<RawDocumentBuf>("one_relaxed");
-    for (coll, ids) in [(&coll, &ids), (&relaxed_plain, &relaxed_ids)] {
+    for (coll, ids) in [
+        (&coll, &ids),
+        (&relaxed_plain, &relaxed_ids),
+        (&handoff, &handoff_ids),
+    ] {
         let count = coll.count_documents(doc! {}).await?;
         let inserted = ids.load(Ordering::Relaxed);
         if i64::try_from(count)? != inserted {
@@ -610,6 +650,7 @@ async fn latency_phase(
         }
     }
     drop((coll, relaxed, relaxed_plain, db, client));
+    drop((handoff, handoff_client));
     Ok(LatencyResults {
         samples_per_kind: all.insert.len(),
         all,

@@ -132,6 +132,11 @@ pub struct Config {
     /// core is idle.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub split_scans: bool,
+    /// Whether a writer waiting alone for its write to be durable runs the journal's
+    /// `fdatasync` on its own thread (saving two thread wake-ups) rather than handing it to the
+    /// sync thread. Concurrent writers always share the sync thread's group commits.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub leader_sync: bool,
     /// Most connections open at once; more are accepted and closed at once, as mongod does
     /// past `maxIncomingConnections`.
     #[arg(long, alias = "maxConns", default_value_t = 10_000)]
@@ -328,6 +333,7 @@ impl Default for Config {
             oplog_min_retention_hours: None,
             cache_size_gb: None,
             split_scans: true,
+            leader_sync: true,
             tls_mode: TlsMode::Disabled,
             tls_certificate_key_file: None,
             tls_ca_file: None,

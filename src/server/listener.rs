@@ -354,7 +354,9 @@ async fn open_store(config: &Config) -> std::io::Result<Arc<GroupCommit>> {
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
         Arc::new(disk)
     };
-    Ok(Arc::new(GroupCommit::new(storage)))
+    let store = GroupCommit::new(storage);
+    store.set_lead(config.leader_sync);
+    Ok(Arc::new(store))
 }
 
 /// Accepts forever. Accept errors (out of file descriptors, say) back off and retry rather than

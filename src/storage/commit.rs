@@ -1,4 +1,10 @@
 //! Group commit: many writers, one `fdatasync` at a time covering all of them.
+//!
+//! A sync runs on the syncer thread, or on the waiting writer's own thread when that writer is
+//! the only one waiting and no sync is running (the leader path of [`GroupCommit::durable`]): a
+//! lone writer then pays for the `fdatasync` alone, without the two thread wake-ups (the
+//! syncer's, then its own) the hand-off costs. As soon as a second writer waits, syncs go back
+//! to the syncer thread, so that runtime workers keep serving requests while a sync runs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -50,6 +56,14 @@ struct Shared {
     /// Wakes the syncer when there is something to sync.
     pending: Mutex<bool>,
     wake: Condvar,
+    /// Held for each sync (by the syncer thread or a leading writer): the commits it covered.
+    syncing: Mutex<u64>,
+    /// The durable mark: every commit up to it is durable.
+    durable: watch::Sender<u64>,
+    /// Writers waiting in [`GroupCommit::durable`].
+    waiting: AtomicU64,
+    /// Whether a lone waiting writer may sync on its own thread.
+    lead: AtomicBool,
     stop: AtomicBool,
     failed: Mutex<Option<StorageError>>,
     /// Stamps [`Batch::stamped`] values, and learns which are durable.
@@ -67,21 +81,25 @@ impl std::fmt::Debug for GroupCommit {
 impl GroupCommit {
     /// Starts the syncer thread for `storage`.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
+        let (tx, rx) = watch::channel(0);
         let shared = Arc::new(Shared {
             committed: AtomicU64::new(0),
             pending: Mutex::new(false),
             wake: Condvar::new(),
+            syncing: Mutex::new(0),
+            durable: tx,
+            waiting: AtomicU64::new(0),
+            lead: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
             stamper: OnceLock::new(),
         });
-        let (tx, rx) = watch::channel(0);
         let thread = {
             let storage = Arc::clone(&storage);
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("ebb-sync".into())
-                .spawn(move || syncer(&*storage, &shared, &tx))
+                .spawn(move || syncer(&*storage, &shared))
                 .ok()
         };
         GroupCommit {
@@ -178,19 +196,43 @@ impl GroupCommit {
         Ok((ticket, last))
     }
 
+    /// Whether a lone waiting writer may run the sync on its own thread (the default) rather
+    /// than always handing it to the syncer thread: for measuring one against the other.
+    pub fn set_lead(&self, lead: bool) {
+        self.shared.lead.store(lead, Ordering::Relaxed);
+    }
+
     /// Waits until the commit with `ticket` is durable. Relaxed writers skip this; the syncer
     /// still covers them within [`RELAXED_SYNC_INTERVAL`].
+    ///
+    /// A writer that finds itself the only one waiting, with no sync running, runs the sync
+    /// itself, blocking its thread for one `fdatasync` (see the module's documentation).
     pub async fn durable(&self, ticket: u64) -> StorageResult<()> {
         if !self.storage.is_durable() {
             return Ok(());
         }
+        let waiting = Waiting::enter(&self.shared);
+        if *self.durable.borrow() < ticket
+            && waiting.alone
+            && self.shared.lead.load(Ordering::Relaxed)
+            && let Ok(mut synced) = self.shared.syncing.try_lock()
         {
-            let mut pending = self
-                .shared
-                .pending
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *pending = true;
+            // A sync that ran since the check above may already cover the ticket.
+            if *synced < ticket {
+                sync_once(&*self.storage, &self.shared, &mut synced);
+            }
+        }
+        if *self.durable.borrow() < ticket {
+            {
+                let mut pending = self
+                    .shared
+                    .pending
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                *pending = true;
+            }
+            // Notified after the lock is released, so that the syncer does not wake only to
+            // wait for it.
             self.shared.wake.notify_one();
         }
         let mut rx = self.durable.clone();
@@ -231,8 +273,66 @@ impl Drop for GroupCommit {
     }
 }
 
-fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) {
-    let mut synced = 0;
+/// Counts a writer in [`GroupCommit::durable`] while it waits.
+struct Waiting<'a> {
+    shared: &'a Shared,
+    /// Whether no other writer was waiting when this one came.
+    alone: bool,
+}
+
+impl<'a> Waiting<'a> {
+    fn enter(shared: &'a Shared) -> Self {
+        let before = shared.waiting.fetch_add(1, Ordering::SeqCst);
+        Waiting {
+            shared,
+            alone: before == 0,
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.shared.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One sync, by whoever holds `syncing` (its guarded value is `synced`): makes every commit
+/// counted so far durable and publishes the new mark. `false` if the sync failed, which stops
+/// every later write.
+fn sync_once(storage: &dyn Storage, shared: &Shared, synced: &mut u64) -> bool {
+    if shared
+        .failed
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some()
+    {
+        return false;
+    }
+    let target = shared.committed.load(Ordering::SeqCst);
+    if target <= *synced {
+        return true;
+    }
+    // Read before the sync: every stamp up to it is in what the sync makes durable.
+    let mark = shared.stamper.get().map(|s| (s, s.mark()));
+    if let Err(e) = storage.sync() {
+        error!(error = %e, "journal sync failed: refusing further writes");
+        *shared
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
+        // Wake every waiter so that each sees the failure.
+        shared.durable.send_replace(u64::MAX);
+        return false;
+    }
+    *synced = target;
+    if let Some((stamper, mark)) = mark {
+        stamper.synced(mark);
+    }
+    shared.durable.send_replace(target);
+    true
+}
+
+fn syncer(storage: &dyn Storage, shared: &Shared) {
     loop {
         {
             let pending = shared
@@ -248,27 +348,15 @@ fn syncer(storage: &dyn Storage, shared: &Shared, durable: &watch::Sender<u64>) 
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             *pending = false;
         }
-        let target = shared.committed.load(Ordering::SeqCst);
-        if target > synced {
-            // Read before the sync: every stamp up to it is in what the sync makes durable.
-            let mark = shared.stamper.get().map(|s| (s, s.mark()));
-            if let Err(e) = storage.sync() {
-                error!(error = %e, "journal sync failed: refusing further writes");
-                *shared
-                    .failed
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(e);
-                // Wake every waiter so that each sees the failure.
-                durable.send_replace(u64::MAX);
-                return;
-            }
-            synced = target;
-            if let Some((stamper, mark)) = mark {
-                stamper.synced(mark);
-            }
-            durable.send_replace(synced);
+        let mut synced = shared
+            .syncing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !sync_once(storage, shared, &mut synced) {
+            return;
         }
-        if shared.stop.load(Ordering::SeqCst) && shared.committed.load(Ordering::SeqCst) == synced {
+        if shared.stop.load(Ordering::SeqCst) && shared.committed.load(Ordering::SeqCst) == *synced
+        {
             return;
         }
     }

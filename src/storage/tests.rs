@@ -140,3 +140,91 @@ async fn group_commit_makes_writes_durable() {
         64
     );
 }
+
+/// The memory engine, claiming durability, recording which thread ran each sync.
+struct SyncRecorder {
+    inner: MemoryStorage,
+    syncs: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+impl Storage for SyncRecorder {
+    fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.inner.snapshot()
+    }
+    fn commit(&self, batch: Batch) -> StorageResult<()> {
+        self.inner.commit(batch)
+    }
+    fn sync(&self) -> StorageResult<()> {
+        let name = std::thread::current().name().map(str::to_owned);
+        self.syncs.lock().unwrap().push(name);
+        Ok(())
+    }
+    fn is_durable(&self) -> bool {
+        true
+    }
+    fn approximate_size(&self) -> u64 {
+        self.inner.approximate_size()
+    }
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64> {
+        self.inner.compact(keyspaces)
+    }
+    fn ledger(&self) -> &Ledger {
+        self.inner.ledger()
+    }
+    fn entry_count(&self, ks: Keyspace) -> u64 {
+        self.inner.entry_count(ks)
+    }
+    fn keyspace_size(&self, ks: Keyspace) -> u64 {
+        self.inner.keyspace_size(ks)
+    }
+}
+
+#[test]
+fn a_lone_writer_leads_its_own_sync_unless_told_not_to() {
+    let recorder = Arc::new(SyncRecorder {
+        inner: MemoryStorage::new(),
+        syncs: std::sync::Mutex::new(Vec::new()),
+    });
+    let gc = GroupCommit::new(Arc::clone(&recorder) as Arc<dyn Storage>);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // Leading (the default): the waiting writer's own thread runs the sync.
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("writer".into())
+            .spawn_scoped(scope, || {
+                let mut b = Batch::new();
+                b.put(Keyspace::Docs, vec![1], vec![1]);
+                let ticket = gc.commit(b).unwrap();
+                runtime.block_on(gc.durable(ticket)).unwrap();
+            })
+            .unwrap();
+    });
+    assert_eq!(
+        recorder.syncs.lock().unwrap().as_slice(),
+        [Some("writer".to_owned())]
+    );
+    // A writer whose commit a sync already covers does not sync again.
+    runtime.block_on(gc.durable(1)).unwrap();
+    assert_eq!(recorder.syncs.lock().unwrap().len(), 1);
+    // Handed off: the syncer thread runs it.
+    gc.set_lead(false);
+    let mut b = Batch::new();
+    b.put(Keyspace::Docs, vec![2], vec![1]);
+    let ticket = gc.commit(b).unwrap();
+    runtime.block_on(gc.durable(ticket)).unwrap();
+    assert_eq!(
+        recorder
+            .syncs
+            .lock()
+            .unwrap()
+            .last()
+            .cloned()
+            .flatten()
+            .as_deref(),
+        Some("ebb-sync")
+    );
+    gc.shutdown();
+}
