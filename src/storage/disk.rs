@@ -136,6 +136,25 @@ pub(super) fn engine(e: fjall::Error) -> StorageError {
     }
 }
 
+/// The data block size of the keyspaces read mostly by scans, documents and the oplog: 32 KiB,
+/// `WiredTiger`'s largest leaf page. A warm filtered scan of 100k ~1 KB documents went from
+/// 570 to 320 ns a document against the engine's default of 4 KiB, a cold one from 100–230
+/// ms to 60–70 ms (fewer block-cache lookups, block reads and block iterators per document),
+/// for about 0.3 µs more per point read (`benches/filter.rs`, `benches/crud.rs`). The index
+/// keyspace, read mostly by point lookups, keeps 4 KiB. A keyspace keeps the size it was
+/// created with: stores created before this keep 4 KiB.
+const SCAN_BLOCK_BYTES: u32 = 32 * 1024;
+
+fn keyspace_options(ks: Keyspace) -> KeyspaceCreateOptions {
+    let options = KeyspaceCreateOptions::default();
+    match ks {
+        Keyspace::Docs | Keyspace::Oplog => {
+            options.data_block_size_policy(fjall::config::BlockSizePolicy::all(SCAN_BLOCK_BYTES))
+        }
+        _ => options,
+    }
+}
+
 impl DiskStorage {
     /// Opens (recovering) or creates the store in `dir`, with the engine's default block cache
     /// (32 MiB).
@@ -163,7 +182,7 @@ impl DiskStorage {
             .open()
             .map_err(engine)?;
         let open = |ks: Keyspace| {
-            db.keyspace(ks.name(), KeyspaceCreateOptions::default)
+            db.keyspace(ks.name(), || keyspace_options(ks))
                 .map_err(engine)
         };
         let keyspaces = [
