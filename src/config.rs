@@ -132,9 +132,10 @@ pub struct Config {
     /// core is idle.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub split_scans: bool,
-    /// Whether a writer waiting alone for its write to be durable runs the journal's
-    /// `fdatasync` on its own thread (saving two thread wake-ups) rather than handing it to the
-    /// sync thread. Concurrent writers always share the sync thread's group commits.
+    /// Whether, while one client has the server to itself, a write waiting to be durable runs
+    /// the journal's `fdatasync` on its own thread (saving two thread wake-ups) rather than
+    /// handing it to the sync thread. With more clients active, writes always share the sync
+    /// thread's group commits.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub leader_sync: bool,
     /// Most connections open at once; more are accepted and closed at once, as mongod does

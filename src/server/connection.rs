@@ -103,6 +103,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             .fetch_add(frame.bytes.len() as u64, Ordering::Relaxed);
         state.metrics.requests.fetch_add(1, Ordering::Relaxed);
         state
+            .catalog
+            .store()
+            .note_client(u64::try_from(ctx.id).unwrap_or(u64::MAX));
+        state
             .metrics
             .connections_active
             .fetch_add(1, Ordering::Relaxed);

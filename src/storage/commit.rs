@@ -1,10 +1,13 @@
 //! Group commit: many writers, one `fdatasync` at a time covering all of them.
 //!
 //! A sync runs on the syncer thread, or on the waiting writer's own thread when that writer is
-//! the only one waiting and no sync is running (the leader path of [`GroupCommit::durable`]): a
-//! lone writer then pays for the `fdatasync` alone, without the two thread wake-ups (the
-//! syncer's, then its own) the hand-off costs. As soon as a second writer waits, syncs go back
-//! to the syncer thread, so that runtime workers keep serving requests while a sync runs.
+//! the only one waiting, no sync is running and one client has had the server to itself for its
+//! last [`LEAD_RUN`] requests (the leader path of [`GroupCommit::durable`]): a lone writer then
+//! pays for the `fdatasync` alone, without the two thread wake-ups (the syncer's, then its own)
+//! the hand-off costs. The leader blocks its runtime worker for the sync, and with it that
+//! worker's share of polling for I/O: a request from another client arriving meanwhile would
+//! wait for the disk too. Hence the condition on clients: as soon as a second one is active,
+//! syncs go back to the syncer thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -38,6 +41,10 @@ pub trait Stamper: Send + Sync {
     }
 }
 
+/// Requests in a row from one client (see [`GroupCommit::note_client`]) before its writers may
+/// lead their own syncs.
+pub const LEAD_RUN: u64 = 8;
+
 /// How long a relaxed (`j: false`) write may stay unsynced: MongoDB's journal interval.
 pub const RELAXED_SYNC_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -64,6 +71,10 @@ struct Shared {
     waiting: AtomicU64,
     /// Whether a lone waiting writer may sync on its own thread.
     lead: AtomicBool,
+    /// The client the last request came from ([`GroupCommit::note_client`]; 0: none yet), and
+    /// how many requests in a row came from it since.
+    last_client: AtomicU64,
+    client_run: AtomicU64,
     stop: AtomicBool,
     failed: Mutex<Option<StorageError>>,
     /// Stamps [`Batch::stamped`] values, and learns which are durable.
@@ -90,6 +101,8 @@ impl GroupCommit {
             durable: tx,
             waiting: AtomicU64::new(0),
             lead: AtomicBool::new(true),
+            last_client: AtomicU64::new(0),
+            client_run: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             failed: Mutex::new(None),
             stamper: OnceLock::new(),
@@ -202,11 +215,33 @@ impl GroupCommit {
         self.shared.lead.store(lead, Ordering::Relaxed);
     }
 
+    /// The server received a request from client `id` (a connection; not 0). Writers lead their
+    /// own syncs only after [`LEAD_RUN`] requests in a row from one client; until the first
+    /// call (the engine used without a server), always.
+    pub fn note_client(&self, id: u64) {
+        let shared = &self.shared;
+        if shared.last_client.load(Ordering::Relaxed) == id {
+            shared.client_run.fetch_add(1, Ordering::Relaxed);
+        } else {
+            shared.last_client.store(id, Ordering::Relaxed);
+            shared.client_run.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a lone waiting writer may lead its own sync now.
+    fn may_lead(&self) -> bool {
+        let shared = &self.shared;
+        shared.lead.load(Ordering::Relaxed)
+            && (shared.last_client.load(Ordering::Relaxed) == 0
+                || shared.client_run.load(Ordering::Relaxed) >= LEAD_RUN)
+    }
+
     /// Waits until the commit with `ticket` is durable. Relaxed writers skip this; the syncer
     /// still covers them within [`RELAXED_SYNC_INTERVAL`].
     ///
-    /// A writer that finds itself the only one waiting, with no sync running, runs the sync
-    /// itself, blocking its thread for one `fdatasync` (see the module's documentation).
+    /// A writer that finds itself the only one waiting, with no sync running, while one client
+    /// has the server to itself, runs the sync itself, blocking its thread for one `fdatasync`
+    /// (see the module's documentation).
     pub async fn durable(&self, ticket: u64) -> StorageResult<()> {
         if !self.storage.is_durable() {
             return Ok(());
@@ -214,7 +249,7 @@ impl GroupCommit {
         let waiting = Waiting::enter(&self.shared);
         if *self.durable.borrow() < ticket
             && waiting.alone
-            && self.shared.lead.load(Ordering::Relaxed)
+            && self.may_lead()
             && let Ok(mut synced) = self.shared.syncing.try_lock()
         {
             // A sync that ran since the check above may already cover the ticket.

@@ -19,7 +19,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-pub use commit::{GroupCommit, Stamper};
+pub use commit::{GroupCommit, LEAD_RUN, Stamper};
 pub use disk::DiskStorage;
 pub use garbage::Ledger;
 pub use memory::MemoryStorage;

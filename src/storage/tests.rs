@@ -209,22 +209,29 @@ fn a_lone_writer_leads_its_own_sync_unless_told_not_to() {
     // A writer whose commit a sync already covers does not sync again.
     runtime.block_on(gc.durable(1)).unwrap();
     assert_eq!(recorder.syncs.lock().unwrap().len(), 1);
-    // Handed off: the syncer thread runs it.
-    gc.set_lead(false);
-    let mut b = Batch::new();
-    b.put(Keyspace::Docs, vec![2], vec![1]);
-    let ticket = gc.commit(b).unwrap();
-    runtime.block_on(gc.durable(ticket)).unwrap();
+    let last_sync = |key: u8| {
+        let mut b = Batch::new();
+        b.put(Keyspace::Docs, vec![key], vec![1]);
+        let ticket = gc.commit(b).unwrap();
+        runtime.block_on(gc.durable(ticket)).unwrap();
+        recorder.syncs.lock().unwrap().last().cloned().flatten()
+    };
+    let syncer = Some("ebb-sync".to_owned());
+    // Two clients taking turns: handed off to the syncer thread.
+    for client in [1, 2, 1, 2] {
+        gc.note_client(client);
+    }
+    assert_eq!(last_sync(2), syncer);
+    // One client alone for LEAD_RUN requests in a row: led again, on this thread.
+    for _ in 0..LEAD_RUN {
+        gc.note_client(2);
+    }
     assert_eq!(
-        recorder
-            .syncs
-            .lock()
-            .unwrap()
-            .last()
-            .cloned()
-            .flatten()
-            .as_deref(),
-        Some("ebb-sync")
+        last_sync(3),
+        std::thread::current().name().map(str::to_owned)
     );
+    // Told not to lead: handed off.
+    gc.set_lead(false);
+    assert_eq!(last_sync(4), syncer);
     gc.shutdown();
 }
