@@ -277,7 +277,7 @@ fn now_ms() -> i64 {
 enum CommitOn {
     /// On the runtime worker that runs the writer, as Ebb's write handlers do today.
     Worker,
-    /// In `spawn_blocking`, as `docs/storage.md` says handlers should.
+    /// In `spawn_blocking`: every commit off the runtime worker, as `docs/storage.md` once planned.
     Blocking,
 }
 

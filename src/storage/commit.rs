@@ -145,10 +145,30 @@ impl GroupCommit {
     }
 
     /// [`GroupCommit::commit`], also returning the last stamp its stamped values got, if any.
-    pub fn commit_stamped(&self, mut batch: Batch) -> StorageResult<(u64, Option<u64>)> {
+    ///
+    /// When the engine would likely make the commit wait ([`Storage::may_stall`]: flushes or
+    /// compactions behind, for up to 100 ms at a time), and the caller is a worker of a
+    /// multi-threaded async runtime, the worker's other tasks move to another thread first
+    /// (`block_in_place`), so that the other connections it serves do not wait with it. Not
+    /// always: that hand-over costs a thread wake-up, which every commit would pay.
+    pub fn commit_stamped(&self, batch: Batch) -> StorageResult<(u64, Option<u64>)> {
         if let Some(e) = self.failure() {
             return Err(e);
         }
+        if self.storage.may_stall(&batch) && on_multi_thread_runtime() {
+            #[expect(
+                clippy::disallowed_methods,
+                reason = "the commit is synchronous (its callers hold locks across it) and blocks \
+                          anyway: block_in_place hands the worker's other tasks to another thread \
+                          for it, only when a stall is likely, only on a multi-threaded runtime"
+            )]
+            tokio::task::block_in_place(|| self.apply(batch))
+        } else {
+            self.apply(batch)
+        }
+    }
+
+    fn apply(&self, mut batch: Batch) -> StorageResult<(u64, Option<u64>)> {
         // What the running command writes counts in its tally, if it has one (`storage::tally`).
         super::tally::note_batch(&batch);
         let values = std::mem::take(&mut batch.stamped);
@@ -306,6 +326,13 @@ impl Drop for GroupCommit {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Whether this thread runs inside a multi-threaded tokio runtime, where `block_in_place` may
+/// be called (it panics inside a current-thread runtime).
+fn on_multi_thread_runtime() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// Counts a writer in [`GroupCommit::durable`] while it waits.

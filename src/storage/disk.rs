@@ -145,6 +145,11 @@ pub(super) fn engine(e: fjall::Error) -> StorageError {
 /// created with: stores created before this keep 4 KiB.
 const SCAN_BLOCK_BYTES: u32 = 32 * 1024;
 
+/// Sealed memtables in one keyspace from which fjall makes a commit wait for flushes.
+const STALL_SEALED_MEMTABLES: usize = 4;
+/// Runs in level 0 of one keyspace from which fjall slows commits down.
+const STALL_L0_RUNS: usize = 20;
+
 fn keyspace_options(ks: Keyspace) -> KeyspaceCreateOptions {
     let options = KeyspaceCreateOptions::default();
     match ks {
@@ -482,6 +487,36 @@ impl Storage for DiskStorage {
 
     fn approximate_size(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+
+    fn may_stall(&self, batch: &Batch) -> bool {
+        // fjall's own thresholds (`Keyspace::local_backpressure`, for each keyspace a batch
+        // writes): at 4 sealed memtables a writer sleeps 100 ms at a time until a flush catches
+        // up; from 20 runs in level 0 it spins, and from 30 sleeps 10 ms at a time.
+        let mut written = [false; Keyspace::COUNT];
+        for op in &batch.ops {
+            let (Op::Put(ks, ..)
+            | Op::Replace(ks, ..)
+            | Op::Delete(ks, _)
+            | Op::DeleteOnce(ks, _)
+            | Op::Expire(ks, _)) = op;
+            if let Some(w) = written.get_mut(ks.slot()) {
+                *w = true;
+            }
+        }
+        if !batch.stamped.is_empty()
+            && let Some(w) = written.get_mut(Keyspace::Oplog.slot())
+        {
+            *w = true;
+        }
+        self.keyspaces
+            .iter()
+            .zip(written)
+            .filter(|(_, w)| *w)
+            .any(|(ks, _)| {
+                ks.tree.sealed_memtable_count() >= STALL_SEALED_MEMTABLES
+                    || ks.tree.l0_run_count() >= STALL_L0_RUNS
+            })
     }
 
     fn cache(&self) -> Option<CacheStatus> {

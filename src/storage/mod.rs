@@ -302,6 +302,14 @@ pub trait Storage: Send + Sync + 'static {
     /// The garbage counts of this store.
     fn ledger(&self) -> &Ledger;
 
+    /// Whether committing `batch` now would likely wait for the engine to catch up (its write
+    /// backpressure: flushes or compactions behind), so that a caller on an async runtime
+    /// should move its other work elsewhere first.
+    fn may_stall(&self, batch: &Batch) -> bool {
+        let _ = batch;
+        false
+    }
+
     /// Whether compactions drop expired document records the purge is done with, so that
     /// [`Op::Expire`] writes nothing.
     fn drops_expired(&self) -> bool {

@@ -235,3 +235,83 @@ fn a_lone_writer_leads_its_own_sync_unless_told_not_to() {
     assert_eq!(last_sync(4), syncer);
     gc.shutdown();
 }
+
+/// The memory engine, whose commits take `delay` and which says they may stall.
+struct Stalling {
+    inner: MemoryStorage,
+    delay: std::time::Duration,
+}
+
+impl Storage for Stalling {
+    fn snapshot(&self) -> Box<dyn Snapshot> {
+        self.inner.snapshot()
+    }
+    fn commit(&self, batch: Batch) -> StorageResult<()> {
+        std::thread::sleep(self.delay);
+        self.inner.commit(batch)
+    }
+    fn sync(&self) -> StorageResult<()> {
+        Ok(())
+    }
+    fn is_durable(&self) -> bool {
+        false
+    }
+    fn may_stall(&self, _batch: &Batch) -> bool {
+        true
+    }
+    fn approximate_size(&self) -> u64 {
+        self.inner.approximate_size()
+    }
+    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64> {
+        self.inner.compact(keyspaces)
+    }
+    fn ledger(&self) -> &Ledger {
+        self.inner.ledger()
+    }
+    fn entry_count(&self, ks: Keyspace) -> u64 {
+        self.inner.entry_count(ks)
+    }
+    fn keyspace_size(&self, ks: Keyspace) -> u64 {
+        self.inner.keyspace_size(ks)
+    }
+}
+
+/// A commit the engine may stall does not hold up the other tasks of its runtime worker: on a
+/// runtime with one worker, a task that only needs a moment finishes while the commit sleeps.
+#[test]
+fn a_commit_that_may_stall_leaves_its_worker_to_other_tasks() {
+    let delay = std::time::Duration::from_millis(400);
+    let gc = Arc::new(GroupCommit::new(Arc::new(Stalling {
+        inner: MemoryStorage::new(),
+        delay,
+    })));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let committing = tokio::spawn({
+            let gc = Arc::clone(&gc);
+            async move {
+                let mut b = Batch::new();
+                b.put(Keyspace::Docs, b"k".to_vec(), b"v".to_vec());
+                gc.commit(b).unwrap();
+                std::time::Instant::now()
+            }
+        });
+        // Let the commit start on the one worker.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let other = tokio::spawn(async {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            std::time::Instant::now()
+        });
+        let other_done = other.await.unwrap();
+        let commit_done = committing.await.unwrap();
+        assert!(
+            other_done < commit_done,
+            "the other task waited for the stalled commit"
+        );
+    });
+    gc.shutdown();
+}
