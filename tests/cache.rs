@@ -42,8 +42,9 @@ async fn the_cache_is_sized_as_configured_and_serves_a_repeated_scan() -> TestRe
     assert_eq!(coll.count_documents(scan.clone()).await?, 10_000);
     let first = cache(&client).await?;
     let read_in = field(&first, "pages read into cache") - field(&written, "pages read into cache");
-    // 10,000 documents of ~530 bytes: about 5 MB of 4 KB blocks, read from the files once.
-    assert!(read_in > 500, "{first}");
+    // 10,000 documents of ~530 bytes: about 5 MB of 32 KiB blocks (the documents' block size),
+    // read from the files once.
+    assert!(read_in > 100, "{first}");
     assert!(
         field(&first, "bytes currently in the cache") > 4_000_000,
         "{first}"
