@@ -151,7 +151,27 @@ impl Scan {
     /// Goes on with the batch `out` (at most `max_docs` documents and about `max_bytes` bytes
     /// in all), reading at most `examine` entries: `true` if it stopped for that budget, with
     /// more to read toward the batch (the next call goes on where it stopped).
+    ///
+    /// A batch with no limit but its size and no budget (a `getMore` without `batchSize`, on a
+    /// thread that may block) may be read as two halves on two threads (`cursor::split`).
     pub fn fill(
+        &mut self,
+        out: &mut Vec<Record>,
+        max_docs: usize,
+        max_bytes: usize,
+        examine: u64,
+    ) -> CommandResult<bool> {
+        if max_docs == usize::MAX
+            && examine == u64::MAX
+            && let Some(more) = self.fill_split(out, max_bytes)?
+        {
+            return Ok(more);
+        }
+        self.fill_here(out, max_docs, max_bytes, examine)
+    }
+
+    /// [`Scan::fill`] on this thread alone.
+    fn fill_here(
         &mut self,
         out: &mut Vec<Record>,
         max_docs: usize,

@@ -375,6 +375,10 @@ pub(super) async fn find_explained(
     }
     let mut source = Source::open(collection.id, snapshot, &plan.access, filter, now);
     source.set_interrupt(&state.interrupt());
+    // A batch limited only by its size (a `getMore` without `batchSize`) may read its two
+    // halves at once (`cursor::split`). (A blocking sort reads in bounded batches: it does
+    // not.)
+    source.allow_split(state.config.split_scans);
     let blocking = if plan.sorted {
         None
     } else {
