@@ -282,8 +282,10 @@ impl Scan {
             };
             let size = doc.as_bytes().len();
             if !out.is_empty() && bytes + size > max_bytes {
-                // This one starts the next batch: resume at it, not after it.
+                // This one starts the next batch: resume at it, not after it. The next batch
+                // examines it again; it counts once (mongod keeps it for the next batch).
                 restart_at = last_key.take();
+                self.examined -= 1;
                 exhausted = false;
                 break;
             }
@@ -673,10 +675,13 @@ impl IndexScan {
                 };
                 let size = doc.as_bytes().len();
                 if !out.is_empty() && bytes + size > max_bytes {
-                    // This one starts the next batch: resume at it, and read it again then.
+                    // This one starts the next batch: resume at it, and read it again then
+                    // (its key and document count once, as mongod keeps it for the next batch).
                     if let Some(seen) = &mut self.seen {
                         seen.remove(&rid);
                     }
+                    self.stats.keys_examined -= 1;
+                    self.stats.docs_examined -= 1;
                     stop = Some(Bound::Included(key.to_vec()));
                     break;
                 }

@@ -313,3 +313,45 @@ fn covered_scans_read_documents_only_for_entries_without_values() {
     assert_eq!(old_entries, 20);
     assert_eq!(source.stats().docs_examined, 20);
 }
+
+/// Batches cut by their size (a document that does not fit starts the next one) count each
+/// key and document once, through an index and through a collection scan alike.
+#[test]
+fn batches_cut_by_size_count_each_document_once() {
+    let docs: Vec<RawDocumentBuf> = (0..1000)
+        .map(|i| rawdoc! { "_id": i, "a": i % 100 })
+        .collect();
+    let (storage, spec) = store(&docs, &rawdoc! { "a": 1 }, &[]);
+    for hint in [None, Some(Hint::Natural(false))] {
+        let f = Filter::compile(&rawdoc! { "a": { "$lt": 50 } }).expect("filter");
+        let p = plan::plan(
+            &Query {
+                filter: Some(&f),
+                sort: None,
+                hint: hint.as_ref(),
+            },
+            std::slice::from_ref(&spec),
+        )
+        .expect("plan");
+        let mut source = Source::open(COLL, storage.snapshot(), &p.access, Some(f), 10);
+        let (mut n, mut batches) = (0, 0);
+        loop {
+            // About 20 of these 24-byte documents a batch: most batches end on one that
+            // does not fit.
+            let b = source.next_entries(usize::MAX, 500).expect("batch");
+            if b.is_empty() {
+                break;
+            }
+            n += b.len();
+            batches += 1;
+        }
+        assert_eq!(n, 500);
+        assert!(batches > 20, "{batches}");
+        let stats = source.stats();
+        if hint.is_none() {
+            assert_eq!((stats.keys_examined, stats.docs_examined), (500, 500));
+        } else {
+            assert_eq!(stats.docs_examined, 1000);
+        }
+    }
+}
