@@ -116,19 +116,7 @@ impl Scan {
         // The halves are one scan of the whole: the store hears of it once, at the end.
         let whole = self.whole.take();
         let each = &each;
-        let (lower, higher) = std::thread::scope(|scope| {
-            let handle = std::thread::Builder::new()
-                .name("ebb-scan".into())
-                .spawn_scoped(scope, crate::storage::tally::carry(|| each(&mut upper)));
-            let lower = each(self);
-            let higher = match handle {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(CommandError::internal("a scan thread panicked"))),
-                Err(e) => Err(CommandError::internal(format!("no scan thread: {e}"))),
-            };
-            (lower, higher)
-        });
+        let (lower, higher) = side_by_side(|| each(self), || each(&mut upper));
         let (lower, higher) = (lower?, higher?);
         self.examined += upper.examined;
         if let Some(id) = whole {
@@ -212,41 +200,30 @@ impl Scan {
         // The halves are one scan of the whole: the store hears of it once, at the end.
         let whole = self.whole.take();
         let stop = AtomicBool::new(false);
-        let (lower, higher) = std::thread::scope(|scope| {
-            let reader = &mut upper;
-            let stop = &stop;
-            let handle = std::thread::Builder::new()
-                .name("ebb-scan".into())
-                .spawn_scoped(
-                    scope,
-                    crate::storage::tally::carry(move || -> CommandResult<Vec<Record>> {
-                        let mut got = Vec::new();
-                        while !stop.load(Ordering::Relaxed)
-                            && reader.fill_here(&mut got, usize::MAX, max_bytes, UPPER_CHUNK)?
-                        {
-                        }
-                        Ok(got)
-                    }),
-                );
-            let lower = self.fill_here(out, usize::MAX, max_bytes, u64::MAX);
-            if !self.done {
-                stop.store(true, Ordering::Relaxed);
-            }
-            let higher = match handle {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| Err(CommandError::internal("a scan thread panicked"))),
-                Err(e) => Err(CommandError::internal(format!("no scan thread: {e}"))),
-            };
-            (lower, higher)
-        });
-        let restore = |scan: &mut Scan| {
-            scan.upper = whole_upper.clone();
-        };
+        let (lower, higher) = side_by_side(
+            || {
+                let lower = self.fill_here(out, usize::MAX, max_bytes, u64::MAX);
+                if !self.done {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                lower
+            },
+            || {
+                let mut got = Vec::new();
+                // In chunks: between them, a look at whether the lower half still needs it.
+                loop {
+                    if stop.load(Ordering::Relaxed)
+                        || !upper.fill_here(&mut got, usize::MAX, max_bytes, UPPER_CHUNK)?
+                    {
+                        return Ok(got);
+                    }
+                }
+            },
+        );
         let higher = match (lower, higher) {
             (Ok(_), Ok(higher)) => higher,
             (Err(e), _) | (_, Err(e)) => {
-                restore(self);
+                self.upper = whole_upper;
                 self.whole = whole;
                 return Err(e);
             }
@@ -254,22 +231,21 @@ impl Scan {
         let size = |records: &[Record]| -> usize {
             records.iter().map(|(_, d, _)| d.as_bytes().len()).sum()
         };
-        if self.done {
-            // The lower half is read to the middle.
-            if out.is_empty() || size(out) + size(&higher) <= max_bytes {
-                out.extend(higher);
-                self.lower = upper.lower;
-                self.upper = upper.upper;
-                self.done = upper.done;
-                self.examined += upper.examined;
-            } else {
+        if self.done && (out.is_empty() || size(out) + size(&higher) <= max_bytes) {
+            // The lower half is read to the middle, and the upper half's documents fit.
+            out.extend(higher);
+            self.lower = upper.lower;
+            self.upper = upper.upper;
+            self.done = upper.done;
+            self.examined += upper.examined;
+        } else {
+            if self.done {
+                // The lower half is read to the middle, but both do not fit.
                 self.lower = Bound::Included(middle);
-                restore(self);
                 self.done = false;
             }
-        } else {
-            // The batch filled before the middle.
-            restore(self);
+            // (Otherwise the batch filled before the middle.)
+            self.upper = whole_upper;
         }
         if self.done {
             if let Some(id) = whole {
@@ -280,6 +256,27 @@ impl Scan {
         }
         Ok(Some(false))
     }
+}
+
+/// Runs `here` on this thread and `there` on a new one at the same time, and returns both
+/// results (an error for `there` if its thread could not start or panicked).
+fn side_by_side<A, B: Send>(
+    here: impl FnOnce() -> CommandResult<A>,
+    there: impl FnOnce() -> CommandResult<B> + Send,
+) -> (CommandResult<A>, CommandResult<B>) {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("ebb-scan".into())
+            .spawn_scoped(scope, crate::storage::tally::carry(there));
+        let here = here();
+        let there = match handle {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(CommandError::internal("a scan thread panicked"))),
+            Err(e) => Err(CommandError::internal(format!("no scan thread: {e}"))),
+        };
+        (here, there)
+    })
 }
 
 /// Records a count reads at a time.

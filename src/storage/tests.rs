@@ -141,17 +141,35 @@ async fn group_commit_makes_writes_durable() {
     );
 }
 
-/// The memory engine, claiming durability, recording which thread ran each sync.
-struct SyncRecorder {
+/// The memory engine made to look like a disk for [`GroupCommit`]: durable when `durable`,
+/// recording which thread ran each sync, and when `stall` is set, saying its commits may stall
+/// and taking that long over each.
+struct Probe {
     inner: MemoryStorage,
+    durable: bool,
+    stall: Option<std::time::Duration>,
     syncs: std::sync::Mutex<Vec<Option<String>>>,
 }
 
-impl Storage for SyncRecorder {
+impl Probe {
+    fn new(durable: bool, stall: Option<std::time::Duration>) -> Self {
+        Probe {
+            inner: MemoryStorage::new(),
+            durable,
+            stall,
+            syncs: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Storage for Probe {
     fn snapshot(&self) -> Box<dyn Snapshot> {
         self.inner.snapshot()
     }
     fn commit(&self, batch: Batch) -> StorageResult<()> {
+        if let Some(delay) = self.stall {
+            std::thread::sleep(delay);
+        }
         self.inner.commit(batch)
     }
     fn sync(&self) -> StorageResult<()> {
@@ -160,7 +178,10 @@ impl Storage for SyncRecorder {
         Ok(())
     }
     fn is_durable(&self) -> bool {
-        true
+        self.durable
+    }
+    fn may_stall(&self, _batch: &Batch) -> bool {
+        self.stall.is_some()
     }
     fn approximate_size(&self) -> u64 {
         self.inner.approximate_size()
@@ -181,10 +202,7 @@ impl Storage for SyncRecorder {
 
 #[test]
 fn a_lone_writer_leads_its_own_sync_unless_told_not_to() {
-    let recorder = Arc::new(SyncRecorder {
-        inner: MemoryStorage::new(),
-        syncs: std::sync::Mutex::new(Vec::new()),
-    });
+    let recorder = Arc::new(Probe::new(true, None));
     let gc = GroupCommit::new(Arc::clone(&recorder) as Arc<dyn Storage>);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -236,55 +254,12 @@ fn a_lone_writer_leads_its_own_sync_unless_told_not_to() {
     gc.shutdown();
 }
 
-/// The memory engine, whose commits take `delay` and which says they may stall.
-struct Stalling {
-    inner: MemoryStorage,
-    delay: std::time::Duration,
-}
-
-impl Storage for Stalling {
-    fn snapshot(&self) -> Box<dyn Snapshot> {
-        self.inner.snapshot()
-    }
-    fn commit(&self, batch: Batch) -> StorageResult<()> {
-        std::thread::sleep(self.delay);
-        self.inner.commit(batch)
-    }
-    fn sync(&self) -> StorageResult<()> {
-        Ok(())
-    }
-    fn is_durable(&self) -> bool {
-        false
-    }
-    fn may_stall(&self, _batch: &Batch) -> bool {
-        true
-    }
-    fn approximate_size(&self) -> u64 {
-        self.inner.approximate_size()
-    }
-    fn compact(&self, keyspaces: &[Keyspace]) -> StorageResult<u64> {
-        self.inner.compact(keyspaces)
-    }
-    fn ledger(&self) -> &Ledger {
-        self.inner.ledger()
-    }
-    fn entry_count(&self, ks: Keyspace) -> u64 {
-        self.inner.entry_count(ks)
-    }
-    fn keyspace_size(&self, ks: Keyspace) -> u64 {
-        self.inner.keyspace_size(ks)
-    }
-}
-
 /// A commit the engine may stall does not hold up the other tasks of its runtime worker: on a
 /// runtime with one worker, a task that only needs a moment finishes while the commit sleeps.
 #[test]
 fn a_commit_that_may_stall_leaves_its_worker_to_other_tasks() {
     let delay = std::time::Duration::from_millis(400);
-    let gc = Arc::new(GroupCommit::new(Arc::new(Stalling {
-        inner: MemoryStorage::new(),
-        delay,
-    })));
+    let gc = Arc::new(GroupCommit::new(Arc::new(Probe::new(false, Some(delay)))));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

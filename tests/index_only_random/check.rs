@@ -188,11 +188,7 @@ impl Check {
         );
         let plan = match explain {
             Some(e) => e,
-            None => coll
-                .db
-                .run_command(doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" })
-                .await
-                .unwrap_or_default(),
+            None => planner_explain(&coll.db, cmd).await,
         };
         if let Some(w) = find_doc(&plan, "winningPlan") {
             let _ = write!(msg, "\n  plan: {w}");
@@ -282,6 +278,16 @@ pub(crate) fn num(d: &Document, key: &str) -> Option<i64> {
 
 pub(crate) async fn command(db: &Database, cmd: Document) -> Answer<Document> {
     db.run_command(cmd).await.map_err(|e| error_text(&e))
+}
+
+/// `cmd`'s `queryPlanner` explain (empty if it fails).
+pub(crate) async fn planner_explain(db: &Database, cmd: &Document) -> Document {
+    command(
+        db,
+        doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" },
+    )
+    .await
+    .unwrap_or_default()
 }
 
 pub(crate) async fn cursor(db: &Database, cmd: Document) -> Answer<Vec<Document>> {

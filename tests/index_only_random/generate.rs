@@ -29,6 +29,13 @@ pub(crate) fn natural() -> Document {
     doc! { "$natural": 1 }
 }
 
+/// `cmd` hinted to a collection scan: what an index-only plan's answer is checked against.
+pub(crate) fn naturally(cmd: &Document) -> Document {
+    let mut hinted = cmd.clone();
+    hinted.insert("hint", natural());
+    hinted
+}
+
 /// A small number, often the same one in several types.
 fn number(rng: &mut Rng) -> Bson {
     let k = i32::try_from(rng.below(7)).unwrap_or(0) - 1;

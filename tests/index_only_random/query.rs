@@ -7,9 +7,9 @@ use mongodb::options::Hint;
 
 use crate::check::{
     Check, Coll, bytes_of, canonical, command, cursor, docs_diff, error_text, find_doc, num,
-    plan_index, plan_stages, show_docs, show_values, stage_named, values_diff,
+    plan_index, plan_stages, planner_explain, show_docs, show_values, stage_named, values_diff,
 };
-use crate::generate::{FIELDS, chance, natural, pick, random_projection, random_query};
+use crate::generate::{FIELDS, chance, natural, naturally, pick, random_projection, random_query};
 use crate::{scale, strict};
 
 // ---------------------------------------------------------------------------------------------
@@ -34,15 +34,8 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
     let batch = pick(&mut check.rng, &[2_i32, 5, 101]);
     let cmd = col(doc! { "find": name, "filter": q.clone(), "batchSize": batch });
     let got = cursor(db, cmd.clone()).await;
-    let mut hinted = cmd.clone();
-    hinted.insert("hint", natural());
-    let want = cursor(db, hinted).await;
-    let find_explain = command(
-        db,
-        doc! { "explain": col(doc! { "find": name, "filter": q.clone() }), "verbosity": "queryPlanner" },
-    )
-    .await
-    .unwrap_or_default();
+    let want = cursor(db, naturally(&cmd)).await;
+    let find_explain = planner_explain(db, &col(doc! { "find": name, "filter": q.clone() })).await;
     let find_stages = plan_stages(&find_explain);
     if canonical(&got, false) != canonical(&want, false) {
         let (g, w) = docs_diff(&got, &want);
@@ -70,16 +63,9 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
         doc! { "find": name, "filter": q.clone(), "projection": projection.clone(), "batchSize": batch },
     );
     let got = cursor(db, cmd.clone()).await;
-    let mut hinted = cmd.clone();
-    hinted.insert("hint", natural());
-    let want = cursor(db, hinted).await;
+    let want = cursor(db, naturally(&cmd)).await;
     if canonical(&got, true) == canonical(&want, true) {
-        let e = command(
-            db,
-            doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" },
-        )
-        .await
-        .unwrap_or_default();
+        let e = planner_explain(db, &cmd).await;
         if plan_stages(&e).iter().any(|s| s == "PROJECTION_COVERED") {
             let what = if got.as_ref().is_ok_and(|d| !d.is_empty()) {
                 "find PROJECTION_COVERED (non-empty)"
@@ -145,16 +131,9 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
             doc! { "find": name, "filter": q.clone(), "projection": projection, "hint": index.clone(), "batchSize": batch },
         );
         let got = cursor(db, cmd.clone()).await;
-        let mut hinted = cmd.clone();
-        hinted.insert("hint", natural());
-        let want = cursor(db, hinted).await;
+        let want = cursor(db, naturally(&cmd)).await;
         if canonical(&got, true) == canonical(&want, true) {
-            let e = command(
-                db,
-                doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" },
-            )
-            .await
-            .unwrap_or_default();
+            let e = planner_explain(db, &cmd).await;
             if plan_stages(&e).iter().any(|s| s == "PROJECTION_COVERED")
                 && got.as_ref().is_ok_and(|d| !d.is_empty())
             {
@@ -172,9 +151,7 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
         }
         let cmd = col(doc! { "count": name, "query": q.clone(), "hint": index });
         let got = command(db, cmd.clone()).await.map(|r| num(&r, "n"));
-        let mut hinted = cmd.clone();
-        hinted.insert("hint", natural());
-        let want = command(db, hinted).await.map(|r| num(&r, "n"));
+        let want = command(db, naturally(&cmd)).await.map(|r| num(&r, "n"));
         if got != want {
             check
                 .fail(
@@ -187,12 +164,7 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
                 )
                 .await;
         } else if got.as_ref().is_ok_and(|n| n.unwrap_or(0) > 0) {
-            let e = command(
-                db,
-                doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" },
-            )
-            .await
-            .unwrap_or_default();
+            let e = planner_explain(db, &cmd).await;
             if !plan_stages(&e).iter().any(|s| s == "FETCH") {
                 check.index_only(coll, "count from keys, hinted index (n > 0)", &cmd);
             }
@@ -212,9 +184,7 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
         cmd.insert("limit", limit);
     }
     let got = command(db, cmd.clone()).await.map(|r| num(&r, "n"));
-    let mut hinted = cmd.clone();
-    hinted.insert("hint", natural());
-    let want = command(db, hinted).await.map(|r| num(&r, "n"));
+    let want = command(db, naturally(&cmd)).await.map(|r| num(&r, "n"));
     if got != want {
         check
             .fail(
@@ -314,9 +284,7 @@ async fn check_query(check: &mut Check, coll: &Coll, q: &Document) {
     pipeline.extend(tail);
     let cmd = col(doc! { "aggregate": name, "pipeline": pipeline, "cursor": { "batchSize": 3 } });
     let got = cursor(db, cmd.clone()).await;
-    let mut hinted = cmd.clone();
-    hinted.insert("hint", natural());
-    let want = cursor(db, hinted).await;
+    let want = cursor(db, naturally(&cmd)).await;
     if canonical(&got, true) != canonical(&want, true) {
         let (g, w) = docs_diff(&got, &want);
         check.fail(coll, "aggregate", &cmd, g, w, None).await;
@@ -379,17 +347,10 @@ async fn check_distinct(
     let got = command(db, cmd.clone())
         .await
         .map(|r| r.get_array("values").cloned().unwrap_or_default());
-    let mut hinted = cmd.clone();
-    hinted.insert("hint", natural());
-    let want = command(db, hinted)
+    let want = command(db, naturally(&cmd))
         .await
         .map(|r| r.get_array("values").cloned().unwrap_or_default());
-    let explain = command(
-        db,
-        doc! { "explain": cmd.clone(), "verbosity": "queryPlanner" },
-    )
-    .await
-    .unwrap_or_default();
+    let explain = planner_explain(db, &cmd).await;
     let s = plan_stages(&explain);
     let distinct_scan = s.iter().any(|s| s == "DISTINCT_SCAN");
     let (g, w) = match (&got, &want) {
